@@ -1,0 +1,1 @@
+//! profilink exporter: not built yet (see the issues).

@@ -1,0 +1,1 @@
+//! Input format detection (being written).

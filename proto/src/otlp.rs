@@ -1,0 +1,40 @@
+//! OTLP profiles types (proto 1.10, `v1development`), re-exported from `opentelemetry-proto`.
+//!
+//! `ProfilesData` and `ExportProfilesServiceRequest` share one wire layout (field 1
+//! `resource_profiles`, field 2 `dictionary`), so either decodes the other's bytes.
+
+pub use opentelemetry_proto::tonic::collector::profiles::v1development::{
+    ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+    profiles_service_client, profiles_service_server,
+};
+pub use opentelemetry_proto::tonic::common::v1::{
+    AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value,
+};
+pub use opentelemetry_proto::tonic::profiles::v1development::{
+    Function, KeyValueAndUnit, Line, Link, Location, Mapping, Profile, ProfilesData,
+    ProfilesDictionary, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
+};
+pub use opentelemetry_proto::tonic::resource::v1::Resource;
+
+/// The gRPC method path of the OTLP profiles export service.
+pub const EXPORT_PATH: &str =
+    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
+
+/// The OTLP/HTTP path for profiles.
+pub const HTTP_PATH: &str = "/v1development/profiles";
+
+/// Converts a `ProfilesData` into the equivalent export request (same fields, no copy of tables).
+pub fn request_from_data(data: ProfilesData) -> ExportProfilesServiceRequest {
+    ExportProfilesServiceRequest {
+        resource_profiles: data.resource_profiles,
+        dictionary: data.dictionary,
+    }
+}
+
+/// Converts an export request into the equivalent `ProfilesData`.
+pub fn data_from_request(req: ExportProfilesServiceRequest) -> ProfilesData {
+    ProfilesData {
+        resource_profiles: req.resource_profiles,
+        dictionary: req.dictionary,
+    }
+}

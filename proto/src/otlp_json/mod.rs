@@ -1,0 +1,1 @@
+//! OTLP/JSON codec for the profiles messages (being written).

@@ -1,0 +1,72 @@
+//! Sentry id formats: 32 lowercase hex characters (UUIDs without dashes).
+
+/// True when `s` is exactly 32 lowercase hex characters, the form Relay emits for ids.
+pub fn is_sentry_id(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Formats 16 bytes as a Sentry id (32 lowercase hex characters).
+pub fn sentry_id_from_bytes(bytes: &[u8; 16]) -> String {
+    hex::encode(bytes)
+}
+
+/// Parses a Sentry/UUID id (32 hex characters, or hyphenated UUID, any case) into 16 bytes.
+pub fn parse_sentry_id(s: &str) -> Option<[u8; 16]> {
+    let compact: String = s.chars().filter(|c| *c != '-').collect();
+    if compact.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    hex::decode_to_slice(compact, &mut out).ok()?;
+    Some(out)
+}
+
+/// True when `s` is a Sentry instruction address: `0x` followed by 1–16 hex digits.
+pub fn is_instruction_addr(s: &str) -> bool {
+    parse_instruction_addr(s).is_some()
+}
+
+/// Parses a `"0x…"` address (Relay also accepts a decimal string).
+pub fn parse_instruction_addr(s: &str) -> Option<u64> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        if h.is_empty() || h.len() > 16 {
+            return None;
+        }
+        u64::from_str_radix(h, 16).ok()
+    } else if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// Formats an address the way profilink emits it: lowercase `0x` hex.
+pub fn format_instruction_addr(addr: u64) -> String {
+    format!("{addr:#x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids() {
+        assert!(is_sentry_id("7ffb3319b3ff432ebf7a635f28b29a80"));
+        assert!(!is_sentry_id("7FFB3319B3FF432EBF7A635F28B29A80"));
+        assert!(!is_sentry_id("7ffb3319-b3ff-432e-bf7a-635f28b29a80"));
+        assert_eq!(
+            parse_sentry_id("7ffb3319-b3ff-432e-bf7a-635f28b29a80").map(|b| hex::encode(b)),
+            Some("7ffb3319b3ff432ebf7a635f28b29a80".to_string())
+        );
+        assert_eq!(parse_sentry_id("xyz"), None);
+    }
+
+    #[test]
+    fn addrs() {
+        assert_eq!(parse_instruction_addr("0x1a"), Some(26));
+        assert_eq!(parse_instruction_addr("26"), Some(26));
+        assert_eq!(parse_instruction_addr("1a"), None);
+        assert_eq!(parse_instruction_addr("0x"), None);
+        assert_eq!(format_instruction_addr(26), "0x1a");
+    }
+}

@@ -1,0 +1,1 @@
+//! Validators (being written).

@@ -1,0 +1,1 @@
+//! profilink receiver: not built yet (see the issues).
