@@ -1,1 +1,196 @@
-//! Input format detection (being written).
+//! Detection of what a byte buffer holds, for tools that accept any profile format.
+//!
+//! JSON inputs are told apart by their top-level keys; anything that is not JSON is taken to be
+//! binary OTLP protobuf, whose decoder then gives the precise error for bytes that are not.
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
+use std::fmt;
+use std::str::FromStr;
+
+/// A profile input format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InputFormat {
+    /// Binary protobuf `ExportProfilesServiceRequest` / `ProfilesData` (same layout).
+    OtlpProtobuf,
+    /// OTLP/JSON `ExportProfilesServiceRequest` / `ProfilesData`.
+    OtlpJson,
+    /// One Sentry profile chunk (Sample Format V2) as JSON.
+    SentryChunk,
+    /// Newline-delimited Sentry profile chunks.
+    SentryChunkNdjson,
+    /// One deprecated V1 (transaction-bound) Sentry profile as JSON.
+    SentryV1Profile,
+    /// One Sentry transaction as JSON.
+    SentryTransaction,
+    /// Newline-delimited Sentry transactions.
+    SentryTransactionNdjson,
+    /// A Sentry envelope.
+    Envelope,
+}
+
+impl InputFormat {
+    /// All formats with their command-line names.
+    pub const ALL: [(InputFormat, &'static str); 8] = [
+        (InputFormat::OtlpProtobuf, "otlp"),
+        (InputFormat::OtlpJson, "otlp-json"),
+        (InputFormat::SentryChunk, "chunk"),
+        (InputFormat::SentryChunkNdjson, "chunk-ndjson"),
+        (InputFormat::SentryV1Profile, "v1"),
+        (InputFormat::SentryTransaction, "transaction"),
+        (InputFormat::SentryTransactionNdjson, "transaction-ndjson"),
+        (InputFormat::Envelope, "envelope"),
+    ];
+
+    /// The command-line name of the format.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(f, _)| *f == self)
+            .map_or("?", |(_, n)| n)
+    }
+
+    /// True for the OTLP formats.
+    pub fn is_otlp(self) -> bool {
+        matches!(self, InputFormat::OtlpProtobuf | InputFormat::OtlpJson)
+    }
+}
+
+impl fmt::Display for InputFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for InputFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(f, _)| *f)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|(_, n)| *n).collect();
+                format!("unknown format {s:?} (one of: {})", names.join(", "))
+            })
+    }
+}
+
+/// The top-level keys that tell JSON inputs apart; everything else is skipped unparsed.
+#[derive(Deserialize, Default)]
+struct Probe {
+    version: Option<Value>,
+    chunk_id: Option<IgnoredAny>,
+    profiler_id: Option<IgnoredAny>,
+    profile: Option<IgnoredAny>,
+    transactions: Option<IgnoredAny>,
+    #[serde(rename = "type")]
+    event_type: Option<Value>,
+    contexts: Option<IgnoredAny>,
+    spans: Option<IgnoredAny>,
+    #[serde(rename = "resourceProfiles", alias = "resource_profiles")]
+    resource_profiles: Option<IgnoredAny>,
+    dictionary: Option<IgnoredAny>,
+}
+
+enum JsonKind {
+    Otlp,
+    Chunk,
+    V1,
+    Transaction,
+    Other,
+}
+
+impl Probe {
+    fn kind(&self) -> JsonKind {
+        let version = self.version.as_ref().and_then(Value::as_str);
+        if self.resource_profiles.is_some() || self.dictionary.is_some() {
+            JsonKind::Otlp
+        } else if self.event_type.as_ref().and_then(Value::as_str) == Some("transaction")
+            || (self.spans.is_some() && self.contexts.is_some())
+        {
+            JsonKind::Transaction
+        } else if self.transactions.is_some() || version == Some("1") {
+            JsonKind::V1
+        } else if self.chunk_id.is_some() || self.profiler_id.is_some() || self.profile.is_some() {
+            JsonKind::Chunk
+        } else {
+            JsonKind::Other
+        }
+    }
+}
+
+/// Guesses the format of `bytes`. Never fails: unknown data is reported as
+/// [`InputFormat::OtlpProtobuf`], whose decoder names what is wrong.
+pub fn detect(bytes: &[u8]) -> InputFormat {
+    let trimmed = bytes.trim_ascii_start();
+    if trimmed.first() != Some(&b'{') {
+        return InputFormat::OtlpProtobuf;
+    }
+    if let Ok(probe) = serde_json::from_slice::<Probe>(trimmed) {
+        return match probe.kind() {
+            JsonKind::Otlp | JsonKind::Other => InputFormat::OtlpJson,
+            JsonKind::Chunk => InputFormat::SentryChunk,
+            JsonKind::V1 => InputFormat::SentryV1Profile,
+            JsonKind::Transaction => InputFormat::SentryTransaction,
+        };
+    }
+    // Several lines: NDJSON of chunks/transactions, or an envelope (header line, item header).
+    let mut lines = trimmed
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.trim_ascii().is_empty());
+    let first = lines
+        .next()
+        .and_then(|l| serde_json::from_slice::<Probe>(l).ok());
+    match first.map(|p| p.kind()) {
+        Some(JsonKind::Chunk) => InputFormat::SentryChunkNdjson,
+        Some(JsonKind::Transaction) => InputFormat::SentryTransactionNdjson,
+        Some(JsonKind::Otlp) => InputFormat::OtlpJson,
+        _ => InputFormat::Envelope,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_json_kinds() {
+        assert_eq!(detect(b"{\"resourceProfiles\":[]}"), InputFormat::OtlpJson);
+        assert_eq!(
+            detect(b" {\"resource_profiles\":[]}\n"),
+            InputFormat::OtlpJson
+        );
+        assert_eq!(
+            detect(b"{\"version\":\"2\",\"chunk_id\":\"a\",\"profile\":{}}"),
+            InputFormat::SentryChunk
+        );
+        assert_eq!(
+            detect(b"{\"chunk_id\":\"a\"}\n{\"chunk_id\":\"b\"}\n"),
+            InputFormat::SentryChunkNdjson
+        );
+        assert_eq!(
+            detect(b"{\"version\":\"1\",\"profile\":{},\"transactions\":[]}"),
+            InputFormat::SentryV1Profile
+        );
+        assert_eq!(
+            detect(b"{\"type\":\"transaction\",\"spans\":[]}\n{\"type\":\"transaction\"}"),
+            InputFormat::SentryTransactionNdjson
+        );
+        assert_eq!(
+            detect(b"{}\n{\"type\":\"profile_chunk\",\"length\":2}\n{}\n"),
+            InputFormat::Envelope
+        );
+        assert_eq!(detect(b"\x0a\x02\x08\x01"), InputFormat::OtlpProtobuf);
+        assert_eq!(detect(b""), InputFormat::OtlpProtobuf);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for (f, n) in InputFormat::ALL {
+            assert_eq!(n.parse::<InputFormat>(), Ok(f));
+        }
+        assert!("pprof".parse::<InputFormat>().is_err());
+    }
+}

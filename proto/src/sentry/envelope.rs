@@ -87,8 +87,10 @@ impl EnvelopeItem {
     /// A `profile_chunk` item from an already serialized chunk of `platform`.
     pub fn profile_chunk_json(payload: Vec<u8>, platform: &str) -> Self {
         let mut item = Self::new("profile_chunk", payload);
-        item.headers
-            .insert("content_type".into(), Value::String("application/json".into()));
+        item.headers.insert(
+            "content_type".into(),
+            Value::String("application/json".into()),
+        );
         item.headers
             .insert("platform".into(), Value::String(platform.into()));
         item
@@ -116,6 +118,21 @@ impl Envelope {
         Envelope {
             headers,
             items: Vec::new(),
+        }
+    }
+
+    /// The envelope profilink sends for one chunk: header `sdk` naming the sender, one
+    /// `profile_chunk` item whose `platform` header equals the payload's (Relay answers 413 to
+    /// an envelope with two profile items, so there is exactly one). Senders add `sent_at`.
+    pub fn for_chunk(chunk: &ProfileChunk, sdk_name: &str, sdk_version: &str) -> Self {
+        let mut headers = Map::new();
+        headers.insert(
+            "sdk".into(),
+            serde_json::json!({ "name": sdk_name, "version": sdk_version }),
+        );
+        Envelope {
+            headers,
+            items: vec![EnvelopeItem::profile_chunk(chunk)],
         }
     }
 
@@ -180,7 +197,12 @@ impl Envelope {
 
     /// Writes the envelope; every item header gets the payload's exact `length`.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let size = self.items.iter().map(|i| i.payload.len() + 96).sum::<usize>() + 128;
+        let size = self
+            .items
+            .iter()
+            .map(|i| i.payload.len() + 96)
+            .sum::<usize>()
+            + 128;
         let mut out = Vec::with_capacity(size);
         write_object(&mut out, &self.headers);
         out.push(b'\n');
@@ -271,7 +293,8 @@ mod tests {
     fn binary_payload_survives() {
         let payload: Vec<u8> = (0..=255u8).collect();
         let mut env = Envelope::default();
-        env.items.push(EnvelopeItem::new("attachment", payload.clone()));
+        env.items
+            .push(EnvelopeItem::new("attachment", payload.clone()));
         let again = Envelope::parse(&env.to_bytes()).unwrap();
         assert_eq!(again.items[0].payload, payload);
     }

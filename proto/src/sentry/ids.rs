@@ -55,7 +55,7 @@ mod tests {
         assert!(!is_sentry_id("7FFB3319B3FF432EBF7A635F28B29A80"));
         assert!(!is_sentry_id("7ffb3319-b3ff-432e-bf7a-635f28b29a80"));
         assert_eq!(
-            parse_sentry_id("7ffb3319-b3ff-432e-bf7a-635f28b29a80").map(|b| hex::encode(b)),
+            parse_sentry_id("7ffb3319-b3ff-432e-bf7a-635f28b29a80").map(hex::encode),
             Some("7ffb3319b3ff432ebf7a635f28b29a80".to_string())
         );
         assert_eq!(parse_sentry_id("xyz"), None);

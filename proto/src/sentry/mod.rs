@@ -18,7 +18,9 @@ pub use chunk::{
 pub use envelope::{Envelope, EnvelopeError, EnvelopeItem};
 pub use timestamp::Timestamp;
 pub use transaction::{ProfileContext, Span, TraceContext, Transaction};
-pub use v1::{SampleProfileV1, V1ProfileData, V1Sample, V1Transaction};
+pub use v1::{
+    SampleProfileV1, V1Measurement, V1MeasurementValue, V1ProfileData, V1Sample, V1Transaction,
+};
 
 use thiserror::Error;
 

@@ -3,8 +3,8 @@
 //! Real SDKs still send it beside its `transaction` item. Sample times are the profile's
 //! `timestamp` plus `elapsed_since_start_ns`; numbers often arrive as decimal strings.
 
-use super::chunk::{DebugMeta, Frame, Measurement, ThreadMetadata};
-use super::de::{null_default, opt_string_or_int, string_or_int, u64_lenient};
+use super::chunk::{DebugMeta, Frame, ThreadMetadata};
+use super::de::{f64_lenient, null_default, opt_string_or_int, string_or_int, u64_lenient};
 use super::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -49,7 +49,7 @@ pub struct SampleProfileV1 {
         deserialize_with = "null_default",
         skip_serializing_if = "BTreeMap::is_empty"
     )]
-    pub measurements: BTreeMap<String, Measurement>,
+    pub measurements: BTreeMap<String, V1Measurement>,
     /// Device context (`architecture`…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<Value>,
@@ -62,6 +62,28 @@ pub struct SampleProfileV1 {
     /// SDK, when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_sdk: Option<super::chunk::ClientSdk>,
+}
+
+/// A V1 measurement series: like a chunk's, but timed relative to the profile's start.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct V1Measurement {
+    /// Unit: `ns`/`nanosecond`, `hz`/`hertz`, `byte`, `percent`, `nj`/`nanojoule`.
+    #[serde(default)]
+    pub unit: String,
+    /// The values.
+    #[serde(default, deserialize_with = "null_default")]
+    pub values: Vec<V1MeasurementValue>,
+}
+
+/// One V1 measured value.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct V1MeasurementValue {
+    /// Nanoseconds since the profile's `timestamp`.
+    #[serde(deserialize_with = "u64_lenient")]
+    pub elapsed_since_start_ns: u64,
+    /// The value (numeric strings accepted).
+    #[serde(deserialize_with = "f64_lenient")]
+    pub value: f64,
 }
 
 /// A transaction entry of a V1 profile.
