@@ -1,7 +1,7 @@
 //! Liberal deserializers for fields real SDKs send in more than one shape.
 
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 use std::fmt;
 
 /// `null` reads as the type's default.

@@ -2,7 +2,9 @@
 
 /// True when `s` is exactly 32 lowercase hex characters, the form Relay emits for ids.
 pub fn is_sentry_id(s: &str) -> bool {
-    s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 32
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Formats 16 bytes as a Sentry id (32 lowercase hex characters).

@@ -137,11 +137,19 @@ mod tests {
 
     #[test]
     fn nanos_round_trip_to_the_microsecond() {
-        for n in [1_795_317_063_001_149_000u64, 1_795_317_063_000_000_001, 1, 0] {
+        for n in [
+            1_795_317_063_001_149_000u64,
+            1_795_317_063_000_000_001,
+            1,
+            0,
+        ] {
             let back = secs_to_nanos(nanos_to_secs(n)).unwrap();
             assert!(back.abs_diff(n) < 250, "{n} came back as {back}");
         }
-        assert_eq!(secs_to_nanos(nanos_to_secs(1_795_317_063_001_149_000)), Some(1_795_317_063_001_149_000));
+        assert_eq!(
+            secs_to_nanos(nanos_to_secs(1_795_317_063_001_149_000)),
+            Some(1_795_317_063_001_149_000)
+        );
         assert_eq!(secs_to_nanos(5e-7), Some(500));
         for x in [1795317063.0011497, 1724777211.50378, 0.5, 1.0] {
             assert_eq!(nanos_to_secs(secs_to_nanos(x).unwrap()), x);

@@ -99,7 +99,11 @@ pub(crate) fn check_chunk(c: &ProfileChunk, prefix: &str, sink: &mut Sink) {
     common::debug_meta(c.debug_meta.as_ref(), prefix, sink);
     common::measurements(
         c.measurements.iter().map(|(name, m)| {
-            let values = m.values.iter().map(|v| (Some(v.timestamp), v.value)).collect();
+            let values = m
+                .values
+                .iter()
+                .map(|v| (Some(v.timestamp), v.value))
+                .collect();
             (name.as_str(), m.unit.as_str(), values)
         }),
         prefix,

@@ -39,10 +39,7 @@ pub fn validate_otlp(
     }
     // Every object that references an empty table reports it; keep one.
     let mut seen = HashSet::new();
-    out.retain(|f| {
-        f.rule != "table-zero-missing"
-            || seen.insert((f.rule, f.path.clone()))
-    });
+    out.retain(|f| f.rule != "table-zero-missing" || seen.insert((f.rule, f.path.clone())));
     out
 }
 
