@@ -1,1 +1,96 @@
-//! profilink receiver: not built yet (see the issues).
+//! profilink receivers: the doors agents and SDKs send profiles to.
+//!
+//! * [`otlp_grpc`]: OTLP/gRPC `ProfilesService/Export` (default `127.0.0.1:4317`).
+//! * [`otlp_http`]: OTLP/HTTP `POST /v1development/profiles` (default `127.0.0.1:4318`).
+//! * [`sentry_envelope`]: Sentry's `POST /api/{project_id}/envelope/` (default `127.0.0.1:9000`).
+//!
+//! Each server takes its config ([`config`]), an `Arc` of a [`Consumer`] (the pipeline), an
+//! `Arc<`[`Stats`]`>` and a shutdown future; it binds at once (port 0 picks a free port, see
+//! [`ServerHandle::local_addr`]) and serves until the future resolves, then finishes in-flight
+//! requests. A request is answered with success only after the consumer returned `Ok`.
+//! Backpressure: a consumer that is full is asked before the body is read
+//! ([`Consumer::check_ready`]) and again when the batch is offered; requests are never queued
+//! inside the receivers.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), profilink_receiver::ReceiverError> {
+//! use profilink_receiver::{ChannelConsumer, OtlpGrpcConfig, Stats, serve_otlp_grpc};
+//! use std::sync::Arc;
+//! let (consumer, mut batches) = ChannelConsumer::new(16);
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let server = serve_otlp_grpc(
+//!     &OtlpGrpcConfig::default(),
+//!     Arc::new(consumer),
+//!     Arc::new(Stats::default()),
+//!     async { let _ = stopped.await; },
+//! )
+//! .await?;
+//! tokio::spawn(async move { while let Some(batch) = batches.recv().await { /* … */ } });
+//! // … later:
+//! let _ = stop.send(());
+//! server.wait().await
+//! # }
+//! ```
+//!
+//! # Status codes
+//!
+//! OTLP (both transports; HTTP errors carry a `google.rpc.Status` in the request's format):
+//!
+//! | case | gRPC | HTTP |
+//! |---|---|---|
+//! | accepted (maybe with `partial_success`) | `OK` | 200 |
+//! | undecodable protobuf / invalid OTLP/JSON | `INVALID_ARGUMENT` | 400 |
+//! | dictionary with errors (whole request unusable) | `INVALID_ARGUMENT` | 400 |
+//! | some profiles invalid | `OK`, `partial_success.rejected_profiles` = count | 200, same |
+//! | message/body over the limit (after decompression) | `RESOURCE_EXHAUSTED` | 413 |
+//! | corrupt compressed body | `INTERNAL` (tonic, as grpc-go) | 400 |
+//! | unsupported `Content-Encoding` | `UNIMPLEMENTED` (tonic) | 400 (as the Collector) |
+//! | unsupported `Content-Type` | — | 415 |
+//! | missing/wrong bearer token (when configured) | `UNAUTHENTICATED` | 401 |
+//! | pipeline full ([`ConsumeError::Full`]) | `UNAVAILABLE` + `google.rpc.RetryInfo` | 503 + `Retry-After` (+ `RetryInfo` detail) |
+//! | pipeline rejected ([`ConsumeError::Rejected`]) | `INVALID_ARGUMENT` | 400 |
+//! | pipeline failed ([`ConsumeError::Internal`]) | `UNAVAILABLE` | 503 |
+//! | unknown method / path | `UNIMPLEMENTED` | 404 |
+//! | other HTTP method on the path | — | 405 (`Allow: POST`) |
+//!
+//! Sentry envelopes (error bodies `{"detail":"…"}`, as Relay):
+//!
+//! | case | HTTP |
+//! |---|---|
+//! | accepted | 200 `{"id":"<event_id>"}`, or `{}` without `event_id` |
+//! | no auth, several auth sources, unparsable auth or envelope `dsn` | 401 |
+//! | key not allowed for the project (`allowed_keys`) | 401 |
+//! | key not 32 characters, `sentry_version` > 7, `dsn` header not matching | 400 |
+//! | project id not a number | 400 |
+//! | unsupported `Content-Encoding` | 415 |
+//! | over the size limit after decompression | 413 |
+//! | more than one `profile`/`profile_chunk` item, or one over 50 MiB | 413 |
+//! | empty body, corrupt compression, malformed envelope (bad item `length`…), bad `event_id` / `sent_at` | 400 |
+//! | more than 500 items | 400 |
+//! | a chunk, V1 profile or transaction that is not valid JSON for its type | 400 (item index + JSON path) |
+//! | pipeline full | 429 + `Retry-After` |
+//! | pipeline rejected / failed | 400 / 503 |
+//! | path without the trailing slash, other paths | 404 |
+//! | other HTTP method | 405 (`OPTIONS` answers CORS preflights) |
+#![warn(missing_docs)]
+
+pub mod batch;
+pub mod bearer;
+pub mod config;
+pub mod decompress;
+pub mod otlp_grpc;
+pub mod otlp_http;
+pub mod otlp_ingest;
+pub mod sentry_auth;
+pub mod sentry_envelope;
+pub mod server;
+pub mod stats;
+pub mod tls;
+
+pub use batch::{Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch};
+pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
+pub use otlp_grpc::{OtlpGrpcHandler, OtlpGrpcService, serve_otlp_grpc};
+pub use otlp_http::{otlp_http_router, serve_otlp_http};
+pub use sentry_envelope::{sentry_router, serve_sentry};
+pub use server::{ReceiverError, ServerHandle};
+pub use stats::{Counters, CountersSnapshot, Stats};

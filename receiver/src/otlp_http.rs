@@ -1,0 +1,415 @@
+//! The OTLP/HTTP receiver: `POST /v1development/profiles`, as the Collector's otlpreceiver
+//! serves it.
+//!
+//! * `Content-Type` `application/x-protobuf` (or `application/protobuf`) or `application/json`
+//!   (OTLP/JSON); parameters such as `charset` are ignored. Others: 415.
+//! * `Content-Encoding` `gzip`, `deflate` (zlib), `zstd`, `identity` or none. Others: 400, as
+//!   the Collector answers.
+//! * The size limit applies after decompression; decompression is streamed and stops at the
+//!   limit (413).
+//! * Success: 200 with an `ExportProfilesServiceResponse` in the request's format
+//!   (`partial_success` only when profiles were rejected).
+//! * Errors carry a `google.rpc.Status` in the request's format (protobuf, or JSON
+//!   `{"code":3,"message":"…"}`); a full pipeline is 503 with `Retry-After` and a
+//!   `google.rpc.RetryInfo` detail.
+//! * Other paths: 404; other methods on the path: 405 with `Allow: POST`.
+
+use crate::batch::{ConsumeError, Consumer};
+use crate::config::OtlpHttpConfig;
+use crate::decompress::{self, BodyError, Encoding};
+use crate::otlp_ingest::{self, ExportError};
+use crate::server::{self, ReceiverError, ServerHandle};
+use crate::stats::{Counters, Stats};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use profilink_proto::otlp::{ExportProfilesServiceRequest, HTTP_PATH};
+use profilink_proto::otlp_json;
+use prost::Message;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::Code;
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// Encodings the OTLP/HTTP receiver accepts.
+pub const ACCEPTED_ENCODINGS: &[Encoding] = &[Encoding::Gzip, Encoding::Deflate, Encoding::Zstd];
+
+/// How much of a refused request's body is read and discarded so an HTTP/1.1 client sees the
+/// answer rather than a reset.
+const DRAIN_MAX: usize = 8 * 1024 * 1024;
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The request body format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Binary protobuf, with the media type the client used.
+    Protobuf(&'static str),
+    /// OTLP/JSON.
+    Json,
+}
+
+impl Format {
+    /// Reads `Content-Type`.
+    pub fn from_headers(headers: &HeaderMap) -> Option<Format> {
+        let value = headers.get(CONTENT_TYPE)?.to_str().ok()?;
+        let media = value.split(';').next().unwrap_or("").trim();
+        if media.eq_ignore_ascii_case("application/x-protobuf") {
+            Some(Format::Protobuf("application/x-protobuf"))
+        } else if media.eq_ignore_ascii_case("application/protobuf") {
+            Some(Format::Protobuf("application/protobuf"))
+        } else if media.eq_ignore_ascii_case("application/json") {
+            Some(Format::Json)
+        } else {
+            None
+        }
+    }
+
+    /// The response `Content-Type`.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Protobuf(media) => media,
+            Format::Json => "application/json",
+        }
+    }
+}
+
+#[derive(Debug)]
+struct HttpState<C> {
+    consumer: Arc<C>,
+    stats: Arc<Stats>,
+    limit: usize,
+    bearer_token: Option<String>,
+}
+
+/// The OTLP/HTTP routes (`POST /v1development/profiles`, 404 elsewhere), for serving alone
+/// ([`serve_otlp_http`]) or merged into another router.
+pub fn otlp_http_router<C: Consumer>(
+    config: &OtlpHttpConfig,
+    consumer: Arc<C>,
+    stats: Arc<Stats>,
+) -> Router {
+    let state = Arc::new(HttpState {
+        consumer,
+        stats,
+        limit: config.max_request_body_size(),
+        bearer_token: config.bearer_token.clone(),
+    });
+    Router::new()
+        .route(HTTP_PATH, post(handle::<C>))
+        .with_state(state)
+}
+
+/// Binds `config.endpoint` and serves OTLP/HTTP (TLS when configured) until `shutdown`
+/// resolves; in-flight requests are then finished. Counts into `stats.otlp_http`.
+pub async fn serve_otlp_http<C, F>(
+    config: &OtlpHttpConfig,
+    consumer: Arc<C>,
+    stats: Arc<Stats>,
+    shutdown: F,
+) -> Result<ServerHandle, ReceiverError>
+where
+    C: Consumer,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let listener = server::bind(&config.endpoint).await?;
+    let router = otlp_http_router(config, consumer, stats);
+    let handle = server::serve_router(
+        listener,
+        &config.endpoint,
+        config.tls.as_ref(),
+        router,
+        shutdown,
+    )?;
+    tracing::info!(local_addr = %handle.local_addr(), tls = config.tls.is_some(), "OTLP/HTTP receiver listening");
+    Ok(handle)
+}
+
+async fn handle<C: Consumer>(State(state): State<Arc<HttpState<C>>>, request: Request) -> Response {
+    let counters = &state.stats.otlp_http;
+    let (parts, mut body) = request.into_parts();
+    let response = process(&state, counters, &parts, &mut body).await;
+    // Whatever was refused early, let an HTTP/1.1 client finish sending so it reads the answer.
+    decompress::drain(&mut body, DRAIN_MAX, DRAIN_TIMEOUT).await;
+    if response.status().is_success() {
+        counters.request_accepted();
+    } else {
+        counters.request_refused();
+    }
+    response
+}
+
+async fn process<C: Consumer>(
+    state: &HttpState<C>,
+    counters: &Counters,
+    parts: &Parts,
+    body: &mut Body,
+) -> Response {
+    if let Some(token) = &state.bearer_token
+        && !crate::bearer::authorized(&parts.headers, token)
+    {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))],
+            "missing or invalid bearer token",
+        )
+            .into_response();
+    }
+    let Some(format) = Format::from_headers(&parts.headers) else {
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported media type, supported: [application/json, application/x-protobuf]",
+        )
+            .into_response();
+    };
+    let encoding = match Encoding::from_headers(&parts.headers, ACCEPTED_ENCODINGS) {
+        Ok(e) => e,
+        Err(value) => {
+            return status_response(
+                format,
+                StatusCode::BAD_REQUEST,
+                Code::InvalidArgument,
+                &format!("unsupported Content-Encoding: {value:?}"),
+                None,
+            );
+        }
+    };
+    if content_length(&parts.headers).is_some_and(|len| len > state.limit as u64) {
+        return too_large(format, state.limit);
+    }
+    if let Err(e) = state.consumer.check_ready() {
+        return consume_error_response(format, &e);
+    }
+    let bytes = match decompress::read_body(body, encoding, state.limit).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge { limit }) => return too_large(format, limit),
+        Err(e) => {
+            return status_response(
+                format,
+                StatusCode::BAD_REQUEST,
+                Code::InvalidArgument,
+                &e.to_string(),
+                None,
+            );
+        }
+    };
+    let request = match format {
+        Format::Protobuf(_) => ExportProfilesServiceRequest::decode(bytes.as_slice())
+            .map_err(|e| format!("cannot decode ExportProfilesServiceRequest: {e}")),
+        Format::Json => otlp_json::decode_request(&bytes)
+            .map_err(|e| format!("cannot decode OTLP/JSON ExportProfilesServiceRequest: {e}")),
+    };
+    drop(bytes);
+    let request = match request {
+        Ok(r) => r,
+        Err(message) => {
+            tracing::debug!(%message, "OTLP/HTTP request refused");
+            return status_response(
+                format,
+                StatusCode::BAD_REQUEST,
+                Code::InvalidArgument,
+                &message,
+                None,
+            );
+        }
+    };
+    match otlp_ingest::export(&*state.consumer, counters, "http", request).await {
+        Ok(response) => {
+            let body = match format {
+                Format::Protobuf(_) => response.encode_to_vec(),
+                Format::Json => otlp_json::encode_response(&response),
+            };
+            (
+                StatusCode::OK,
+                [(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static(format.content_type()),
+                )],
+                body,
+            )
+                .into_response()
+        }
+        Err(ExportError::Invalid(message)) => status_response(
+            format,
+            StatusCode::BAD_REQUEST,
+            Code::InvalidArgument,
+            &message,
+            None,
+        ),
+        Err(ExportError::Consumer(e)) => consume_error_response(format, &e),
+    }
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn too_large(format: Format, limit: usize) -> Response {
+    status_response(
+        format,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Code::ResourceExhausted,
+        &format!("request body is larger than the limit of {limit} bytes"),
+        None,
+    )
+}
+
+fn consume_error_response(format: Format, error: &ConsumeError) -> Response {
+    match error {
+        ConsumeError::Full { retry_after } => status_response(
+            format,
+            StatusCode::SERVICE_UNAVAILABLE,
+            Code::Unavailable,
+            "the pipeline is full; retry later",
+            Some(*retry_after),
+        ),
+        ConsumeError::Rejected(message) => status_response(
+            format,
+            StatusCode::BAD_REQUEST,
+            Code::InvalidArgument,
+            message,
+            None,
+        ),
+        ConsumeError::Internal(message) => status_response(
+            format,
+            StatusCode::SERVICE_UNAVAILABLE,
+            Code::Unavailable,
+            message,
+            None,
+        ),
+    }
+}
+
+/// Whole seconds for `Retry-After`, rounded up, at least 1.
+pub(crate) fn retry_after_secs(delay: Duration) -> u64 {
+    let secs = delay.as_secs() + u64::from(delay.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+/// An error response carrying a `google.rpc.Status` in `format`.
+fn status_response(
+    format: Format,
+    status: StatusCode,
+    code: Code,
+    message: &str,
+    retry_after: Option<Duration>,
+) -> Response {
+    let details = match retry_after {
+        Some(delay) => ErrorDetails::with_retry_info(Some(delay)),
+        None => ErrorDetails::new(),
+    };
+    let body = match format {
+        Format::Protobuf(_) => {
+            // `with_error_details` encodes a google.rpc.Status (code, message, details).
+            tonic::Status::with_error_details(code, message, details)
+                .details()
+                .to_vec()
+        }
+        Format::Json => {
+            let mut object = serde_json::json!({ "code": code as i32, "message": message });
+            if let Some(delay) = retry_after {
+                object["details"] = serde_json::json!([{
+                    "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                    "retryDelay": json_duration(delay),
+                }]);
+            }
+            object.to_string().into_bytes()
+        }
+    };
+    let mut response = (
+        status,
+        [(
+            CONTENT_TYPE,
+            HeaderValue::from_static(format.content_type()),
+        )],
+        Body::from(body),
+    )
+        .into_response();
+    if let Some(delay) = retry_after {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(delay)));
+    }
+    response
+}
+
+/// A `google.protobuf.Duration` in proto3 JSON (`"1.500s"`).
+fn json_duration(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        let frac = format!("{:09}", d.subsec_nanos());
+        format!("{}.{}s", d.as_secs(), frac.trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types() {
+        let mut h = HeaderMap::new();
+        assert_eq!(Format::from_headers(&h), None);
+        for (v, f) in [
+            (
+                "application/x-protobuf",
+                Some(Format::Protobuf("application/x-protobuf")),
+            ),
+            (
+                "application/protobuf",
+                Some(Format::Protobuf("application/protobuf")),
+            ),
+            ("Application/JSON; charset=utf-8", Some(Format::Json)),
+            ("text/plain", None),
+            ("application/jsonx", None),
+        ] {
+            h.insert(CONTENT_TYPE, v.parse().unwrap());
+            assert_eq!(Format::from_headers(&h), f, "{v}");
+        }
+    }
+
+    #[test]
+    fn durations_and_retry_after() {
+        assert_eq!(json_duration(Duration::from_secs(1)), "1s");
+        assert_eq!(json_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(retry_after_secs(Duration::from_millis(1500)), 2);
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+    }
+
+    #[test]
+    fn protobuf_status_body_decodes() {
+        let r = status_response(
+            Format::Protobuf("application/x-protobuf"),
+            StatusCode::SERVICE_UNAVAILABLE,
+            Code::Unavailable,
+            "full",
+            Some(Duration::from_secs(2)),
+        );
+        assert_eq!(r.headers()[RETRY_AFTER], "2");
+        let tonic_status = tonic::Status::with_error_details(
+            Code::Unavailable,
+            "full",
+            ErrorDetails::with_retry_info(Some(Duration::from_secs(2))),
+        );
+        let decoded = tonic_types::pb::Status::decode(tonic_status.details()).unwrap();
+        assert_eq!(decoded.code, Code::Unavailable as i32);
+        assert_eq!(decoded.message, "full");
+        assert_eq!(decoded.details.len(), 1);
+        let plain =
+            tonic::Status::with_error_details(Code::InvalidArgument, "bad", ErrorDetails::new());
+        let decoded = tonic_types::pb::Status::decode(plain.details()).unwrap();
+        assert_eq!((decoded.code, decoded.message.as_str()), (3, "bad"));
+    }
+}

@@ -1,0 +1,130 @@
+//! Running a receiver: binding its listener, serving until a shutdown signal, and the handle
+//! that reports the bound address and the outcome.
+
+use crate::config::TlsConfig;
+use crate::tls::{self, TlsListener};
+use axum::Router;
+use axum::serve::ListenerExt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// Why a receiver could not start or stopped with an error.
+#[derive(Debug, Error)]
+pub enum ReceiverError {
+    /// The endpoint could not be bound.
+    #[error("cannot listen on {endpoint}: {source}")]
+    Bind {
+        /// The configured `host:port`.
+        endpoint: String,
+        /// The socket error.
+        source: io::Error,
+    },
+    /// The TLS certificate or key could not be loaded.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The server failed while running.
+    #[error("server error: {0}")]
+    Serve(String),
+}
+
+/// A running receiver.
+#[derive(Debug)]
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    task: JoinHandle<Result<(), ReceiverError>>,
+}
+
+impl ServerHandle {
+    /// The bound address (the real port when the endpoint asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Waits until the server has stopped: after the shutdown signal, once in-flight requests
+    /// are answered and connections closed.
+    pub async fn wait(self) -> Result<(), ReceiverError> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) => Err(ReceiverError::Serve(format!("server task failed: {e}"))),
+        }
+    }
+
+    /// Stops the server at once, dropping in-flight requests.
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+}
+
+/// Binds `endpoint` (`host:port`; port 0 picks a free port).
+pub(crate) async fn bind(endpoint: &str) -> Result<TcpListener, ReceiverError> {
+    TcpListener::bind(endpoint)
+        .await
+        .map_err(|source| ReceiverError::Bind {
+            endpoint: endpoint.to_string(),
+            source,
+        })
+}
+
+pub(crate) fn local_addr(
+    listener: &TcpListener,
+    endpoint: &str,
+) -> Result<SocketAddr, ReceiverError> {
+    listener.local_addr().map_err(|source| ReceiverError::Bind {
+        endpoint: endpoint.to_string(),
+        source,
+    })
+}
+
+/// Serves `router` on `listener` (HTTP/1.1 and HTTP/2, TLS when `tls` is set) until
+/// `shutdown` resolves, then finishes in-flight requests.
+pub(crate) fn serve_router<F>(
+    listener: TcpListener,
+    endpoint: &str,
+    tls: Option<&TlsConfig>,
+    router: Router,
+    shutdown: F,
+) -> Result<ServerHandle, ReceiverError>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let local_addr = local_addr(&listener, endpoint)?;
+    let task = match tls {
+        None => {
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            tokio::spawn(async move {
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+            })
+        }
+        Some(tls_config) => {
+            let config = tls::server_config(tls_config, tls::ALPN_HTTP)?;
+            let listener =
+                TlsListener::new(listener, config).map_err(|source| ReceiverError::Bind {
+                    endpoint: endpoint.to_string(),
+                    source,
+                })?;
+            tokio::spawn(async move {
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown)
+                    .await
+                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+            })
+        }
+    };
+    Ok(ServerHandle { local_addr, task })
+}
+
+pub(crate) fn handle(
+    local_addr: SocketAddr,
+    task: JoinHandle<Result<(), ReceiverError>>,
+) -> ServerHandle {
+    ServerHandle { local_addr, task }
+}

@@ -1,0 +1,214 @@
+//! TLS for the listeners: rustls (ring provider) server configs from PEM files, and a listener
+//! that runs handshakes concurrently and yields finished TLS connections to tonic and axum.
+
+use crate::config::TlsConfig;
+use crate::server::ReceiverError;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::{self, ServerConfig};
+use tokio_rustls::server::TlsStream;
+
+/// How long a client may take to complete its handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// ALPN for gRPC: HTTP/2 only.
+pub const ALPN_GRPC: &[&[u8]] = &[b"h2"];
+/// ALPN for the HTTP receivers: HTTP/2 or HTTP/1.1.
+pub const ALPN_HTTP: &[&[u8]] = &[b"h2", b"http/1.1"];
+
+/// Builds a rustls server config from the PEM files of `config`, offering `alpn`.
+pub fn server_config(
+    config: &TlsConfig,
+    alpn: &[&[u8]],
+) -> Result<Arc<ServerConfig>, ReceiverError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let tls_err = |what: &str, path: &std::path::Path, e: &dyn std::fmt::Display| {
+        ReceiverError::Tls(format!("{what} {}: {e}", path.display()))
+    };
+    let certs = CertificateDer::pem_file_iter(&config.cert_file)
+        .map_err(|e| tls_err("cannot read certificates from", &config.cert_file, &e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| tls_err("invalid certificate in", &config.cert_file, &e))?;
+    if certs.is_empty() {
+        return Err(ReceiverError::Tls(format!(
+            "no certificate in {}",
+            config.cert_file.display()
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_file(&config.key_file)
+        .map_err(|e| tls_err("cannot read a private key from", &config.key_file, &e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut server = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ReceiverError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| ReceiverError::Tls(format!("certificate and key do not fit: {e}")))?;
+    server.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(server))
+}
+
+/// A TLS connection with the client's address.
+#[derive(Debug)]
+pub struct TlsConnection {
+    stream: TlsStream<TcpStream>,
+    remote: SocketAddr,
+}
+
+impl TlsConnection {
+    /// The client's address.
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.remote
+    }
+}
+
+impl AsyncRead for TlsConnection {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsConnection {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+impl tonic::transport::server::Connected for TlsConnection {
+    type ConnectInfo = SocketAddr;
+
+    fn connect_info(&self) -> SocketAddr {
+        self.remote
+    }
+}
+
+/// Accepts TCP connections and completes TLS handshakes in the background (each with
+/// [`HANDSHAKE_TIMEOUT`], so a slow client cannot hold up others). Dropping it stops accepting.
+#[derive(Debug)]
+pub struct TlsListener {
+    connections: mpsc::Receiver<TlsConnection>,
+    local_addr: SocketAddr,
+}
+
+impl TlsListener {
+    /// Starts accepting on `listener` with `config`. Must run inside a tokio runtime.
+    pub fn new(listener: TcpListener, config: Arc<ServerConfig>) -> io::Result<Self> {
+        let local_addr = listener.local_addr()?;
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), tx));
+        Ok(TlsListener {
+            connections: rx,
+            local_addr,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The next established connection; `None` once the accept loop has stopped.
+    pub async fn next(&mut self) -> Option<TlsConnection> {
+        self.connections.recv().await
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    tx: mpsc::Sender<TlsConnection>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = tx.closed() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, remote) = match accepted {
+            Ok(pair) => pair,
+            Err(error) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(%error, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(stream)) => {
+                    let _ = tx.send(TlsConnection { stream, remote }).await;
+                }
+                Ok(Err(error)) => tracing::debug!(%remote, %error, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
+            }
+        });
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsConnection;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.connections.recv().await {
+            Some(conn) => {
+                let addr = conn.remote;
+                (conn, addr)
+            }
+            // The accept loop only stops when this listener is dropped; never reached.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        Ok(self.local_addr)
+    }
+}
+
+impl tokio_stream::Stream for TlsListener {
+    type Item = Result<TlsConnection, io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.connections.poll_recv(cx).map(|c| c.map(Ok))
+    }
+}

@@ -1,0 +1,8 @@
+//! Integration tests of the receivers with real clients over 127.0.0.1 (one test binary).
+
+mod backpressure;
+mod common;
+mod otlp_grpc;
+mod otlp_http;
+mod sentry;
+mod tls;

@@ -1,0 +1,144 @@
+//! TLS on the listeners (rustls), with a client trusting the test CA.
+
+use crate::common::*;
+use hyper_util::rt::TokioIo;
+use profilink_proto::otlp::profiles_service_client::ProfilesServiceClient;
+use profilink_receiver::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
+use reqwest::StatusCode;
+use std::sync::Arc;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+
+fn tls_config() -> TlsConfig {
+    TlsConfig {
+        cert_file: format!("{TLS_DIR}/server.pem").into(),
+        key_file: format!("{TLS_DIR}/server.key").into(),
+    }
+}
+
+fn ca_pem() -> Vec<u8> {
+    std::fs::read(format!("{TLS_DIR}/ca.pem")).expect("test CA")
+}
+
+fn https_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca_pem()).unwrap())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn https_receivers_answer_over_tls_only() {
+    let mut http = start_http(
+        OtlpHttpConfig {
+            tls: Some(tls_config()),
+            ..OtlpHttpConfig::default()
+        },
+        4,
+    )
+    .await;
+    let mut sentry = start_sentry(
+        SentryReceiverConfig {
+            tls: Some(tls_config()),
+            ..SentryReceiverConfig::default()
+        },
+        4,
+    )
+    .await;
+    let (_, proto, req) = otlp_fixtures().remove(0);
+    let client = https_client();
+    let r = client
+        .post(format!(
+            "https://localhost:{}/v1development/profiles",
+            http.addr.port()
+        ))
+        .header("content-type", "application/x-protobuf")
+        .body(proto.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(otlp_payload(http.next_batch().await), expected_data(&req));
+
+    let (_, envelope) = envelope_fixtures().remove(0);
+    let r = client
+        .post(format!(
+            "https://127.0.0.1:{}/api/1/envelope/",
+            sentry.addr.port()
+        ))
+        .header("x-sentry-auth", sdk_auth(KEY))
+        .body(envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(sentry_payload(sentry.next_batch().await).chunks.len(), 1);
+
+    // Plaintext to a TLS port fails; so does a client that does not trust the CA.
+    let plain = reqwest::Client::new()
+        .post(format!(
+            "http://127.0.0.1:{}/v1development/profiles",
+            http.addr.port()
+        ))
+        .header("content-type", "application/x-protobuf")
+        .body(proto.clone())
+        .send()
+        .await;
+    assert!(plain.is_err() || plain.is_ok_and(|r| !r.status().is_success()));
+    let untrusted = reqwest::Client::new()
+        .post(format!(
+            "https://localhost:{}/v1development/profiles",
+            http.addr.port()
+        ))
+        .body(proto)
+        .send()
+        .await;
+    assert!(untrusted.is_err());
+    http.assert_no_batch();
+    http.stop().await;
+    sentry.stop().await;
+}
+
+#[tokio::test]
+async fn grpc_over_tls() {
+    let mut server = start_grpc(
+        OtlpGrpcConfig {
+            tls: Some(tls_config()),
+            ..OtlpGrpcConfig::default()
+        },
+        4,
+    )
+    .await;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca_pem()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let addr = server.addr;
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_uri| {
+            let connector = connector.clone();
+            async move {
+                let tcp = tokio::net::TcpStream::connect(addr).await?;
+                let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+                let tls = connector.connect(name, tcp).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(tls))
+            }
+        }))
+        .await
+        .expect("TLS connection");
+    let req = otlp_fixture("ebpf-profile.pb");
+    ProfilesServiceClient::new(channel)
+        .export(req.clone())
+        .await
+        .expect("accepted over TLS");
+    assert_eq!(otlp_payload(server.next_batch().await), expected_data(&req));
+    server.stop().await;
+}
