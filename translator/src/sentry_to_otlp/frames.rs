@@ -1,0 +1,501 @@
+//! Sentry frames as OTLP `Location`/`Line`/`Function`/`Mapping`, and back.
+//!
+//! A frame becomes one `Location`:
+//!
+//! * `Location.address` ← `instruction_addr` parsed (`0x…` hex or decimal). When the string is
+//!   not given back by formatting the address as lowercase `0x…` (e.g. `"0X1A"`, `"26"`, `"0x0"`,
+//!   unparsable), it is also kept in [`SENTRY_FRAME_INSTRUCTION_ADDR`].
+//! * `Location.mapping_index` ← the `Mapping` of the first debug image (in `debug_meta.images`
+//!   order) whose `[image_addr, image_addr + image_size)` contains the address. The mapping has
+//!   `memory_start`/`memory_limit` from that range, `filename` ← `code_file`, and attributes
+//!   [`PROCESS_EXECUTABLE_BUILD_ID_GNU`] ← `code_id`, [`SENTRY_DEBUG_IMAGE_TYPE`],
+//!   [`SENTRY_DEBUG_IMAGE_DEBUG_ID`], [`SENTRY_DEBUG_IMAGE_VMADDR`], [`SENTRY_DEBUG_IMAGE_ARCH`].
+//!   Images no frame falls into get no mapping (they are kept in `sentry.debug_meta`).
+//! * One `Line` when any of `function`, `abs_path`, `filename`, `lineno`, `colno` is set (else
+//!   none, as for an unsymbolized native frame): `line` ← `lineno`, `column` ← `colno`
+//!   (0 when unset), `function_index` → `Function { name ← function, filename ← abs_path, else
+//!   filename }` ("" when unset). When both `abs_path` and `filename` are set, `filename` goes to
+//!   [`SENTRY_FRAME_FILENAME`].
+//! * Attributes: [`PROFILE_FRAME_TYPE`] (from the frame's platform, else the chunk's, mapped by
+//!   [`frame_type`]), and when set [`SENTRY_FRAME_PLATFORM`], [`SENTRY_FRAME_IN_APP`],
+//!   [`SENTRY_FRAME_MODULE`], [`SENTRY_FRAME_PACKAGE`].
+//!
+//! **Absent vs empty.** OTLP cannot tell an unset name from `""` (string index 0) or an unset
+//! line from 0. The *default reading* of a `Line` is: `function` is set iff the name is not
+//! empty; if [`SENTRY_FRAME_FILENAME`] is present then `abs_path` = the function's filename and
+//! `filename` = that attribute, else `abs_path` is unset and `filename` is set iff the function's
+//! filename is not empty; `lineno`/`colno` are set iff not 0. Only when the default reading
+//! would be wrong, the location carries [`SENTRY_FRAME_PRESENT`]: the exact list of the set
+//! fields among `function`, `abs_path`, `filename`, `lineno`, `colno`. A frame with no field at
+//! all that would make `Location{}` (the zero entry) gets one all-zero `Line` instead, so that a
+//! stack never points at location 0.
+
+use super::attributes::*;
+use super::builder::{DictionaryBuilder, array_value, str_value};
+use crate::dictionary::{AttrValue, Dictionary};
+use crate::error::TranslateError;
+use profilink_proto::otlp::{Function, Line, Location, Mapping};
+use profilink_proto::sentry::ids::{format_instruction_addr, parse_instruction_addr};
+use profilink_proto::sentry::{DebugImage, Frame};
+
+/// The `profile.frame.type` for a Sentry platform: `python`→`cpython`, `java`/`android`→`jvm`,
+/// `node`/`javascript`→`v8js`, `go`→`go`, `rust`/`native`/`cocoa`→`native`, `php`→`php`,
+/// `ruby`→`ruby`, `csharp`→`dotnet`; any other platform as it is.
+pub fn frame_type(platform: &str) -> &str {
+    match platform {
+        "python" => "cpython",
+        "java" | "android" => "jvm",
+        "node" | "javascript" => "v8js",
+        "go" => "go",
+        "rust" | "native" | "cocoa" => "native",
+        "php" => "php",
+        "ruby" => "ruby",
+        "csharp" => "dotnet",
+        other => other,
+    }
+}
+
+/// Which of the ambiguous frame fields are set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Presence {
+    function: bool,
+    abs_path: bool,
+    filename: bool,
+    lineno: bool,
+    colno: bool,
+}
+
+impl Presence {
+    fn any(self) -> bool {
+        self.function || self.abs_path || self.filename || self.lineno || self.colno
+    }
+
+    /// The default reading of a line (see the module docs).
+    fn default_reading(
+        name: &str,
+        file: &str,
+        has_filename_attr: bool,
+        line: i64,
+        col: i64,
+    ) -> Self {
+        Presence {
+            function: !name.is_empty(),
+            abs_path: has_filename_attr,
+            filename: has_filename_attr || !file.is_empty(),
+            lineno: line != 0,
+            colno: col != 0,
+        }
+    }
+
+    fn names(self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (set, name) in [
+            (self.function, field::FUNCTION),
+            (self.abs_path, field::ABS_PATH),
+            (self.filename, field::FILENAME),
+            (self.lineno, field::LINENO),
+            (self.colno, field::COLNO),
+        ] {
+            if set {
+                v.push(name);
+            }
+        }
+        v
+    }
+
+    fn from_names<'a>(names: impl Iterator<Item = &'a str>) -> Self {
+        let mut p = Presence::default();
+        for n in names {
+            match n {
+                field::FUNCTION => p.function = true,
+                field::ABS_PATH => p.abs_path = true,
+                field::FILENAME => p.filename = true,
+                field::LINENO => p.lineno = true,
+                field::COLNO => p.colno = true,
+                _ => {}
+            }
+        }
+        p
+    }
+}
+
+/// An image's address range.
+struct ImageRange {
+    start: u64,
+    end: u64,
+    image: usize,
+}
+
+/// Interns the frames of one profile as locations, caching by frame index.
+pub(crate) struct FrameInterner<'a> {
+    frames: &'a [Frame],
+    platform: &'a str,
+    images: &'a [DebugImage],
+    ranges: Vec<ImageRange>,
+    mapping_cache: Vec<Option<i32>>,
+    location_cache: Vec<Option<i32>>,
+}
+
+impl<'a> FrameInterner<'a> {
+    /// An interner for `frames` of a profile of `platform` with debug `images`.
+    pub(crate) fn new(frames: &'a [Frame], platform: &'a str, images: &'a [DebugImage]) -> Self {
+        let ranges = images
+            .iter()
+            .enumerate()
+            .filter_map(|(image, img)| {
+                let start = parse_instruction_addr(img.image_addr.as_deref()?)?;
+                let size = img.image_size.filter(|s| *s > 0)?;
+                Some(ImageRange {
+                    start,
+                    end: start.saturating_add(size),
+                    image,
+                })
+            })
+            .collect();
+        FrameInterner {
+            frames,
+            platform,
+            images,
+            ranges,
+            mapping_cache: vec![None; images.len()],
+            location_cache: vec![None; frames.len()],
+        }
+    }
+
+    /// The location index of frame `index` (which the caller has bounds-checked).
+    pub(crate) fn location(&mut self, b: &mut DictionaryBuilder, index: usize) -> i32 {
+        if let Some(Some(i)) = self.location_cache.get(index) {
+            return *i;
+        }
+        let Some(frame) = self.frames.get(index) else {
+            return 0;
+        };
+        let loc = self.build_location(b, frame);
+        let i = b.location(loc);
+        if let Some(slot) = self.location_cache.get_mut(index) {
+            *slot = Some(i);
+        }
+        i
+    }
+
+    fn mapping(&mut self, b: &mut DictionaryBuilder, address: u64) -> i32 {
+        let Some(image) = self
+            .ranges
+            .iter()
+            .find(|r| r.start <= address && address < r.end)
+            .map(|r| (r.image, r.start, r.end))
+        else {
+            return 0;
+        };
+        let (idx, start, end) = image;
+        if let Some(Some(m)) = self.mapping_cache.get(idx) {
+            return *m;
+        }
+        let img = &self.images[idx];
+        let mut attrs = Vec::new();
+        if let Some(code_id) = &img.code_id {
+            attrs.push(b.attribute_str(PROCESS_EXECUTABLE_BUILD_ID_GNU, code_id));
+        }
+        attrs.push(b.attribute_str(SENTRY_DEBUG_IMAGE_TYPE, &img.image_type));
+        if let Some(d) = &img.debug_id {
+            attrs.push(b.attribute_str(SENTRY_DEBUG_IMAGE_DEBUG_ID, d));
+        }
+        if let Some(v) = &img.image_vmaddr {
+            attrs.push(b.attribute_str(SENTRY_DEBUG_IMAGE_VMADDR, v));
+        }
+        if let Some(serde_json::Value::String(arch)) = img.other.get("arch") {
+            attrs.push(b.attribute_str(SENTRY_DEBUG_IMAGE_ARCH, arch));
+        }
+        let filename_strindex = img.code_file.as_deref().map_or(0, |f| b.string(f));
+        let m = b.mapping(Mapping {
+            memory_start: start,
+            memory_limit: end,
+            file_offset: 0,
+            filename_strindex,
+            attribute_indices: attrs,
+        });
+        self.mapping_cache[idx] = Some(m);
+        m
+    }
+
+    fn build_location(&mut self, b: &mut DictionaryBuilder, f: &Frame) -> Location {
+        let mut attrs = Vec::new();
+        let ftype = frame_type(f.platform.as_deref().unwrap_or(self.platform));
+        if !ftype.is_empty() {
+            attrs.push(b.attribute_str(PROFILE_FRAME_TYPE, ftype));
+        }
+        if let Some(p) = &f.platform {
+            attrs.push(b.attribute_str(SENTRY_FRAME_PLATFORM, p));
+        }
+        if let Some(in_app) = f.in_app {
+            attrs.push(b.attribute_bool(SENTRY_FRAME_IN_APP, in_app));
+        }
+        if let Some(m) = &f.module {
+            attrs.push(b.attribute_str(SENTRY_FRAME_MODULE, m));
+        }
+        if let Some(p) = &f.package {
+            attrs.push(b.attribute_str(SENTRY_FRAME_PACKAGE, p));
+        }
+
+        let (file, filename_attr) = match (&f.abs_path, &f.filename) {
+            (Some(a), name) => (a.as_str(), name.as_deref()),
+            (None, Some(n)) => (n.as_str(), None),
+            (None, None) => ("", None),
+        };
+        if let Some(n) = filename_attr {
+            attrs.push(b.attribute_str(SENTRY_FRAME_FILENAME, n));
+        }
+
+        let (address, addr_attr) = match &f.instruction_addr {
+            None => (0, None),
+            Some(s) => match parse_instruction_addr(s) {
+                Some(a) if a != 0 && format_instruction_addr(a) == *s => (a, None),
+                parsed => (parsed.unwrap_or(0), Some(s.as_str())),
+            },
+        };
+        if let Some(s) = addr_attr {
+            attrs.push(b.attribute_str(SENTRY_FRAME_INSTRUCTION_ADDR, s));
+        }
+
+        let actual = Presence {
+            function: f.function.is_some(),
+            abs_path: f.abs_path.is_some(),
+            filename: f.filename.is_some(),
+            lineno: f.lineno.is_some(),
+            colno: f.colno.is_some(),
+        };
+        let mut lines = Vec::new();
+        if actual.any() {
+            let name = f.function.as_deref().unwrap_or("");
+            let line = i64::from(f.lineno.unwrap_or(0));
+            let column = i64::from(f.colno.unwrap_or(0));
+            let default =
+                Presence::default_reading(name, file, filename_attr.is_some(), line, column);
+            if default != actual {
+                let names = actual.names().into_iter().map(str_value).collect();
+                attrs.push(b.attribute(SENTRY_FRAME_PRESENT, array_value(names)));
+            }
+            let name_strindex = b.string(name);
+            let filename_strindex = b.string(file);
+            let function_index = b.function(Function {
+                name_strindex,
+                system_name_strindex: 0,
+                filename_strindex,
+                start_line: 0,
+            });
+            lines.push(Line {
+                function_index,
+                line,
+                column,
+            });
+        }
+
+        let mapping_index = if address != 0 {
+            self.mapping(b, address)
+        } else {
+            0
+        };
+        if lines.is_empty() && address == 0 && mapping_index == 0 && attrs.is_empty() {
+            // Would be Location{}, the zero entry: keep it distinct with an all-zero line.
+            lines.push(Line::default());
+        }
+        Location {
+            mapping_index,
+            address,
+            lines,
+            attribute_indices: attrs,
+        }
+    }
+}
+
+fn u32_field(v: i64, what: &str) -> Result<u32, TranslateError> {
+    u32::try_from(v).map_err(|_| {
+        TranslateError::Invalid(format!("{what} {v} does not fit a Sentry frame (u32)"))
+    })
+}
+
+/// Rebuilds the Sentry frame of a location written by [`FrameInterner`] (see the module docs).
+pub(crate) fn decode_location(
+    dict: &Dictionary<'_>,
+    loc: &Location,
+) -> Result<Frame, TranslateError> {
+    let mut frame = Frame::default();
+    let mut filename_attr: Option<&str> = None;
+    let mut addr_attr: Option<&str> = None;
+    let mut present: Option<Presence> = None;
+    for a in dict.attributes(&loc.attribute_indices)? {
+        match (a.key, &a.value) {
+            (SENTRY_FRAME_PLATFORM, AttrValue::Str(s)) => frame.platform = Some((*s).to_owned()),
+            (SENTRY_FRAME_IN_APP, AttrValue::Bool(v)) => frame.in_app = Some(*v),
+            (SENTRY_FRAME_MODULE, AttrValue::Str(s)) => frame.module = Some((*s).to_owned()),
+            (SENTRY_FRAME_PACKAGE, AttrValue::Str(s)) => frame.package = Some((*s).to_owned()),
+            (SENTRY_FRAME_FILENAME, AttrValue::Str(s)) => filename_attr = Some(s),
+            (SENTRY_FRAME_INSTRUCTION_ADDR, AttrValue::Str(s)) => addr_attr = Some(s),
+            (SENTRY_FRAME_PRESENT, AttrValue::Array(items)) => {
+                present = Some(Presence::from_names(
+                    items.iter().filter_map(AttrValue::as_str),
+                ));
+            }
+            _ => {}
+        }
+    }
+    frame.instruction_addr = match addr_attr {
+        Some(s) => Some(s.to_owned()),
+        None if loc.address != 0 => Some(format_instruction_addr(loc.address)),
+        None => None,
+    };
+    if let Some(line) = loc.lines.last() {
+        let (name, file) = match dict.function(line.function_index)? {
+            Some(f) => (
+                dict.string(f.name_strindex)?,
+                dict.string(f.filename_strindex)?,
+            ),
+            None => ("", ""),
+        };
+        let p = present.unwrap_or_else(|| {
+            Presence::default_reading(name, file, filename_attr.is_some(), line.line, line.column)
+        });
+        frame.function = p.function.then(|| name.to_owned());
+        frame.abs_path = p.abs_path.then(|| file.to_owned());
+        frame.filename = p.filename.then(|| {
+            if p.abs_path {
+                filename_attr.unwrap_or("").to_owned()
+            } else {
+                file.to_owned()
+            }
+        });
+        frame.lineno = if p.lineno {
+            Some(u32_field(line.line, "line")?)
+        } else {
+            None
+        };
+        frame.colno = if p.colno {
+            Some(u32_field(line.column, "column")?)
+        } else {
+            None
+        };
+    }
+    Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(f: Frame, images: &[DebugImage]) -> Frame {
+        let mut b = DictionaryBuilder::new();
+        let frames = [f];
+        let mut fi = FrameInterner::new(&frames, "python", images);
+        let i = fi.location(&mut b, 0);
+        assert_ne!(i, 0);
+        let d = b.finish();
+        let dict = Dictionary::new(Some(&d));
+        decode_location(&dict, &d.location_table[i as usize]).unwrap()
+    }
+
+    #[test]
+    fn absent_vs_empty() {
+        let s = |x: &str| Some(x.to_owned());
+        let cases = [
+            Frame::default(),
+            Frame {
+                function: s(""),
+                ..Default::default()
+            },
+            Frame {
+                abs_path: s(""),
+                ..Default::default()
+            },
+            Frame {
+                filename: s(""),
+                ..Default::default()
+            },
+            Frame {
+                abs_path: s("/a.py"),
+                ..Default::default()
+            },
+            Frame {
+                filename: s("a.py"),
+                ..Default::default()
+            },
+            Frame {
+                abs_path: s("/a.py"),
+                filename: s(""),
+                ..Default::default()
+            },
+            Frame {
+                abs_path: s(""),
+                filename: s("a.py"),
+                lineno: Some(0),
+                colno: Some(0),
+                ..Default::default()
+            },
+            Frame {
+                function: s("f"),
+                lineno: Some(3),
+                colno: Some(4),
+                ..Default::default()
+            },
+            Frame {
+                instruction_addr: s("0x0"),
+                ..Default::default()
+            },
+            Frame {
+                instruction_addr: s("0X1A"),
+                ..Default::default()
+            },
+            Frame {
+                instruction_addr: s("26"),
+                ..Default::default()
+            },
+            Frame {
+                instruction_addr: s("zz"),
+                ..Default::default()
+            },
+            Frame {
+                instruction_addr: s("0x1a"),
+                in_app: Some(false),
+                platform: s("native"),
+                module: s(""),
+                package: s("libc"),
+                ..Default::default()
+            },
+        ];
+        for f in cases {
+            assert_eq!(round_trip(f.clone(), &[]), f);
+        }
+    }
+
+    #[test]
+    fn address_maps_to_its_image() {
+        let img = DebugImage {
+            image_type: "symbolic".into(),
+            code_file: Some("/lib/libc.so".into()),
+            code_id: Some("abcd".into()),
+            image_addr: Some("0x1000".into()),
+            image_size: Some(0x100),
+            ..Default::default()
+        };
+        let frames = [
+            Frame {
+                instruction_addr: Some("0x1010".into()),
+                ..Default::default()
+            },
+            Frame {
+                instruction_addr: Some("0x1100".into()),
+                ..Default::default()
+            },
+        ];
+        let mut b = DictionaryBuilder::new();
+        let images = [img];
+        let mut fi = FrameInterner::new(&frames, "native", &images);
+        let a = fi.location(&mut b, 0);
+        let c = fi.location(&mut b, 1);
+        let d = b.finish();
+        assert_eq!(d.location_table[a as usize].mapping_index, 1);
+        assert_eq!(d.location_table[c as usize].mapping_index, 0);
+        let m = &d.mapping_table[1];
+        assert_eq!((m.memory_start, m.memory_limit), (0x1000, 0x1100));
+        assert_eq!(d.string_table[m.filename_strindex as usize], "/lib/libc.so");
+    }
+}

@@ -1,0 +1,329 @@
+//! An OTLP profile made from a chunk → that exact chunk.
+//!
+//! A profile came from a chunk when it has the [`SENTRY_CHUNK_ID`] attribute
+//! ([`is_from_chunk`]). [`restore_chunk`] reads back:
+//!
+//! * from the resource: `profiler_id` ← [`SENTRY_PROFILER_ID`], `platform` ← [`SENTRY_PLATFORM`],
+//!   `release` ← [`SERVICE_VERSION`], `environment` ← [`DEPLOYMENT_ENVIRONMENT_NAME`],
+//!   `client_sdk` ← [`TELEMETRY_SDK_NAME`]/[`TELEMETRY_SDK_VERSION`] (set when either is present);
+//!   an absent attribute is `None` (or `""` for the required strings);
+//! * from the profile: `chunk_id`, `version`, `content_type`, `thread_metadata`, `debug_meta`,
+//!   `measurements` (see [`super::attributes`]);
+//! * samples: one per timestamp of each OTLP `Sample`, `timestamp` = `nanos_to_secs(ns)`,
+//!   `thread_id` ← [`THREAD_ID`] (ints in decimal), `stack_id` → the stack of its locations,
+//!   each location → one frame ([`super::frames`]). Samples are sorted by time (stable: ties keep
+//!   the OTLP order). Frames and stacks are numbered in first-use order.
+//!
+//! Every index goes through the bounds-checked [`Dictionary`]; malformed input is an error,
+//! never a panic. `values` without timestamps have no time and are rejected.
+//!
+//! [`restore_chunk_with_links`] also returns each linked observation as a [`SampleLink`], so
+//! OTLP → chunk → OTLP keeps links (via [`crate::linking::ExactLinks`]).
+
+use super::attributes::*;
+use super::builder::FxHashMap;
+use super::{extras, frames};
+use crate::SampleLink;
+use crate::dictionary::{AttrValue, Dictionary};
+use crate::error::TranslateError;
+use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, ResourceProfiles};
+use profilink_proto::sentry::timestamp::{nanos_to_secs, secs_to_nanos};
+use profilink_proto::sentry::{ClientSdk, Frame, ProfileChunk, Sample};
+use std::collections::HashMap;
+
+/// The value of the profile attribute `key`, if present (unresolvable attributes are skipped).
+fn profile_attr<'a>(
+    dict: &Dictionary<'a>,
+    profile: &'a Profile,
+    key: &str,
+) -> Option<AttrValue<'a>> {
+    profile
+        .attribute_indices
+        .iter()
+        .filter_map(|&i| dict.attribute(i).ok().flatten())
+        .find(|a| a.key == key)
+        .map(|a| a.value)
+}
+
+/// True when `profile` was made from a chunk (has the [`SENTRY_CHUNK_ID`] attribute).
+pub fn is_from_chunk(dictionary: &Dictionary<'_>, profile: &Profile) -> bool {
+    profile_attr(dictionary, profile, SENTRY_CHUNK_ID).is_some()
+}
+
+/// Rebuilds the chunk `profile` was made from (see the module docs).
+pub fn restore_chunk(
+    dictionary: &Dictionary<'_>,
+    resource: &ResourceProfiles,
+    profile: &Profile,
+) -> Result<ProfileChunk, TranslateError> {
+    restore(dictionary, resource, profile, false).map(|(c, _)| c)
+}
+
+/// Like [`restore_chunk`], also returning the link of every linked observation.
+pub fn restore_chunk_with_links(
+    dictionary: &Dictionary<'_>,
+    resource: &ResourceProfiles,
+    profile: &Profile,
+) -> Result<(ProfileChunk, Vec<SampleLink>), TranslateError> {
+    restore(dictionary, resource, profile, true)
+}
+
+/// Restores every chunk-made profile of `request`, in order.
+pub fn restore_request(
+    request: &ExportProfilesServiceRequest,
+) -> Vec<Result<ProfileChunk, TranslateError>> {
+    let dict = Dictionary::new(request.dictionary.as_ref());
+    let mut out = Vec::new();
+    for rp in &request.resource_profiles {
+        for sp in &rp.scope_profiles {
+            for p in &sp.profiles {
+                if is_from_chunk(&dict, p) {
+                    out.push(restore_chunk(&dict, rp, p));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn text(v: &AttrValue<'_>, key: &str) -> Result<String, TranslateError> {
+    v.as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| TranslateError::Invalid(format!("attribute {key} is not a string")))
+}
+
+fn restore(
+    dict: &Dictionary<'_>,
+    resource: &ResourceProfiles,
+    profile: &Profile,
+    want_links: bool,
+) -> Result<(ProfileChunk, Vec<SampleLink>), TranslateError> {
+    let mut chunk = ProfileChunk::default();
+
+    let mut sdk_name = None;
+    let mut sdk_version = None;
+    if let Some(r) = &resource.resource {
+        for a in dict.key_values(&r.attributes)? {
+            match a.key {
+                SENTRY_PROFILER_ID => chunk.profiler_id = text(&a.value, a.key)?,
+                SENTRY_PLATFORM => chunk.platform = text(&a.value, a.key)?,
+                SERVICE_VERSION => chunk.release = Some(text(&a.value, a.key)?),
+                DEPLOYMENT_ENVIRONMENT_NAME => chunk.environment = Some(text(&a.value, a.key)?),
+                TELEMETRY_SDK_NAME => sdk_name = Some(text(&a.value, a.key)?),
+                TELEMETRY_SDK_VERSION => sdk_version = Some(text(&a.value, a.key)?),
+                _ => {}
+            }
+        }
+    }
+    if sdk_name.is_some() || sdk_version.is_some() {
+        chunk.client_sdk = Some(ClientSdk {
+            name: sdk_name.unwrap_or_default(),
+            version: sdk_version.unwrap_or_default(),
+        });
+    }
+
+    let mut has_chunk_id = false;
+    for a in dict.attributes(&profile.attribute_indices)? {
+        match a.key {
+            SENTRY_CHUNK_ID => {
+                chunk.chunk_id = text(&a.value, a.key)?;
+                has_chunk_id = true;
+            }
+            SENTRY_VERSION => chunk.version = text(&a.value, a.key)?,
+            SENTRY_CONTENT_TYPE => chunk.content_type = Some(text(&a.value, a.key)?),
+            SENTRY_THREAD_METADATA => {
+                chunk.profile.thread_metadata = extras::decode_thread_metadata(&a.value)?
+            }
+            SENTRY_DEBUG_META => chunk.debug_meta = Some(extras::decode_debug_meta(&a.value)?),
+            SENTRY_MEASUREMENTS => chunk.measurements = extras::decode_measurements(&a.value)?,
+            _ => {}
+        }
+    }
+    if !has_chunk_id {
+        return Err(TranslateError::Invalid(format!(
+            "profile has no {SENTRY_CHUNK_ID} attribute: it was not made from a chunk"
+        )));
+    }
+
+    let mut frame_of: FxHashMap<i32, usize> = FxHashMap::default();
+    let mut frame_index: HashMap<Frame, usize> = HashMap::new();
+    let mut stack_of: FxHashMap<i32, usize> = FxHashMap::default();
+    let mut observations: Vec<(u64, Sample)> = Vec::new();
+    let mut links = Vec::new();
+    for (si, s) in profile.samples.iter().enumerate() {
+        let stack_id = match stack_of.get(&s.stack_index) {
+            Some(&id) => id,
+            None => {
+                let mut frame_ids = Vec::new();
+                if let Some(stack) = dict.stack(s.stack_index)? {
+                    frame_ids.reserve(stack.location_indices.len());
+                    for &li in &stack.location_indices {
+                        let fid = match frame_of.get(&li) {
+                            Some(&f) => f,
+                            None => {
+                                let loc = dict.location(li)?.ok_or_else(|| {
+                                    TranslateError::Invalid(format!(
+                                        "stack_table[{}] refers to location 0",
+                                        s.stack_index
+                                    ))
+                                })?;
+                                let frame = frames::decode_location(dict, loc)?;
+                                let next = chunk.profile.frames.len();
+                                let f = *frame_index.entry(frame.clone()).or_insert(next);
+                                if f == next {
+                                    chunk.profile.frames.push(frame);
+                                }
+                                frame_of.insert(li, f);
+                                f
+                            }
+                        };
+                        frame_ids.push(fid);
+                    }
+                }
+                let id = chunk.profile.stacks.len();
+                chunk.profile.stacks.push(frame_ids);
+                stack_of.insert(s.stack_index, id);
+                id
+            }
+        };
+        let mut thread_id = None;
+        for a in dict.attributes(&s.attribute_indices)? {
+            if a.key == THREAD_ID {
+                thread_id = match a.value {
+                    AttrValue::Int(v) => Some(v.to_string()),
+                    AttrValue::Str(v) => Some(v.to_owned()),
+                    _ => None,
+                };
+            }
+        }
+        let thread_id = thread_id.ok_or_else(|| {
+            TranslateError::Invalid(format!("samples[{si}] has no string or int {THREAD_ID}"))
+        })?;
+        if s.timestamps_unix_nano.is_empty() && !s.values.is_empty() {
+            return Err(TranslateError::Invalid(format!(
+                "samples[{si}] has values but no timestamps: a chunk sample needs a time"
+            )));
+        }
+        let link = if want_links && s.link_index != 0 {
+            dict.link(s.link_index)?.and_then(|l| {
+                let trace_id: [u8; 16] = l.trace_id.as_slice().try_into().ok()?;
+                let span_id: [u8; 8] = l.span_id.as_slice().try_into().ok()?;
+                Some((trace_id, span_id))
+            })
+        } else {
+            None
+        };
+        for &ts in &s.timestamps_unix_nano {
+            if let Some((trace_id, span_id)) = link {
+                links.push(SampleLink {
+                    profiler_id: chunk.profiler_id.clone(),
+                    thread_id: thread_id.clone(),
+                    timestamp_ns: ts,
+                    trace_id,
+                    span_id,
+                });
+            }
+            observations.push((
+                ts,
+                Sample {
+                    timestamp: nanos_to_secs(ts),
+                    stack_id,
+                    thread_id: thread_id.clone(),
+                },
+            ));
+        }
+    }
+    observations.sort_by_key(|(ts, _)| *ts);
+    chunk.profile.samples = observations.into_iter().map(|(_, s)| s).collect();
+    Ok((chunk, links))
+}
+
+type FrameKey<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<u32>,
+    Option<u32>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<bool>,
+);
+
+fn frame_key(f: &Frame) -> FrameKey<'_> {
+    (
+        f.function.as_deref(),
+        f.abs_path.as_deref(),
+        f.filename.as_deref(),
+        f.lineno,
+        f.colno,
+        f.module.as_deref(),
+        f.package.as_deref(),
+        f.platform.as_deref(),
+        f.instruction_addr.as_deref(),
+        f.in_app,
+    )
+}
+
+/// A canonical form of a chunk for comparisons: every sample resolved to its frames, then
+/// samples sorted by (time in ns, thread id, frames), frames and stacks deduplicated and
+/// numbered in first-use order. Two chunks with the same observations and metadata have equal
+/// canonical forms however their frames, stacks and samples were numbered and ordered.
+/// Samples whose stack or frames are out of range are dropped (check them first).
+pub fn canonical_form(chunk: &ProfileChunk) -> ProfileChunk {
+    let p = &chunk.profile;
+    let mut resolved: Vec<(u64, &str, Vec<&Frame>, f64)> = p
+        .samples
+        .iter()
+        .filter_map(|s| {
+            let stack = p.stacks.get(s.stack_id)?;
+            let frames = stack
+                .iter()
+                .map(|&f| p.frames.get(f))
+                .collect::<Option<Vec<_>>>()?;
+            let ns = secs_to_nanos(s.timestamp).unwrap_or(0);
+            Some((ns, s.thread_id.as_str(), frames, s.timestamp))
+        })
+        .collect();
+    resolved.sort_by(|a, b| {
+        (a.0, a.1)
+            .cmp(&(b.0, b.1))
+            .then_with(|| {
+                let ka: Vec<_> = a.2.iter().map(|f| frame_key(f)).collect();
+                let kb: Vec<_> = b.2.iter().map(|f| frame_key(f)).collect();
+                ka.cmp(&kb)
+            })
+            .then(a.3.total_cmp(&b.3))
+    });
+    let mut out = chunk.clone();
+    out.profile.samples.clear();
+    out.profile.stacks.clear();
+    out.profile.frames.clear();
+    let mut frame_ix: HashMap<&Frame, usize> = HashMap::new();
+    let mut stack_ix: HashMap<Vec<usize>, usize> = HashMap::new();
+    for (_, thread_id, frames, timestamp) in resolved {
+        let ids: Vec<usize> = frames
+            .into_iter()
+            .map(|f| {
+                let next = frame_ix.len();
+                let id = *frame_ix.entry(f).or_insert(next);
+                if id == next {
+                    out.profile.frames.push(f.clone());
+                }
+                id
+            })
+            .collect();
+        let next = stack_ix.len();
+        let stack_id = *stack_ix.entry(ids.clone()).or_insert(next);
+        if stack_id == next {
+            out.profile.stacks.push(ids);
+        }
+        out.profile.samples.push(Sample {
+            timestamp,
+            stack_id,
+            thread_id: thread_id.to_owned(),
+        });
+    }
+    out
+}

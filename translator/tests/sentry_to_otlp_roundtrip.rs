@@ -1,0 +1,316 @@
+//! chunk → OTLP → `restore_chunk` gives back an equal chunk, for random irregular chunks:
+//! duplicate frames, empty vs absent fields, missing or extra thread metadata, repeated
+//! timestamps, odd instruction addresses, debug images and measurements.
+
+use profilink_proto::sentry::{
+    ClientSdk, DebugImage, DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk,
+    ProfileData, Sample, ThreadMetadata,
+};
+use profilink_proto::validate::validate_otlp;
+use profilink_translator::linking::NoLinks;
+use profilink_translator::sentry_to_otlp::restore::{canonical_form, restore_request};
+use profilink_translator::sentry_to_otlp::{Options, SentryInput, translate};
+use proptest::collection::{btree_map, vec};
+use proptest::option;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn opt_text() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(String::new())),
+        3 => "[a-z_/.<>() ]{1,10}".prop_map(Some),
+    ]
+}
+
+fn opt_num() -> impl Strategy<Value = Option<u32>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(0)),
+        (1u32..5000).prop_map(Some),
+        Just(Some(u32::MAX))
+    ]
+}
+
+fn addr() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        3 => Just(None),
+        1 => Just(Some("0x1a".to_owned())),
+        1 => Just(Some("0X1A".to_owned())),
+        1 => Just(Some("26".to_owned())),
+        1 => Just(Some("0x0".to_owned())),
+        1 => Just(Some("zz".to_owned())),
+        2 => (0x1000u64..0x1200).prop_map(|a| Some(format!("{a:#x}"))),
+        1 => any::<u64>().prop_map(|a| Some(format!("{a:#x}"))),
+    ]
+}
+
+fn frame() -> impl Strategy<Value = Frame> {
+    (
+        (opt_text(), opt_num(), opt_text(), opt_text(), option::of(any::<bool>())),
+        (addr(), opt_num(), opt_text(), opt_text()),
+        prop_oneof![3 => Just(None), 1 => Just(Some("native".to_owned())), 1 => Just(Some("python".to_owned())), 1 => Just(Some(String::new()))],
+    )
+        .prop_map(|((abs_path, colno, filename, function, in_app), (instruction_addr, lineno, module, package), platform)| Frame {
+            abs_path,
+            colno,
+            filename,
+            function,
+            in_app,
+            instruction_addr,
+            lineno,
+            module,
+            package,
+            platform,
+        })
+}
+
+fn image() -> impl Strategy<Value = DebugImage> {
+    (
+        prop_oneof![Just("symbolic"), Just("macho"), Just("")],
+        opt_text(),
+        opt_text(),
+        opt_text(),
+        prop_oneof![
+            Just(None),
+            Just(Some("0x1000".to_owned())),
+            Just(Some("0x1100".to_owned())),
+            Just(Some("junk".to_owned()))
+        ],
+        option::of(0u64..0x200),
+        option::of("[a-z0-9]{1,6}"),
+    )
+        .prop_map(
+            |(t, code_file, debug_id, code_id, image_addr, image_size, arch)| {
+                let mut other = BTreeMap::new();
+                if let Some(a) = arch {
+                    other.insert("arch".to_owned(), serde_json::Value::String(a));
+                }
+                DebugImage {
+                    image_type: t.to_owned(),
+                    code_file,
+                    debug_id,
+                    code_id,
+                    image_addr,
+                    image_vmaddr: None,
+                    image_size,
+                    other,
+                }
+            },
+        )
+}
+
+fn measurement() -> impl Strategy<Value = Measurement> {
+    (
+        prop_oneof![Just("percent"), Just("byte"), Just("")],
+        vec(
+            (
+                1_795_000_000.0f64..1_795_000_100.0,
+                prop::num::f64::NORMAL | prop::num::f64::ZERO,
+            ),
+            0..5,
+        ),
+    )
+        .prop_map(|(unit, values)| Measurement {
+            unit: unit.to_owned(),
+            values: values
+                .into_iter()
+                .map(|(timestamp, value)| MeasurementValue { timestamp, value })
+                .collect(),
+        })
+}
+
+const THREADS: &[&str] = &[
+    "1",
+    "42",
+    "140357056605056",
+    "042",
+    "main",
+    "-3",
+    "18446744073709551615",
+];
+
+fn chunk() -> impl Strategy<Value = ProfileChunk> {
+    let meta = (
+        prop_oneof![
+            Just("0123456789abcdef0123456789abcdef".to_owned()),
+            "[0-9a-f]{32}",
+            Just("not-an-id".to_owned())
+        ],
+        prop_oneof![
+            Just("87b148781b0a4a5284a3e3f9cc93e1ec".to_owned()),
+            Just("70d8b2131d7e4d50b13ecc8060c975a2".to_owned())
+        ],
+        prop_oneof![Just("python"), Just("cocoa"), Just("")],
+        opt_text(),
+        opt_text(),
+        opt_text(),
+        option::of(("[a-z.]{0,8}", "[0-9.]{0,5}")),
+        prop_oneof![Just("2"), Just("")],
+    );
+    let body = (
+        vec(frame(), 1..8),
+        vec(0usize..8, 0..4),
+        vec(vec(any::<usize>(), 0..6), 1..6),
+        vec(
+            (0u64..30, any::<usize>(), 0usize..THREADS.len(), 0u64..3),
+            0..40,
+        ),
+        btree_map(
+            0usize..THREADS.len() + 2,
+            (opt_text(), option::of(0u32..100)),
+            0..6,
+        ),
+        option::of(vec(image(), 0..3)),
+        btree_map("[a-z_]{1,8}", measurement(), 0..3),
+    );
+    (meta, body).prop_map(
+        |(
+            (chunk_id, profiler_id, platform, release, environment, content_type, sdk, version),
+            (mut frames, dups, stacks, samples, metadata, images, measurements),
+        )| {
+            // Non-deduplicated frames: copies of existing ones.
+            let n = frames.len();
+            for d in dups {
+                frames.push(frames[d % n].clone());
+            }
+            let nf = frames.len();
+            let stacks: Vec<Vec<usize>> = stacks
+                .into_iter()
+                .map(|s| s.into_iter().map(|f| f % nf).collect())
+                .collect();
+            let ns = stacks.len();
+            let base_micros: u64 = 1_795_317_063_000_000;
+            let samples = samples
+                .into_iter()
+                .map(|(tick, stack, thread, jitter)| Sample {
+                    // Microsecond timestamps; ticks repeat, so timestamps repeat across threads.
+                    timestamp: (base_micros + tick * 10_101 + jitter * 7) as f64 / 1e6,
+                    stack_id: stack % ns,
+                    thread_id: THREADS[thread].to_owned(),
+                })
+                .collect();
+            let thread_metadata = metadata
+                .into_iter()
+                .map(|(t, (name, priority))| {
+                    let id = THREADS
+                        .get(t)
+                        .map_or_else(|| format!("exited-{t}"), |s| (*s).to_owned());
+                    (id, ThreadMetadata { name, priority })
+                })
+                .collect();
+            ProfileChunk {
+                chunk_id,
+                profiler_id,
+                debug_meta: images.map(|images| DebugMeta { images }),
+                environment,
+                platform: platform.to_owned(),
+                release,
+                content_type,
+                client_sdk: sdk.map(|(name, version)| ClientSdk { name, version }),
+                measurements,
+                version: version.to_owned(),
+                profile: ProfileData {
+                    samples,
+                    stacks,
+                    frames,
+                    thread_metadata,
+                },
+            }
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn chunks_round_trip_through_otlp(chunks in vec(chunk(), 1..4)) {
+        let t = translate(&SentryInput { chunks: &chunks, v1_profiles: &[] }, &NoLinks, &Options::default());
+        prop_assert!(t.rejected.is_empty(), "{:?}", t.rejected);
+        // Strictly valid: no errors and no warnings.
+        let findings = validate_otlp(t.request.dictionary.as_ref(), &t.request.resource_profiles);
+        prop_assert!(findings.is_empty(), "{findings:#?}");
+        let restored: Vec<ProfileChunk> = restore_request(&t.request).into_iter().collect::<Result<_, _>>().unwrap();
+        prop_assert_eq!(restored.len(), chunks.len());
+        // Resources group profiles by session, so match restored chunks by chunk id + content.
+        let mut want: Vec<ProfileChunk> = chunks.iter().map(canonical_form).collect();
+        let mut got: Vec<ProfileChunk> = restored.iter().map(canonical_form).collect();
+        let key = |c: &ProfileChunk| format!("{c:?}");
+        want.sort_by_key(key);
+        got.sort_by_key(key);
+        prop_assert_eq!(got, want);
+        for r in &restored {
+            prop_assert!(r.profile.samples.is_sorted_by(|a, b| a.timestamp <= b.timestamp));
+        }
+    }
+}
+
+/// Samples in time order with distinct timestamps and deduplicated frames/stacks in first-use
+/// order come back *equal as they are*, not just canonically.
+#[test]
+fn a_canonical_chunk_comes_back_identical() {
+    let f = |name: &str, line| Frame {
+        function: Some(name.into()),
+        abs_path: Some(format!("/app/{name}.py")),
+        filename: Some(format!("{name}.py")),
+        lineno: Some(line),
+        in_app: Some(true),
+        module: Some(name.into()),
+        ..Default::default()
+    };
+    let chunk = ProfileChunk {
+        chunk_id: "0123456789abcdef0123456789abcdef".into(),
+        profiler_id: "87b148781b0a4a5284a3e3f9cc93e1ec".into(),
+        platform: "python".into(),
+        version: "2".into(),
+        client_sdk: Some(ClientSdk {
+            name: "sentry.python".into(),
+            version: "2.75.0".into(),
+        }),
+        release: Some("app@1".into()),
+        environment: None,
+        profile: ProfileData {
+            frames: vec![f("a", 1), f("b", 2), f("c", 3)],
+            stacks: vec![vec![0, 1], vec![2, 1]],
+            samples: vec![
+                Sample {
+                    timestamp: 1795317063.0011497,
+                    stack_id: 0,
+                    thread_id: "1".into(),
+                },
+                Sample {
+                    timestamp: 1795317063.0161164,
+                    stack_id: 1,
+                    thread_id: "1".into(),
+                },
+                Sample {
+                    timestamp: 1795317063.031,
+                    stack_id: 0,
+                    thread_id: "1".into(),
+                },
+            ],
+            thread_metadata: [(
+                "1".to_owned(),
+                ThreadMetadata {
+                    name: Some("MainThread".into()),
+                    priority: Some(5),
+                },
+            )]
+            .into_iter()
+            .collect(),
+        },
+        ..Default::default()
+    };
+    let t = translate(
+        &SentryInput {
+            chunks: std::slice::from_ref(&chunk),
+            v1_profiles: &[],
+        },
+        &NoLinks,
+        &Options::default(),
+    );
+    let back = restore_request(&t.request).remove(0).unwrap();
+    assert_eq!(back, chunk);
+    assert_eq!(back.to_json(), chunk.to_json());
+}
