@@ -1,0 +1,355 @@
+//! Exporter configuration, read from the `exporters:` section of the service YAML.
+//!
+//! Durations are strings such as `"5s"`, `"300ms"`, `"1m"` (humantime). Every field has the
+//! default shown in its doc, so an empty map is a valid config.
+//!
+//! ```yaml
+//! exporters:
+//!   sentry:
+//!     dsn: https://<key>@host/123
+//!     compression: gzip   # gzip | zstd | none
+//!     timeout: 5s
+//!     num_consumers: 4
+//!     chunk_duration: 60s
+//!     chunk_idle_timeout: 10s
+//!     max_chunk_bytes: 8388608
+//!     retry_on_failure: { enabled: true, initial_interval: 5s, max_interval: 30s, max_elapsed_time: 300s, multiplier: 1.5, randomization_factor: 0.5 }
+//!     sending_queue: { enabled: true, storage: ./profilink-data/queue, max_size_mib: 256, overflow: backpressure }
+//!     dead_letter_dir: null
+//!     routing: { attribute: service.name, dsns: { checkout: https://... } }
+//!   otlp: { endpoint: 127.0.0.1:4317, protocol: grpc, compression: gzip, timeout: 5s }
+//!   file: { path: ./profilink-data }
+//! ```
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Request body compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    /// `Content-Encoding: gzip` (default).
+    #[default]
+    Gzip,
+    /// `Content-Encoding: zstd`.
+    Zstd,
+    /// No compression.
+    None,
+}
+
+/// What `export` does when the queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overflow {
+    /// Refuse new data with [`crate::ExportError::Full`] so receivers answer
+    /// UNAVAILABLE / 429 and producers retry (default).
+    #[default]
+    Backpressure,
+    /// Drop the oldest queued chunks (counted, reported as `queue_overflow`).
+    DropOldest,
+}
+
+/// `retry_on_failure`: exponential backoff with jitter (OpenTelemetry Collector defaults).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryConfig {
+    /// Retry at all (default true). When false a failed chunk is dropped and counted at once.
+    pub enabled: bool,
+    /// First backoff (default 5 s).
+    #[serde(with = "humantime_serde")]
+    pub initial_interval: Duration,
+    /// Backoff cap (default 30 s).
+    #[serde(with = "humantime_serde")]
+    pub max_interval: Duration,
+    /// Give up after this long since the first failure (default 300 s; 0 = retry forever).
+    #[serde(with = "humantime_serde")]
+    pub max_elapsed_time: Duration,
+    /// Backoff growth factor (default 1.5).
+    pub multiplier: f64,
+    /// Jitter: each wait is drawn from `interval * [1 - r, 1 + r]` (default 0.5).
+    pub randomization_factor: f64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            enabled: true,
+            initial_interval: Duration::from_secs(5),
+            max_interval: Duration::from_secs(30),
+            max_elapsed_time: Duration::from_secs(300),
+            multiplier: 1.5,
+            randomization_factor: 0.5,
+        }
+    }
+}
+
+/// `sending_queue`: the durable queue in front of the sender.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueConfig {
+    /// Persist to disk (default true). When false the queue lives in memory only and data
+    /// accepted but not yet delivered is lost on a crash.
+    pub enabled: bool,
+    /// Directory of the queue's segment files (default `./profilink-data/queue` for Sentry;
+    /// `<path>/.queue` for the file exporter).
+    pub storage: Option<PathBuf>,
+    /// Capacity in MiB of queued (unacknowledged) records (default 256).
+    pub max_size_mib: u64,
+    /// What happens when full (default `backpressure`).
+    pub overflow: Overflow,
+    /// fsync every append before acknowledging it (default true). Turning it off trades crash
+    /// safety on power loss for throughput; process crashes still lose nothing.
+    pub fsync: bool,
+    /// Segment file size at which a new segment starts (default 16 MiB).
+    pub segment_bytes: u64,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            enabled: true,
+            storage: None,
+            max_size_mib: 256,
+            overflow: Overflow::Backpressure,
+            fsync: true,
+            segment_bytes: 16 << 20,
+        }
+    }
+}
+
+impl QueueConfig {
+    /// Capacity in bytes.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.max_size_mib.saturating_mul(1 << 20)
+    }
+}
+
+/// `routing`: choose a DSN by a resource attribute.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoutingConfig {
+    /// The resource attribute whose value picks the DSN (default `service.name`).
+    pub attribute: String,
+    /// Attribute value → DSN; values not listed use the exporter's `dsn`.
+    pub dsns: BTreeMap<String, String>,
+}
+
+impl Default for RoutingConfig {
+    fn default() -> Self {
+        RoutingConfig {
+            attribute: "service.name".into(),
+            dsns: BTreeMap::new(),
+        }
+    }
+}
+
+/// Chunk accumulation settings (shared by the Sentry and file exporters).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccumulateConfig {
+    /// Longest sample span of an emitted chunk (default 60 s; Relay rejects > 66 s).
+    #[serde(with = "humantime_serde")]
+    pub chunk_duration: Duration,
+    /// Emit a session's chunk after this long without new samples (default 10 s).
+    #[serde(with = "humantime_serde")]
+    pub chunk_idle_timeout: Duration,
+    /// Largest serialized chunk (default 8 MiB).
+    pub max_chunk_bytes: u64,
+}
+
+impl Default for AccumulateConfig {
+    fn default() -> Self {
+        AccumulateConfig {
+            chunk_duration: Duration::from_secs(60),
+            chunk_idle_timeout: Duration::from_secs(10),
+            max_chunk_bytes: 8 << 20,
+        }
+    }
+}
+
+/// `exporters.sentry`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SentryExporterConfig {
+    /// The default DSN (`https://<public key>@host[:port][/path]/<project id>`).
+    pub dsn: Option<String>,
+    /// Request compression (default gzip).
+    pub compression: Compression,
+    /// Per-request timeout (default 5 s).
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Concurrent requests (default 4).
+    pub num_consumers: usize,
+    /// Longest sample span of an emitted chunk (default 60 s).
+    #[serde(with = "humantime_serde")]
+    pub chunk_duration: Duration,
+    /// Emit a session's chunk after this long without new samples (default 10 s).
+    #[serde(with = "humantime_serde")]
+    pub chunk_idle_timeout: Duration,
+    /// Largest serialized chunk (default 8 MiB).
+    pub max_chunk_bytes: u64,
+    /// Backoff for 5xx, timeouts and connection errors.
+    pub retry_on_failure: RetryConfig,
+    /// The durable queue.
+    pub sending_queue: QueueConfig,
+    /// Where envelopes refused for good (400/401/403/413) are written; none by default.
+    pub dead_letter_dir: Option<PathBuf>,
+    /// Per-attribute DSNs.
+    pub routing: Option<RoutingConfig>,
+    /// A 429 without `X-Sentry-Rate-Limits` or `Retry-After` blocks for this long (default 60 s).
+    #[serde(with = "humantime_serde")]
+    pub default_rate_limit: Duration,
+    /// How often client reports of discarded chunks are sent (default 30 s).
+    #[serde(with = "humantime_serde")]
+    pub client_report_interval: Duration,
+    /// Scheduler tick: the longest the sender sleeps between checks of its deadlines
+    /// (default 100 ms).
+    #[serde(with = "humantime_serde")]
+    pub tick: Duration,
+}
+
+impl Default for SentryExporterConfig {
+    fn default() -> Self {
+        let acc = AccumulateConfig::default();
+        SentryExporterConfig {
+            dsn: None,
+            compression: Compression::Gzip,
+            timeout: Duration::from_secs(5),
+            num_consumers: 4,
+            chunk_duration: acc.chunk_duration,
+            chunk_idle_timeout: acc.chunk_idle_timeout,
+            max_chunk_bytes: acc.max_chunk_bytes,
+            retry_on_failure: RetryConfig::default(),
+            sending_queue: QueueConfig::default(),
+            dead_letter_dir: None,
+            routing: None,
+            default_rate_limit: Duration::from_secs(60),
+            client_report_interval: Duration::from_secs(30),
+            tick: Duration::from_millis(100),
+        }
+    }
+}
+
+impl SentryExporterConfig {
+    /// The accumulation part.
+    pub fn accumulate(&self) -> AccumulateConfig {
+        AccumulateConfig {
+            chunk_duration: self.chunk_duration,
+            chunk_idle_timeout: self.chunk_idle_timeout,
+            max_chunk_bytes: self.max_chunk_bytes,
+        }
+    }
+
+    /// The queue directory: `sending_queue.storage`, else `./profilink-data/queue`.
+    pub fn queue_dir(&self) -> PathBuf {
+        self.sending_queue
+            .storage
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("./profilink-data/queue"))
+    }
+}
+
+/// OTLP transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OtlpProtocol {
+    /// gRPC (default).
+    #[default]
+    Grpc,
+    /// HTTP/protobuf: `POST {endpoint}/v1development/profiles`.
+    Http,
+}
+
+/// `exporters.otlp`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtlpExporterConfig {
+    /// `host:port` or a URL (`http://host:port`); default `127.0.0.1:4317`.
+    pub endpoint: String,
+    /// grpc (default) or http.
+    pub protocol: OtlpProtocol,
+    /// gzip (default), zstd or none.
+    pub compression: Compression,
+    /// Per-request timeout (default 5 s).
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Backoff for retryable failures.
+    pub retry_on_failure: RetryConfig,
+    /// Concurrent requests (default 4).
+    pub num_consumers: usize,
+    /// Requests held in memory while waiting to be sent (default 1000).
+    pub queue_size: usize,
+    /// Extra request headers / gRPC metadata.
+    pub headers: BTreeMap<String, String>,
+}
+
+impl Default for OtlpExporterConfig {
+    fn default() -> Self {
+        OtlpExporterConfig {
+            endpoint: "127.0.0.1:4317".into(),
+            protocol: OtlpProtocol::Grpc,
+            compression: Compression::Gzip,
+            timeout: Duration::from_secs(5),
+            retry_on_failure: RetryConfig::default(),
+            num_consumers: 4,
+            queue_size: 1000,
+            headers: BTreeMap::new(),
+        }
+    }
+}
+
+/// `exporters.file`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileExporterConfig {
+    /// Output directory of `<chunk_id>.envelope` files (default `./profilink-data`).
+    pub path: PathBuf,
+    /// Longest sample span of a written chunk (default 60 s).
+    #[serde(with = "humantime_serde")]
+    pub chunk_duration: Duration,
+    /// Write a session's chunk after this long without new samples (default 10 s).
+    #[serde(with = "humantime_serde")]
+    pub chunk_idle_timeout: Duration,
+    /// Largest serialized chunk (default 8 MiB).
+    pub max_chunk_bytes: u64,
+    /// The durable queue (default storage `<path>/.queue`).
+    pub sending_queue: QueueConfig,
+    /// Scheduler tick (default 100 ms).
+    #[serde(with = "humantime_serde")]
+    pub tick: Duration,
+}
+
+impl Default for FileExporterConfig {
+    fn default() -> Self {
+        let acc = AccumulateConfig::default();
+        FileExporterConfig {
+            path: PathBuf::from("./profilink-data"),
+            chunk_duration: acc.chunk_duration,
+            chunk_idle_timeout: acc.chunk_idle_timeout,
+            max_chunk_bytes: acc.max_chunk_bytes,
+            sending_queue: QueueConfig::default(),
+            tick: Duration::from_millis(100),
+        }
+    }
+}
+
+impl FileExporterConfig {
+    /// The accumulation part.
+    pub fn accumulate(&self) -> AccumulateConfig {
+        AccumulateConfig {
+            chunk_duration: self.chunk_duration,
+            chunk_idle_timeout: self.chunk_idle_timeout,
+            max_chunk_bytes: self.max_chunk_bytes,
+        }
+    }
+
+    /// The queue directory: `sending_queue.storage`, else `<path>/.queue`.
+    pub fn queue_dir(&self) -> PathBuf {
+        self.sending_queue
+            .storage
+            .clone()
+            .unwrap_or_else(|| self.path.join(".queue"))
+    }
+}

@@ -1,0 +1,163 @@
+//! The file exporter: one `<chunk_id>.envelope` per merged chunk in a directory, written
+//! atomically (temporary file in the same directory, fsync, rename, directory fsync). It
+//! accumulates and queues exactly like the Sentry exporter; it is the default when no DSN is
+//! configured.
+
+use crate::clock::{SharedClock, system_clock};
+use crate::config::FileExporterConfig;
+use crate::metrics::{DiscardReason, ExporterMetrics};
+use crate::pipeline::{Delivery, Pipeline, PipelineConfig, Sink};
+use crate::queue::{Queue, ReadyMeta};
+use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
+use profilink_proto::sentry::{Envelope, EnvelopeItem};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Writes `bytes` to `dir/name` atomically: a temporary file in `dir`, fsync, rename over the
+/// target, fsync of the directory. Readers never see a partial file.
+pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    fs::create_dir_all(dir)?;
+    let target = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp-{:016x}", rand::random::<u64>()));
+    let result = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, &target)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map(|()| target)
+}
+
+/// The envelope profilink writes for a chunk payload: `sdk` header and one `profile_chunk` item
+/// whose `platform` header equals the payload's (same as `Envelope::for_chunk`).
+pub fn chunk_envelope(json: Vec<u8>, platform: &str) -> Envelope {
+    let mut headers = serde_json::Map::new();
+    headers.insert(
+        "sdk".into(),
+        serde_json::json!({ "name": SDK_NAME, "version": VERSION }),
+    );
+    Envelope {
+        headers,
+        items: vec![EnvelopeItem::profile_chunk_json(json, platform)],
+    }
+}
+
+fn safe_file_stem(chunk_id: &str) -> String {
+    let stem: String = chunk_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(64)
+        .collect();
+    if stem.is_empty() {
+        "chunk".into()
+    } else {
+        stem
+    }
+}
+
+struct FileSink {
+    dir: PathBuf,
+}
+
+impl Sink for FileSink {
+    fn blocked_until(&self, _route: &str, _category: &str, _now: Instant) -> Option<Instant> {
+        None
+    }
+
+    async fn deliver(&self, meta: ReadyMeta, json: Vec<u8>) -> Delivery {
+        let dir = self.dir.clone();
+        let name = format!("{}.envelope", safe_file_stem(&meta.chunk_id));
+        let res = tokio::task::spawn_blocking(move || {
+            let bytes = chunk_envelope(json, &meta.platform).to_bytes();
+            write_atomic(&dir, &name, &bytes)
+        })
+        .await;
+        match res {
+            Ok(Ok(_)) => Delivery::Delivered,
+            Ok(Err(e)) => Delivery::Retry {
+                after: None,
+                reason: DiscardReason::SendError,
+                message: format!("writing envelope file: {e}"),
+            },
+            Err(e) => Delivery::Retry {
+                after: None,
+                reason: DiscardReason::SendError,
+                message: format!("writing envelope file: {e}"),
+            },
+        }
+    }
+
+    fn discarded(&self, _meta: &ReadyMeta, _reason: DiscardReason, _n: u64) {}
+}
+
+/// Writes merged chunks as envelope files.
+pub struct FileExporter {
+    pipeline: Pipeline<FileSink>,
+    metrics: Arc<ExporterMetrics>,
+}
+
+impl FileExporter {
+    /// Opens the queue (replaying what a previous run left) and starts writing.
+    pub async fn start(cfg: FileExporterConfig) -> Result<Self, ExportError> {
+        Self::start_with_clock(cfg, system_clock()).await
+    }
+
+    /// [`FileExporter::start`] with an injected clock.
+    pub async fn start_with_clock(
+        cfg: FileExporterConfig,
+        clock: SharedClock,
+    ) -> Result<Self, ExportError> {
+        let metrics = Arc::new(ExporterMetrics::default());
+        let qdir = cfg.queue_dir();
+        let qcfg = cfg.sending_queue.clone();
+        let m2 = metrics.clone();
+        let (queue, recovery) = tokio::task::spawn_blocking(move || Queue::open(&qcfg, &qdir, m2))
+            .await
+            .map_err(|e| ExportError::Io(e.to_string()))?
+            .map_err(|e| ExportError::Io(e.to_string()))?;
+        let pcfg = PipelineConfig {
+            accumulate: cfg.accumulate(),
+            retry: Default::default(),
+            num_consumers: 2,
+            tick: cfg.tick,
+        };
+        let sink = Arc::new(FileSink {
+            dir: cfg.path.clone(),
+        });
+        let pipeline = Pipeline::start(
+            Arc::new(queue),
+            recovery,
+            sink,
+            pcfg,
+            clock,
+            metrics.clone(),
+        );
+        Ok(FileExporter { pipeline, metrics })
+    }
+
+    /// Durably queues chunks; `Ok` once they are on disk.
+    pub async fn export(&self, chunks: Vec<ExportChunk>) -> Result<(), ExportError> {
+        let items = chunks
+            .into_iter()
+            .map(|c| (String::new(), c.chunk))
+            .collect();
+        self.pipeline.export(items).await
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> Arc<ExporterMetrics> {
+        self.metrics.clone()
+    }
+
+    /// Flushes open sessions and writes what it can before `deadline`.
+    pub async fn shutdown(self, deadline: Duration) {
+        self.pipeline.shutdown(deadline).await;
+    }
+}

@@ -1,0 +1,351 @@
+//! Merging pieces of chunks of one profiler session into one chunk.
+//!
+//! [`ChunkBuilder`] takes metadata (platform, release, environment, client SDK, content type,
+//! profiler id) from the first chunk it sees and then adds selected samples of any number of
+//! chunks: frames and stacks are deduplicated and re-indexed, thread metadata and debug images
+//! are unioned, measurement values are concatenated per key. [`ChunkBuilder::finish`] sorts the
+//! samples by time and gives the chunk its deterministic id ([`merged_chunk_id`]).
+//!
+//! Invalid references (a sample's `stack_id` or a stack's frame index out of range) would make
+//! Relay reject the whole merged chunk, so such samples and frame references are left out.
+
+use profilink_proto::sentry::chunk::CHUNK_VERSION;
+use profilink_proto::sentry::{DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The deterministic id of a merged chunk: SHA-256 over the profiler id, the first and last
+/// sample timestamps (exact float bits) and the sample count, truncated to 16 bytes with the
+/// UUID v4 version and variant bits set, as 32 lowercase hex characters. A replay of the same
+/// samples after a crash yields the same id, so duplicates can be recognised downstream.
+pub fn merged_chunk_id(profiler_id: &str, first_ts: f64, last_ts: f64, count: usize) -> String {
+    let mut h = Sha256::new();
+    h.update(profiler_id.as_bytes());
+    h.update(b"\0");
+    h.update(first_ts.to_bits().to_be_bytes());
+    h.update(last_ts.to_bits().to_be_bytes());
+    h.update((count as u64).to_be_bytes());
+    let digest = h.finalize();
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    id[6] = (id[6] & 0x0f) | 0x40;
+    id[8] = (id[8] & 0x3f) | 0x80;
+    hex::encode(id)
+}
+
+/// Builds one chunk out of selected samples of several chunks of the same session.
+#[derive(Debug, Clone)]
+pub struct ChunkBuilder {
+    chunk: ProfileChunk,
+    frames: HashMap<Frame, usize>,
+    stacks: HashMap<Vec<usize>, usize>,
+    images: HashSet<(Option<String>, Option<String>)>,
+    first_ts: f64,
+    last_ts: f64,
+    est_bytes: u64,
+    dropped_invalid: u64,
+}
+
+impl ChunkBuilder {
+    /// An empty builder that takes its metadata from `first`.
+    pub fn new(first: &ProfileChunk) -> Self {
+        let chunk = ProfileChunk {
+            chunk_id: String::new(),
+            profiler_id: first.profiler_id.clone(),
+            debug_meta: None,
+            environment: first.environment.clone(),
+            platform: first.platform.clone(),
+            release: first.release.clone(),
+            content_type: first.content_type.clone(),
+            client_sdk: first.client_sdk.clone(),
+            measurements: BTreeMap::new(),
+            version: if first.version.is_empty() {
+                CHUNK_VERSION.to_string()
+            } else {
+                first.version.clone()
+            },
+            profile: Default::default(),
+        };
+        ChunkBuilder {
+            chunk,
+            frames: HashMap::new(),
+            stacks: HashMap::new(),
+            images: HashSet::new(),
+            first_ts: f64::INFINITY,
+            last_ts: f64::NEG_INFINITY,
+            est_bytes: 0,
+            dropped_invalid: 0,
+        }
+    }
+
+    /// Number of samples added so far.
+    pub fn sample_count(&self) -> usize {
+        self.chunk.profile.samples.len()
+    }
+
+    /// Earliest sample timestamp (infinity when empty).
+    pub fn first_ts(&self) -> f64 {
+        self.first_ts
+    }
+
+    /// Latest sample timestamp (negative infinity when empty).
+    pub fn last_ts(&self) -> f64 {
+        self.last_ts
+    }
+
+    /// Estimated serialized size (sum of the estimates passed to [`ChunkBuilder::add`]).
+    pub fn est_bytes(&self) -> u64 {
+        self.est_bytes
+    }
+
+    /// Samples and frame references left out because they pointed out of range.
+    pub fn dropped_invalid(&self) -> u64 {
+        self.dropped_invalid
+    }
+
+    /// Adds the samples of `src` at `sample_indices` and the measurement values
+    /// `measurements` (key → values), estimating their serialized size as `est_bytes`.
+    pub fn add(
+        &mut self,
+        src: &ProfileChunk,
+        sample_indices: &[usize],
+        measurements: &[(String, String, Vec<MeasurementValue>)],
+        est_bytes: u64,
+    ) {
+        self.est_bytes = self.est_bytes.saturating_add(est_bytes);
+        let mut stack_map: Vec<Option<usize>> = vec![None; src.profile.stacks.len()];
+        let mut frame_map: Vec<Option<usize>> = vec![None; src.profile.frames.len()];
+        let mut threads_seen: HashSet<&str> = HashSet::new();
+        for &si in sample_indices {
+            let Some(sample) = src.profile.samples.get(si) else {
+                continue;
+            };
+            if !sample.timestamp.is_finite() {
+                self.dropped_invalid += 1;
+                continue;
+            }
+            let Some(slot) = stack_map.get(sample.stack_id).copied() else {
+                self.dropped_invalid += 1;
+                continue;
+            };
+            let new_stack = match slot {
+                Some(s) => s,
+                None => {
+                    let mut frames = Vec::new();
+                    if let Some(stack) = src.profile.stacks.get(sample.stack_id) {
+                        for &fi in stack {
+                            match self.map_frame(src, fi, &mut frame_map) {
+                                Some(nf) => frames.push(nf),
+                                None => self.dropped_invalid += 1,
+                            }
+                        }
+                    }
+                    let next = self.chunk.profile.stacks.len();
+                    let id = *self.stacks.entry(frames.clone()).or_insert(next);
+                    if id == next {
+                        self.chunk.profile.stacks.push(frames);
+                    }
+                    if let Some(s) = stack_map.get_mut(sample.stack_id) {
+                        *s = Some(id);
+                    }
+                    id
+                }
+            };
+            let mut sample = sample.clone();
+            sample.stack_id = new_stack;
+            self.first_ts = self.first_ts.min(sample.timestamp);
+            self.last_ts = self.last_ts.max(sample.timestamp);
+            threads_seen.insert(&src.profile.samples[si].thread_id);
+            self.chunk.profile.samples.push(sample);
+        }
+        for tid in threads_seen {
+            if let Some(meta) = src.profile.thread_metadata.get(tid) {
+                let entry = self
+                    .chunk
+                    .profile
+                    .thread_metadata
+                    .entry(tid.to_string())
+                    .or_default();
+                if entry.name.is_none() {
+                    entry.name.clone_from(&meta.name);
+                }
+                if entry.priority.is_none() {
+                    entry.priority = meta.priority;
+                }
+            }
+        }
+        if let Some(dm) = &src.debug_meta {
+            let out = self
+                .chunk
+                .debug_meta
+                .get_or_insert_with(|| DebugMeta { images: Vec::new() });
+            for image in &dm.images {
+                let key = (image.debug_id.clone(), image.code_file.clone());
+                if self.images.insert(key) {
+                    out.images.push(image.clone());
+                }
+            }
+        }
+        for (key, unit, values) in measurements {
+            if values.is_empty() {
+                continue;
+            }
+            let m = self
+                .chunk
+                .measurements
+                .entry(key.clone())
+                .or_insert_with(|| Measurement {
+                    unit: unit.clone(),
+                    values: Vec::new(),
+                });
+            m.values.extend(values.iter().cloned());
+        }
+    }
+
+    fn map_frame(
+        &mut self,
+        src: &ProfileChunk,
+        fi: usize,
+        frame_map: &mut [Option<usize>],
+    ) -> Option<usize> {
+        let slot = frame_map.get_mut(fi)?;
+        if let Some(nf) = *slot {
+            return Some(nf);
+        }
+        let frame = src.profile.frames.get(fi)?;
+        let next = self.chunk.profile.frames.len();
+        let id = *self.frames.entry(frame.clone()).or_insert(next);
+        if id == next {
+            self.chunk.profile.frames.push(frame.clone());
+        }
+        *slot = Some(id);
+        Some(id)
+    }
+
+    /// The finished chunk: samples sorted by timestamp, measurement values sorted, and the
+    /// deterministic [`merged_chunk_id`].
+    pub fn finish(mut self) -> ProfileChunk {
+        let samples = &mut self.chunk.profile.samples;
+        samples.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
+        for m in self.chunk.measurements.values_mut() {
+            m.values.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
+        }
+        let count = samples.len();
+        let (first, last) = match (samples.first(), samples.last()) {
+            (Some(f), Some(l)) => (f.timestamp, l.timestamp),
+            _ => (0.0, 0.0),
+        };
+        self.chunk.chunk_id = merged_chunk_id(&self.chunk.profiler_id, first, last, count);
+        self.chunk
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profilink_proto::sentry::{DebugImage, Sample, ThreadMetadata};
+
+    fn frame(name: &str) -> Frame {
+        Frame {
+            function: Some(name.into()),
+            ..Default::default()
+        }
+    }
+
+    fn chunk(
+        frames: &[&str],
+        stacks: Vec<Vec<usize>>,
+        samples: &[(f64, usize, &str)],
+    ) -> ProfileChunk {
+        let mut c = ProfileChunk {
+            chunk_id: "0".repeat(32),
+            profiler_id: "a".repeat(32),
+            platform: "python".into(),
+            version: "2".into(),
+            ..Default::default()
+        };
+        c.profile.frames = frames.iter().map(|f| frame(f)).collect();
+        c.profile.stacks = stacks;
+        c.profile.samples = samples
+            .iter()
+            .map(|(t, s, tid)| Sample {
+                timestamp: *t,
+                stack_id: *s,
+                thread_id: tid.to_string(),
+            })
+            .collect();
+        c
+    }
+
+    #[test]
+    fn dedups_and_reindexes() {
+        let a = chunk(
+            &["f", "g"],
+            vec![vec![0, 1]],
+            &[(2.0, 0, "1"), (1.0, 0, "1")],
+        );
+        let b = chunk(
+            &["h", "g", "f"],
+            vec![vec![0], vec![2, 1]],
+            &[(3.0, 1, "1"), (4.0, 0, "2")],
+        );
+        let mut m = ChunkBuilder::new(&a);
+        m.add(&a, &[0, 1], &[], 10);
+        m.add(&b, &[0, 1], &[], 10);
+        let out = m.finish();
+        assert_eq!(out.profile.frames.len(), 3);
+        assert_eq!(out.profile.stacks, vec![vec![0, 1], vec![2]]);
+        let ts: Vec<f64> = out.profile.samples.iter().map(|s| s.timestamp).collect();
+        assert_eq!(ts, vec![1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(out.profile.samples[2].stack_id, 0);
+        assert_eq!(out.profile.samples[3].stack_id, 1);
+        assert_eq!(out.chunk_id, merged_chunk_id(&"a".repeat(32), 1.0, 4.0, 4));
+        assert!(profilink_proto::sentry::ids::is_sentry_id(&out.chunk_id));
+        assert_eq!(&out.chunk_id[12..13], "4");
+    }
+
+    #[test]
+    fn skips_invalid_references_and_unions_metadata() {
+        let mut a = chunk(&["f"], vec![vec![0, 5]], &[(1.0, 0, "1"), (2.0, 9, "1")]);
+        a.profile.thread_metadata.insert(
+            "1".into(),
+            ThreadMetadata {
+                name: Some("main".into()),
+                priority: None,
+            },
+        );
+        let image = DebugImage {
+            image_type: "symbolic".into(),
+            debug_id: Some("x".into()),
+            ..Default::default()
+        };
+        a.debug_meta = Some(DebugMeta {
+            images: vec![image.clone(), image],
+        });
+        let mut m = ChunkBuilder::new(&a);
+        m.add(
+            &a,
+            &[0, 1],
+            &[(
+                "cpu".into(),
+                "percent".into(),
+                vec![MeasurementValue {
+                    timestamp: 1.0,
+                    value: 3.0,
+                }],
+            )],
+            1,
+        );
+        m.add(&a, &[0], &[], 1);
+        assert_eq!(m.dropped_invalid(), 3);
+        let out = m.finish();
+        assert_eq!(out.profile.samples.len(), 2);
+        assert_eq!(out.profile.stacks, vec![vec![0]]);
+        assert_eq!(
+            out.profile.thread_metadata["1"].name.as_deref(),
+            Some("main")
+        );
+        assert_eq!(out.debug_meta.map(|d| d.images.len()), Some(1));
+        assert_eq!(out.measurements["cpu"].values.len(), 1);
+    }
+}

@@ -1,0 +1,172 @@
+//! Exporter counters: plain atomics, read by the service's `/metrics` endpoint via
+//! [`ExporterMetrics::snapshot`].
+
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a chunk was given up (Sentry client-report `reason` names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscardReason {
+    /// Dropped because of a rate limit.
+    RatelimitBackoff,
+    /// Dropped because the queue was full (`overflow: drop_oldest`).
+    QueueOverflow,
+    /// Retries of timeouts / connection errors ran out.
+    NetworkError,
+    /// The server refused it (4xx other than 429), or retries of 5xx ran out.
+    SendError,
+}
+
+impl DiscardReason {
+    /// All reasons, in counter order.
+    pub const ALL: [DiscardReason; 4] = [
+        DiscardReason::RatelimitBackoff,
+        DiscardReason::QueueOverflow,
+        DiscardReason::NetworkError,
+        DiscardReason::SendError,
+    ];
+
+    /// The client-report `reason` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscardReason::RatelimitBackoff => "ratelimit_backoff",
+            DiscardReason::QueueOverflow => "queue_overflow",
+            DiscardReason::NetworkError => "network_error",
+            DiscardReason::SendError => "send_error",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            DiscardReason::RatelimitBackoff => 0,
+            DiscardReason::QueueOverflow => 1,
+            DiscardReason::NetworkError => 2,
+            DiscardReason::SendError => 3,
+        }
+    }
+}
+
+/// Live counters of one exporter.
+#[derive(Debug, Default)]
+pub struct ExporterMetrics {
+    /// Chunks (or OTLP requests) delivered.
+    pub sent_chunks: AtomicU64,
+    /// Delivery attempts that failed (any reason, retried or not).
+    pub send_failed_chunks: AtomicU64,
+    /// Retries scheduled.
+    pub retries: AtomicU64,
+    /// Responses that imposed a rate limit (429, or `X-Sentry-Rate-Limits` on a 2xx).
+    pub rate_limited: AtomicU64,
+    dropped: [AtomicU64; 4],
+    /// Bytes of unacknowledged records in the queue.
+    pub queue_size_bytes: AtomicU64,
+    /// Queue capacity in bytes.
+    pub queue_capacity_bytes: AtomicU64,
+    /// Chunks accepted by `export`.
+    pub accepted_chunks: AtomicU64,
+    /// Merged chunks emitted by the accumulator.
+    pub merged_chunks: AtomicU64,
+    /// Corrupt queue records skipped on replay.
+    pub corrupt_records: AtomicU64,
+    /// `export` calls refused because the queue was full.
+    pub refused_full: AtomicU64,
+    /// Envelopes written to the dead-letter directory.
+    pub dead_lettered: AtomicU64,
+    /// Client reports sent.
+    pub client_reports_sent: AtomicU64,
+    /// OTLP partial successes received.
+    pub partial_successes: AtomicU64,
+    /// Profiles the OTLP server reported as rejected in partial successes.
+    pub rejected_profiles: AtomicU64,
+}
+
+/// A copy of the counters at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MetricsSnapshot {
+    /// See [`ExporterMetrics::sent_chunks`].
+    pub sent_chunks: u64,
+    /// See [`ExporterMetrics::send_failed_chunks`].
+    pub send_failed_chunks: u64,
+    /// See [`ExporterMetrics::retries`].
+    pub retries: u64,
+    /// See [`ExporterMetrics::rate_limited`].
+    pub rate_limited: u64,
+    /// Dropped chunks by reason.
+    pub dropped: Vec<(DiscardReason, u64)>,
+    /// See [`ExporterMetrics::queue_size_bytes`].
+    pub queue_size_bytes: u64,
+    /// See [`ExporterMetrics::queue_capacity_bytes`].
+    pub queue_capacity_bytes: u64,
+    /// See [`ExporterMetrics::accepted_chunks`].
+    pub accepted_chunks: u64,
+    /// See [`ExporterMetrics::merged_chunks`].
+    pub merged_chunks: u64,
+    /// See [`ExporterMetrics::corrupt_records`].
+    pub corrupt_records: u64,
+    /// See [`ExporterMetrics::refused_full`].
+    pub refused_full: u64,
+    /// See [`ExporterMetrics::dead_lettered`].
+    pub dead_lettered: u64,
+    /// See [`ExporterMetrics::client_reports_sent`].
+    pub client_reports_sent: u64,
+    /// See [`ExporterMetrics::partial_successes`].
+    pub partial_successes: u64,
+    /// See [`ExporterMetrics::rejected_profiles`].
+    pub rejected_profiles: u64,
+}
+
+impl MetricsSnapshot {
+    /// Dropped count for one reason.
+    pub fn dropped(&self, reason: DiscardReason) -> u64 {
+        self.dropped
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+impl ExporterMetrics {
+    /// Adds `n` to a counter.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts `n` chunks dropped for `reason`.
+    pub fn add_dropped(&self, reason: DiscardReason, n: u64) {
+        self.dropped[reason.index()].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Dropped count for `reason`.
+    pub fn dropped(&self, reason: DiscardReason) -> u64 {
+        get(&self.dropped[reason.index()])
+    }
+
+    /// Copies all counters.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            sent_chunks: get(&self.sent_chunks),
+            send_failed_chunks: get(&self.send_failed_chunks),
+            retries: get(&self.retries),
+            rate_limited: get(&self.rate_limited),
+            dropped: DiscardReason::ALL
+                .iter()
+                .map(|r| (*r, self.dropped(*r)))
+                .collect(),
+            queue_size_bytes: get(&self.queue_size_bytes),
+            queue_capacity_bytes: get(&self.queue_capacity_bytes),
+            accepted_chunks: get(&self.accepted_chunks),
+            merged_chunks: get(&self.merged_chunks),
+            corrupt_records: get(&self.corrupt_records),
+            refused_full: get(&self.refused_full),
+            dead_lettered: get(&self.dead_lettered),
+            client_reports_sent: get(&self.client_reports_sent),
+            partial_successes: get(&self.partial_successes),
+            rejected_profiles: get(&self.rejected_profiles),
+        }
+    }
+}
