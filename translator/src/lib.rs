@@ -8,7 +8,10 @@
 
 pub mod dictionary;
 pub mod error;
+pub mod linking;
+pub mod otlp_to_sentry;
 pub mod sample_link;
+pub mod sentry_to_otlp;
 
 pub use error::TranslateError;
 pub use sample_link::SampleLink;

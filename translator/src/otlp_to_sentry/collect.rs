@@ -1,0 +1,378 @@
+//! Per-profile collection: OTLP samples into session observations.
+//!
+//! A profile is translated completely or not at all: its observations are appended to their
+//! sessions and removed again (the sessions truncated to their previous length) when any index
+//! in the profile turns out invalid, so the rejected profile leaves nothing behind in the
+//! output.
+
+use super::frames::FrameTable;
+use super::ids::digest64;
+use super::options::{NonCpuPolicy, Options, RELAY_MAX_CHUNK_DURATION_NS};
+use super::platform::{hint_from_runtime_name, hint_from_sdk_language};
+use super::restore_hook::{self, CHUNK_ID_KEY};
+use super::samples::{classify, expansion_count, scaled, spread, thread_id_text, value_sum};
+use super::session::{ProcessIdentity, derive_profiler_id};
+use super::split::{LinkedObs, Obs, Session, ThreadInfo};
+use super::stacks::StackTable;
+use crate::dictionary::{Attr, AttrValue, Dictionary};
+use crate::error::TranslateError;
+use crate::sample_link::SampleLink;
+use profilink_proto::otlp::{Profile, ResourceProfiles, Sample};
+use profilink_proto::sentry::ProfileChunk;
+use profilink_proto::sentry::timestamp::secs_to_nanos;
+use std::collections::HashMap;
+
+const UNRESOLVED: u32 = u32::MAX;
+
+/// What became of one profile.
+pub(crate) enum Outcome {
+    /// Samples were added to sessions.
+    Translated {
+        /// Observations implied by the input (before the expansion cap).
+        observations: u64,
+        /// Observations not produced because of `max_expanded_samples`.
+        dropped_expansion: u64,
+        /// Observations whose link was unusable (ids of the wrong length or all zero).
+        unusable_links: u64,
+        /// The profile carried `sentry.chunk_id` but could not be restored.
+        restore_fallback: bool,
+    },
+    /// A non-CPU profile skipped by policy.
+    SkippedNonCpu,
+    /// A round-tripped chunk, rebuilt as it was, with its links.
+    Restored(Box<ProfileChunk>, Vec<SampleLink>),
+}
+
+/// Collection state for one request.
+pub(crate) struct Collector<'a> {
+    dict: Dictionary<'a>,
+    opts: &'a Options,
+    /// Frames.
+    pub ft: FrameTable<'a>,
+    /// Stacks.
+    pub st: StackTable,
+    /// Sessions in order of first appearance.
+    pub sessions: Vec<Session>,
+    session_index: HashMap<String, u32>,
+    link_slot: Vec<u32>,
+    /// Usable links; link id `i` is `links[i - 1]`.
+    pub links: Vec<([u8; 16], [u8; 8])>,
+    touch_gen: Vec<u32>,
+    touched: Vec<(u32, usize, usize)>,
+    profile_gen: u32,
+}
+
+/// Attribute lookup over the sample layer, then the resource layer; the last occurrence of a
+/// key in a layer wins.
+fn lookup<'x, 'a>(
+    sample: &'x [Attr<'a>],
+    resource: &'x [Attr<'a>],
+    key: &str,
+) -> Option<&'x AttrValue<'a>> {
+    sample
+        .iter()
+        .rev()
+        .find(|a| a.key == key)
+        .or_else(|| resource.iter().rev().find(|a| a.key == key))
+        .map(|a| &a.value)
+}
+
+fn non_empty_str(v: Option<&AttrValue<'_>>) -> Option<String> {
+    v.and_then(AttrValue::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+fn chunk_span_ns(chunk: &ProfileChunk) -> u64 {
+    let mut min = f64::INFINITY;
+    let mut max = f64::NEG_INFINITY;
+    for s in &chunk.profile.samples {
+        min = min.min(s.timestamp);
+        max = max.max(s.timestamp);
+    }
+    match (secs_to_nanos(min), secs_to_nanos(max)) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ if chunk.profile.samples.is_empty() => 0,
+        _ => u64::MAX,
+    }
+}
+
+impl<'a> Collector<'a> {
+    pub(crate) fn new(dict: Dictionary<'a>, opts: &'a Options) -> Self {
+        let depth = opts.effective_max_stack_depth();
+        let (stacks, links) = dict
+            .raw()
+            .map_or((0, 0), |d| (d.stack_table.len(), d.link_table.len()));
+        Collector {
+            dict,
+            opts,
+            ft: FrameTable::new(dict, depth),
+            st: StackTable::new(stacks, depth),
+            sessions: Vec::new(),
+            session_index: HashMap::new(),
+            link_slot: vec![UNRESOLVED; links],
+            links: Vec::new(),
+            touch_gen: Vec::new(),
+            touched: Vec::new(),
+            profile_gen: 0,
+        }
+    }
+
+    /// Translates one profile into session observations (or restores it).
+    pub(crate) fn profile(
+        &mut self,
+        resource_profiles: &'a ResourceProfiles,
+        resource: &[Attr<'a>],
+        profile: &'a Profile,
+    ) -> Result<Outcome, TranslateError> {
+        let mut restore_fallback = false;
+        let profile_attrs = self.dict.attributes(&profile.attribute_indices)?;
+        if profile_attrs.iter().any(|a| a.key == CHUNK_ID_KEY) {
+            match restore_hook::restore(&self.dict, resource_profiles, profile) {
+                Some(Ok((chunk, links)))
+                    if chunk_span_ns(&chunk) <= RELAY_MAX_CHUNK_DURATION_NS =>
+                {
+                    return Ok(Outcome::Restored(Box::new(chunk), links));
+                }
+                Some(_) => restore_fallback = true,
+                None => {}
+            }
+        }
+
+        let st = profile.sample_type.unwrap_or_default();
+        let pt = profile.period_type.unwrap_or_default();
+        let kind = classify(
+            (
+                self.dict.string(st.type_strindex)?,
+                self.dict.string(st.unit_strindex)?,
+            ),
+            (
+                self.dict.string(pt.type_strindex)?,
+                self.dict.string(pt.unit_strindex)?,
+            ),
+            profile.period,
+        );
+        if !kind.cpu && self.opts.non_cpu_policy == NonCpuPolicy::Skip {
+            return Ok(Outcome::SkippedNonCpu);
+        }
+
+        // Pass 1: shape checks and the requested expansion total.
+        let mut total: u128 = 0;
+        for (i, s) in profile.samples.iter().enumerate() {
+            let (nv, nt) = (s.values.len(), s.timestamps_unix_nano.len());
+            if nv != 0 && nt != 0 && nv != nt {
+                return Err(TranslateError::Invalid(format!(
+                    "samples[{i}] has {nv} values but {nt} timestamps"
+                )));
+            }
+            if nt == 0 {
+                total += u128::from(expansion_count(kind.per_value, value_sum(&s.values)));
+            }
+        }
+
+        // Pass 2, undone on error.
+        self.profile_gen = self.profile_gen.wrapping_add(1);
+        self.touched.clear();
+        let result = self.collect(resource, profile, kind.per_value, total);
+        match result {
+            Ok((observations, dropped_expansion, unusable_links)) => Ok(Outcome::Translated {
+                observations,
+                dropped_expansion,
+                unusable_links,
+                restore_fallback,
+            }),
+            Err(e) => {
+                for &(s, obs, linked) in &self.touched {
+                    let sess = &mut self.sessions[s as usize];
+                    sess.obs.truncate(obs);
+                    sess.linked.truncate(linked);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn collect(
+        &mut self,
+        resource: &[Attr<'a>],
+        profile: &'a Profile,
+        per_value: super::samples::PerValue,
+        total: u128,
+    ) -> Result<(u64, u64, u64), TranslateError> {
+        let cap = u128::from(self.opts.effective_max_expanded_samples());
+        let mut cache: HashMap<&'a [i32], (u32, u32)> = HashMap::new();
+        let (mut observations, mut dropped, mut unusable) = (0u64, 0u64, 0u64);
+        // Consecutive samples often share their attribute list: skip the hash lookup then.
+        let mut last: Option<(&'a [i32], (u32, u32))> = None;
+        for s in &profile.samples {
+            let key = s.attribute_indices.as_slice();
+            let (session, thread) = match last {
+                Some((k, v)) if k == key => v,
+                _ => {
+                    let v = match cache.get(key) {
+                        Some(v) => *v,
+                        None => {
+                            let v = self.session_thread(resource, s)?;
+                            cache.insert(key, v);
+                            v
+                        }
+                    };
+                    last = Some((key, v));
+                    v
+                }
+            };
+            let stack = self.st.resolve(&mut self.ft, s.stack_index)?;
+            let (link, link_unusable) = self.link(s.link_index)?;
+            self.touch(session);
+            let sess = &mut self.sessions[session as usize];
+            let before = sess.obs.len();
+            let produced = if !s.timestamps_unix_nano.is_empty() {
+                let n = s.timestamps_unix_nano.len() as u64;
+                observations += n;
+                sess.obs.reserve(s.timestamps_unix_nano.len());
+                sess.obs.extend(
+                    s.timestamps_unix_nano
+                        .iter()
+                        .map(|&ts| Obs { ts, thread, stack }),
+                );
+                n
+            } else {
+                let requested = expansion_count(per_value, value_sum(&s.values));
+                let n = scaled(requested, cap, total);
+                observations += requested;
+                dropped += requested - n;
+                let (start, dur) = (profile.time_unix_nano, profile.duration_nano);
+                sess.obs.reserve(usize::try_from(n).unwrap_or(0));
+                sess.obs.extend((0..n).map(|i| Obs {
+                    ts: spread(start, dur, i, n),
+                    thread,
+                    stack,
+                }));
+                n
+            };
+            if link != 0 {
+                let Session { obs, linked, .. } = sess;
+                linked.extend(
+                    obs[before..]
+                        .iter()
+                        .map(|o| LinkedObs { key: o.key(), link }),
+                );
+            }
+            if link_unusable {
+                unusable += produced;
+            }
+        }
+        Ok((observations, dropped, unusable))
+    }
+
+    fn touch(&mut self, session: u32) {
+        let i = session as usize;
+        if self.touch_gen.len() <= i {
+            self.touch_gen.resize(i + 1, 0);
+        }
+        if self.touch_gen[i] != self.profile_gen {
+            self.touch_gen[i] = self.profile_gen;
+            let sess = &self.sessions[i];
+            self.touched
+                .push((session, sess.obs.len(), sess.linked.len()));
+        }
+    }
+
+    /// The session and thread of a sample (one call per distinct attribute index list).
+    fn session_thread(
+        &mut self,
+        resource: &[Attr<'a>],
+        s: &'a Sample,
+    ) -> Result<(u32, u32), TranslateError> {
+        let attrs = self.dict.attributes(&s.attribute_indices)?;
+        let identity = ProcessIdentity::from_attributes(resource, &attrs);
+        let profiler_id = derive_profiler_id(&identity);
+        let session = match self.session_index.get(&profiler_id) {
+            Some(&i) => i,
+            None => {
+                let i = self.sessions.len() as u32;
+                let l = |k| lookup(&attrs, resource, k);
+                let environment = non_empty_str(l("deployment.environment.name"))
+                    .or_else(|| non_empty_str(l("deployment.environment")));
+                let platform_hint = l("telemetry.sdk.language")
+                    .and_then(AttrValue::as_str)
+                    .and_then(hint_from_sdk_language)
+                    .or_else(|| {
+                        l("process.runtime.name")
+                            .and_then(AttrValue::as_str)
+                            .and_then(hint_from_runtime_name)
+                    });
+                self.sessions.push(Session {
+                    profiler_id: profiler_id.clone(),
+                    release: non_empty_str(l("service.version")),
+                    environment,
+                    platform_hint,
+                    ..Session::default()
+                });
+                self.session_index.insert(profiler_id, i);
+                i
+            }
+        };
+        let tid = thread_id(&attrs, resource);
+        let name = non_empty_str(lookup(&attrs, resource, "thread.name"));
+        let sess = &mut self.sessions[session as usize];
+        let thread = match sess.thread_index.get(&tid) {
+            Some(&t) => {
+                let info = &mut sess.threads[t as usize];
+                if info.name.is_none() {
+                    info.name = name;
+                }
+                t
+            }
+            None => {
+                let t = sess.threads.len() as u32;
+                sess.threads.push(ThreadInfo {
+                    digest: digest64(tid.as_bytes()),
+                    id: tid.clone(),
+                    name,
+                });
+                sess.thread_index.insert(tid, t);
+                t
+            }
+        };
+        Ok((session, thread))
+    }
+
+    /// Link id for `link_index` (0: none) and whether the link was present but unusable.
+    fn link(&mut self, index: i32) -> Result<(u32, bool), TranslateError> {
+        if index == 0 {
+            return Ok((0, false));
+        }
+        let slot = usize::try_from(index)
+            .ok()
+            .filter(|i| *i < self.link_slot.len());
+        if let Some(s) = slot.map(|i| self.link_slot[i]).filter(|s| *s != UNRESOLVED) {
+            return Ok((s, s == 0));
+        }
+        let id = match self.dict.link(index)? {
+            Some(l) => match (
+                <[u8; 16]>::try_from(l.trace_id.as_slice()),
+                <[u8; 8]>::try_from(l.span_id.as_slice()),
+            ) {
+                (Ok(t), Ok(s)) if t != [0; 16] && s != [0; 8] => {
+                    self.links.push((t, s));
+                    self.links.len() as u32
+                }
+                _ => 0,
+            },
+            None => 0,
+        };
+        if let Some(i) = slot {
+            self.link_slot[i] = id;
+        }
+        Ok((id, id == 0))
+    }
+}
+
+/// The Sentry thread id of a sample (see [`super::samples`]).
+fn thread_id(sample: &[Attr<'_>], resource: &[Attr<'_>]) -> String {
+    lookup(sample, resource, "thread.id")
+        .and_then(thread_id_text)
+        .or_else(|| lookup(sample, resource, "process.pid").and_then(thread_id_text))
+        .unwrap_or_else(|| "0".to_owned())
+}

@@ -1,0 +1,324 @@
+//! OTLP locations to Sentry frames, memoized per location.
+//!
+//! # Frames
+//!
+//! One Sentry frame per `Location.lines` entry, in the order of `lines` (`lines[0]` is the
+//! innermost inlined callee, the last entry its caller), so stacks stay leaf-first. A location
+//! without lines gives one frame.
+//!
+//! * `function`: `Function.name` (falling back to `system_name`); unset when empty.
+//! * `abs_path`/`filename`: from `Function.filename`. An absolute path (starting with `/`, `\`
+//!   or a drive letter like `C:\`) gives `abs_path` = the path and `filename` = its base name;
+//!   a relative path gives `filename` = the path as given and no `abs_path`. Empty names and the
+//!   JVM placeholder `<unknown>` are omitted.
+//! * `lineno`/`colno`: `Line.line`/`Line.column` when in `1..=u32::MAX`.
+//! * `instruction_addr`: for frames without a function name (unsymbolized native code,
+//!   unnamed interpreter frames), `Location.address` as lowercase `"0x…"`, unchanged (for the
+//!   eBPF profiler an ELF virtual address). No function name is synthesized, so Sentry can
+//!   symbolicate the address (for the `rust` platform, with `debug_meta`).
+//! * `package`: for native-family and unspecified frames, the mapping's file name when the
+//!   location has a mapping with a name (native libraries, executables, `vmlinux` and kernel
+//!   modules). Managed frames (Go, JVM, …) use `module` instead.
+//! * `module`: JVM frames: the class (`int java.util.Random.next(int)` -> `java.util.Random`);
+//!   Go frames: the package path (`github.com/a/b.(*T).M` -> `github.com/a/b`).
+//! * `in_app`: always set (see [`super::in_app`]).
+//! * `platform`: set per chunk, only for foreign runtimes (see [`super::platform`]).
+//!
+//! Frames are deduplicated by content (frame fields + runtime + mapping). Each location is
+//! resolved once per request (a `Vec` indexed by location index), and keeps at most
+//! `max_stack_depth` frames (a location with more inlined lines than that can only appear
+//! truncated anyway; the extra lines' function indices are still bounds-checked).
+
+use super::debug_images::{MappingInfo, resolve_mapping};
+use super::in_app::{basename, go_package, is_in_app, jvm_class};
+use super::platform::Runtime;
+use crate::dictionary::Dictionary;
+use crate::error::TranslateError;
+use profilink_proto::sentry::Frame;
+use profilink_proto::sentry::ids::format_instruction_addr;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+/// Location attribute naming the frame's runtime.
+pub const FRAME_TYPE_KEY: &str = "profile.frame.type";
+
+const UNRESOLVED: u32 = u32::MAX;
+
+/// A deduplicated frame with what chunk building needs.
+#[derive(Debug, Clone)]
+pub(crate) struct FrameInfo {
+    /// The frame, `platform` unset.
+    pub frame: Frame,
+    /// Its runtime.
+    pub runtime: Runtime,
+    /// Index into [`FrameTable::mappings`], or `u32::MAX` without a mapping.
+    pub mapping: u32,
+    /// Serialized JSON length of `frame`.
+    pub json_len: usize,
+    /// 64-bit content digest (of the JSON, runtime and mapping).
+    pub digest: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LocSpan {
+    start: u32,
+    len: u32,
+    truncated: bool,
+}
+
+/// Location -> frames resolution with per-index memoization.
+pub(crate) struct FrameTable<'a> {
+    dict: Dictionary<'a>,
+    max_depth: usize,
+    loc_slot: Vec<u32>,
+    loc_spans: Vec<LocSpan>,
+    loc_frames: Vec<u32>,
+    /// Deduplicated frames.
+    pub frames: Vec<FrameInfo>,
+    frame_ids: HashMap<(Frame, Runtime, u32), u32>,
+    map_slot: Vec<u32>,
+    /// Resolved mappings (referenced by [`FrameInfo::mapping`]).
+    pub mappings: Vec<MappingInfo>,
+}
+
+fn is_absolute(path: &str) -> bool {
+    let b = path.as_bytes();
+    path.starts_with('/')
+        || path.starts_with('\\')
+        || (b.len() >= 3
+            && b[0].is_ascii_alphabetic()
+            && b[1] == b':'
+            && (b[2] == b'\\' || b[2] == b'/'))
+}
+
+fn positive_u32(v: i64) -> Option<u32> {
+    u32::try_from(v).ok().filter(|v| *v > 0)
+}
+
+impl<'a> FrameTable<'a> {
+    pub(crate) fn new(dict: Dictionary<'a>, max_depth: usize) -> Self {
+        let (locs, maps) = dict
+            .raw()
+            .map_or((0, 0), |d| (d.location_table.len(), d.mapping_table.len()));
+        FrameTable {
+            dict,
+            max_depth,
+            loc_slot: vec![UNRESOLVED; locs],
+            loc_spans: Vec::new(),
+            loc_frames: Vec::new(),
+            frames: Vec::new(),
+            frame_ids: HashMap::new(),
+            map_slot: vec![UNRESOLVED; maps],
+            mappings: Vec::new(),
+        }
+    }
+
+    /// The location indices of OTLP stack `index` (`None` for index 0).
+    pub(crate) fn stack_locations(&self, index: i32) -> Result<Option<&'a [i32]>, TranslateError> {
+        Ok(self
+            .dict
+            .stack(index)?
+            .map(|s| s.location_indices.as_slice()))
+    }
+
+    /// Bounds-checks a location index without resolving it.
+    pub(crate) fn check_location(&self, index: i32) -> Result<(), TranslateError> {
+        self.dict.location(index).map(|_| ())
+    }
+
+    /// The frames of location `index` (leaf-first) and whether they were capped at the maximum
+    /// depth. Index 0 (no location) has no frames.
+    pub(crate) fn location(&mut self, index: i32) -> Result<(&[u32], bool), TranslateError> {
+        let slot = usize::try_from(index)
+            .ok()
+            .filter(|i| *i < self.loc_slot.len());
+        if let Some(s) = slot.map(|i| self.loc_slot[i]).filter(|s| *s != UNRESOLVED) {
+            let span = self.loc_spans[s as usize];
+            let start = span.start as usize;
+            return Ok((
+                &self.loc_frames[start..start + span.len as usize],
+                span.truncated,
+            ));
+        }
+        let Some(loc) = self.dict.location(index)? else {
+            return Ok((&[], false));
+        };
+        let mut runtime = Runtime::Unspecified;
+        for a in self.dict.attributes(&loc.attribute_indices)? {
+            if a.key == FRAME_TYPE_KEY
+                && let Some(t) = a.value.as_str()
+            {
+                runtime = Runtime::from_frame_type(t);
+            }
+        }
+        let mapping = if loc.mapping_index == 0 {
+            UNRESOLVED
+        } else {
+            self.mapping(loc.mapping_index)?
+        };
+        let package = (mapping != UNRESOLVED)
+            .then(|| self.mappings[mapping as usize].filename.as_str())
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned);
+
+        // (function, filename, line, column) per kept line.
+        let mut lines: Vec<(&'a str, &'a str, i64, i64)> =
+            Vec::with_capacity(loc.lines.len().min(self.max_depth));
+        let mut truncated = false;
+        for line in &loc.lines {
+            let f = self.dict.function(line.function_index)?;
+            if lines.len() >= self.max_depth {
+                truncated = true;
+                continue;
+            }
+            let (name, file) = match f {
+                Some(f) => {
+                    let mut name = self.dict.string(f.name_strindex)?;
+                    if name.is_empty() {
+                        name = self.dict.string(f.system_name_strindex)?;
+                    }
+                    (name, self.dict.string(f.filename_strindex)?)
+                }
+                None => ("", ""),
+            };
+            lines.push((name, file, line.line, line.column));
+        }
+        if lines.is_empty() {
+            lines.push(("", "", 0, 0));
+        }
+        if runtime == Runtime::Unspecified
+            && lines.iter().all(|l| l.0.is_empty())
+            && (mapping != UNRESOLVED || loc.address != 0)
+        {
+            runtime = Runtime::Native;
+        }
+
+        let start = self.loc_frames.len();
+        for (name, file, line, col) in lines {
+            let frame = self.make_frame(
+                runtime,
+                name,
+                file,
+                line,
+                col,
+                loc.address,
+                package.as_deref(),
+            );
+            let id = self.intern(frame, runtime, mapping);
+            self.loc_frames.push(id);
+        }
+        let span = LocSpan {
+            start: start as u32,
+            len: (self.loc_frames.len() - start) as u32,
+            truncated,
+        };
+        if let Some(i) = slot {
+            self.loc_slot[i] = self.loc_spans.len() as u32;
+        }
+        self.loc_spans.push(span);
+        Ok((&self.loc_frames[start..], truncated))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn make_frame(
+        &self,
+        runtime: Runtime,
+        name: &str,
+        file: &str,
+        line: i64,
+        col: i64,
+        address: u64,
+        package: Option<&str>,
+    ) -> Frame {
+        let function = (!name.is_empty()).then(|| name.to_owned());
+        let (abs_path, filename) = if file.is_empty() || file == "<unknown>" {
+            (None, None)
+        } else if is_absolute(file) {
+            (Some(file.to_owned()), Some(basename(file).to_owned()))
+        } else {
+            (None, Some(file.to_owned()))
+        };
+        let module = match (runtime, function.as_deref()) {
+            (Runtime::Jvm, Some(f)) => jvm_class(f).map(str::to_owned),
+            (Runtime::Go, Some(f)) => go_package(f).map(str::to_owned),
+            _ => None,
+        };
+        let path = abs_path.as_deref().or(filename.as_deref());
+        let in_app = is_in_app(runtime, function.as_deref(), path, package);
+        Frame {
+            instruction_addr: function.is_none().then(|| format_instruction_addr(address)),
+            abs_path,
+            colno: positive_u32(col),
+            filename,
+            function,
+            in_app: Some(in_app),
+            lineno: positive_u32(line),
+            module,
+            package: (runtime.is_native_family() || runtime == Runtime::Unspecified)
+                .then(|| package.map(str::to_owned))
+                .flatten(),
+            platform: None,
+        }
+    }
+
+    fn intern(&mut self, frame: Frame, runtime: Runtime, mapping: u32) -> u32 {
+        let key = (frame, runtime, mapping);
+        if let Some(&id) = self.frame_ids.get(&key) {
+            return id;
+        }
+        let (frame, runtime, mapping) = key;
+        let json = serde_json::to_vec(&frame).unwrap_or_default();
+        let mut h = Sha256::new();
+        h.update(&json);
+        h.update([runtime as u8]);
+        h.update(mapping.to_be_bytes());
+        let digest = super::ids::first8(&h.finalize());
+        let id = self.frames.len() as u32;
+        self.frames.push(FrameInfo {
+            frame: frame.clone(),
+            runtime,
+            mapping,
+            json_len: json.len(),
+            digest,
+        });
+        self.frame_ids.insert((frame, runtime, mapping), id);
+        id
+    }
+
+    fn mapping(&mut self, index: i32) -> Result<u32, TranslateError> {
+        let slot = usize::try_from(index)
+            .ok()
+            .filter(|i| *i < self.map_slot.len());
+        if let Some(s) = slot.map(|i| self.map_slot[i]).filter(|s| *s != UNRESOLVED) {
+            return Ok(s);
+        }
+        let Some(m) = self.dict.mapping(index)? else {
+            return Ok(UNRESOLVED);
+        };
+        let info = resolve_mapping(&self.dict, m)?;
+        let id = self.mappings.len() as u32;
+        self.mappings.push(info);
+        if let Some(i) = slot {
+            self.map_slot[i] = id;
+        }
+        Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_paths() {
+        assert!(is_absolute("/usr/lib/x.so"));
+        assert!(is_absolute("C:\\x\\y.cs"));
+        assert!(is_absolute("c:/x"));
+        assert!(!is_absolute("runtime/proc.go"));
+        assert!(!is_absolute("Random.java"));
+        assert_eq!(positive_u32(0), None);
+        assert_eq!(positive_u32(-3), None);
+        assert_eq!(positive_u32(7), Some(7));
+        assert_eq!(positive_u32(i64::MAX), None);
+    }
+}

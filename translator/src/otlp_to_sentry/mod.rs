@@ -1,0 +1,360 @@
+//! OTLP profiles -> Sentry Sample Format V2 profile chunks. Pure functions, no I/O.
+//!
+//! [`translate`] turns the `ResourceProfiles` of one request (with its dictionary) into
+//! [`ProfileChunk`]s, the trace links of their samples ([`SampleLink`], since a chunk cannot
+//! carry links), the profiles it had to reject, and counters.
+//!
+//! # Pipeline
+//!
+//! 1. Every profile is read on its own. Any invalid wire index (out of range or negative, in
+//!    any table: strings, attributes, functions, locations, mappings, stacks, links) or a sample
+//!    whose `values` and `timestamps_unix_nano` lengths differ rejects **that profile only**
+//!    ([`RejectedProfile`], path `resource_profiles[i].scope_profiles[j].profiles[k]`, error
+//!    naming the table and index); the others go on. Index 0 means "unset" in every table, so
+//!    dictionaries without their zero entries still translate.
+//! 2. A profile carrying the Profile attribute `sentry.chunk_id` came from the Sentry -> OTLP
+//!    direction; it is rebuilt exactly as that chunk when it spans at most 66 s, else translated
+//!    normally ([`Stats::restore_fallbacks`]).
+//! 3. Non-CPU profiles follow [`NonCpuPolicy`].
+//! 4. Each sample is assigned to a *session* (one profiled process, one `profiler_id`) and a
+//!    thread from its resource and sample attributes, and becomes observations (one per
+//!    timestamp, or an expansion of aggregated values); see *Sessions*, *Threads*,
+//!    *Observations* below.
+//! 5. Each session's observations are sorted by time and cut into chunks of at most
+//!    `max_chunk_duration_ns` and `max_chunk_bytes`; see *Chunks*.
+//!
+//! Work and memory are linear in the input (each location, stack, mapping and link is resolved
+//! once, in `Vec`s indexed by wire index), plus at most `max_expanded_samples` observations per
+//! profile from aggregated values and `max_links` links; stacks are capped at
+//! `max_stack_depth` frames.
+//!
+//! # Sessions and ids
+//!
+//! The identity of a process is built from the attributes `container.id`, `host.id`,
+//! `host.name`, `k8s.pod.uid`, `process.creation.time`, `process.executable.name`,
+//! `process.executable.path`, `process.pid`, `service.instance.id` and `service.name`, on the
+//! resource and on the sample (sample wins; older eBPF profilers put `process.*` on samples, so
+//! the samples of one resource may form several sessions). Without any of them, all scalar
+//! resource attributes are the identity. See [`ProcessIdentity`].
+//!
+//! * `profiler_id`: the resource's `sentry.profiler_id` (32 hex, normalized) if present, else
+//!   SHA-256 over `profilink/profiler_id/v1\0` and each identity `(key, value)` in key order,
+//!   each length-prefixed (u32 big-endian); first 16 bytes, UUID version 4 and variant bits
+//!   set, 32 lowercase hex ([`derive_profiler_id`]). Deterministic, so retries, replicas and a
+//!   traces pipeline agree.
+//! * `chunk_id`: SHA-256 over `profilink/chunk_id/v1\0`, the profiler id (u64 BE length +
+//!   bytes), the first and last sample time (u64 BE ns), the sample count and a 64-bit content
+//!   checksum (sum over samples of a SplitMix64 mix of time, stack digest and thread digest);
+//!   first 16 bytes shaped as a UUID v4, 32 lowercase hex.
+//!
+//! Chunk metadata: `release` = `service.version`; `environment` =
+//! `deployment.environment.name` or else `deployment.environment`; `client_sdk` = the options'
+//! `sdk_name`/`sdk_version` (always; a resource's `telemetry.sdk.*` is not copied, because the
+//! chunk is produced by profilink and Sentry's SDK-version filters should judge profilink);
+//! `version` = `"2"`. Values are taken from the session's first sample (sample attributes,
+//! then resource attributes).
+//!
+//! # Threads
+//!
+//! `thread_id` is the decimal string of `thread.id` (int, or numeric string normalized; a
+//! non-numeric string becomes a stable decimal hash). Samples without `thread.id` use the
+//! process's `process.pid` as thread id (the main thread's id on Linux), or `"0"`.
+//! `thread_metadata` lists exactly the threads with samples in the chunk, named by
+//! `thread.name` (first non-empty name seen) when known.
+//!
+//! # Observations
+//!
+//! * Timestamps (with or without values): one Sentry sample per timestamp; a value is a weight
+//!   and is not repeated (for `samples/count` it is 1).
+//! * Values without timestamps (aggregated): the values are summed into `v` and expanded into
+//!   `n(v)` samples spread evenly over `[time_unix_nano, time_unix_nano + duration_nano)`
+//!   (sample `i` of `n` at `time_unix_nano + i * duration_nano / n`; all at `time_unix_nano`
+//!   when the duration is 0). `n(v)` = `v` for count units (`samples/count`), `round(v /
+//!   period)` (at least 1) for `cpu/nanoseconds`-like types with a nanosecond period, else 1;
+//!   0 for `v <= 0`. When a profile would produce more than `max_expanded_samples`, every
+//!   sample's `n` is scaled by `max / total` (floor); the loss is counted.
+//! * Non-CPU profiles (`off_cpu`, `events`, allocations…): skipped by default
+//!   ([`NonCpuPolicy::Skip`], counted); with [`NonCpuPolicy::Include`], one sample per
+//!   timestamp and one per value-only sample.
+//! * Links: a sample with a non-zero `link_index` whose link has a 16-byte trace id and an
+//!   8-byte span id (not all zero) yields one [`SampleLink`] per emitted observation.
+//!
+//! # Frames and stacks
+//!
+//! Stacks are leaf-first in both formats: `location_indices[0]` is the leaf, and
+//! `Location.lines[0]` is the innermost inlined function, so one location gives one frame per
+//! line in `lines` order. Frames carry `function`, `abs_path`/`filename` (an absolute path gives
+//! `abs_path` = path and `filename` = base name; a relative one only `filename`), `lineno`,
+//! `colno`, `package` (native code: the mapping's file), `module` (JVM class, Go package) and always an
+//! explicit `in_app`. Frames without a function name (unsymbolized native code) get
+//! `instruction_addr` = `Location.address` as `"0x…"`, unchanged, and no synthesized name, so
+//! Sentry can symbolicate them. Stacks deeper than `max_stack_depth` lose their root-side
+//! frames (counted).
+//!
+//! `in_app` heuristic: false for kernel frames; for files under system or dependency
+//! locations (`/usr/lib/`, `/lib/`, `/usr/local/lib/`, `/usr/local/go/`, `site-packages`,
+//! `node_modules`, `vendor`, Go module cache `@v`, …); for native frames in system libraries
+//! and interpreters (`libc.so*`, `libstdc++*`, `ld-linux*`, `linux-vdso*`, `libjvm.so`,
+//! `node`, `python*`, …) or without a mapping; for the Go standard library (package path
+//! without a dot in its first element, except `main`); for JDK classes (`java.`, `javax.`,
+//! `jdk.`, `sun.`, `com.sun.`, `kotlin.`, `scala.`) and JVM stubs; for .NET `System.` and
+//! `Microsoft.`; for V8 frames without a file. Everything else is app code.
+//!
+//! # Platforms
+//!
+//! Frame runtimes come from the location attribute `profile.frame.type`. The chunk `platform`
+//! is the session's dominant managed runtime (`jvm`→`java`, `cpython`→`python`, `v8js`→`node`,
+//! `go`→`go`, `dotnet`→`csharp`, `php`→`php`, `ruby`→`ruby`, `perl`→`perl`, `beam`→`elixir`,
+//! `luajit`→`other`), by number of samples whose leaf-most managed frame has that runtime;
+//! else the hint of `telemetry.sdk.language` / `process.runtime.name`; else `rust` when there
+//! is native code (`native`, `kernel`, `unknown`…: Sentry symbolicates native addresses only
+//! for the `rust` and `cocoa` platforms); else `other`. A frame gets `platform` only when its
+//! runtime maps to a different platform (`native` for native/kernel frames). Trade-off: Sentry
+//! honours an explicit `in_app` only when the frame platform is unset or equals the chunk's,
+//! so on such foreign frames Sentry recomputes `in_app` itself (false for `native`).
+//!
+//! # Debug images
+//!
+//! For each mapping used by a frame of the chunk that has a GNU build id (mapping attribute
+//! `process.executable.build_id.gnu`) and a non-empty range (`memory_limit > memory_start`;
+//! kernel mappings are `0-0` and their frames are already symbolized): `type` `symbolic`, `code_file` = mapping file name,
+//! `code_id` = build id hex, `debug_id` = the build id's first 16 bytes (zero-padded) with the
+//! first three UUID groups byte-swapped (little-endian, as symbolic does for ELF), age 0;
+//! `image_addr` = `memory_start`, `image_size` = `memory_limit - memory_start`. See
+//! [`debug_id_from_build_id`].
+//!
+//! # Chunks
+//!
+//! A chunk spans at most `max_chunk_duration_ns` (first to last sample, ≤ 66 s) and its JSON
+//! stays within `max_chunk_bytes` (an upper-bound estimate kept while filling it). Samples are
+//! sorted by timestamp (ties by thread, stack); a chunk lists only the stacks, frames, debug
+//! images and threads it uses. Threads with fewer than two non-empty-stack samples in a chunk
+//! (which Relay drops) are counted and handled by [`SparseThreadPolicy`].
+
+use crate::dictionary::{Attr, Dictionary};
+use crate::error::TranslateError;
+use crate::sample_link::SampleLink;
+use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesDictionary, ResourceProfiles};
+use profilink_proto::sentry::ProfileChunk;
+
+mod collect;
+mod debug_images;
+mod frames;
+mod ids;
+mod in_app;
+mod options;
+mod platform;
+mod restore_hook;
+mod samples;
+mod session;
+mod sort;
+mod split;
+mod stacks;
+
+pub use debug_images::{BUILD_ID_GNU_KEY, debug_id_from_build_id};
+pub use frames::FRAME_TYPE_KEY;
+pub use options::{
+    NonCpuPolicy, Options, RELAY_MAX_CHUNK_BYTES, RELAY_MAX_CHUNK_DURATION_NS, SparseThreadPolicy,
+};
+pub use restore_hook::CHUNK_ID_KEY;
+pub use session::{IDENTITY_KEYS, PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
+
+/// The result of [`translate`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Translation {
+    /// The chunks: restored round-trip chunks first (input order), then each session's chunks
+    /// (sessions in order of first appearance, chunks in time order).
+    pub chunks: Vec<ProfileChunk>,
+    /// Trace links of the emitted observations, in chunk and sample order.
+    pub links: Vec<SampleLink>,
+    /// Profiles that could not be translated.
+    pub rejected: Vec<RejectedProfile>,
+    /// Counters.
+    pub stats: Stats,
+}
+
+/// A profile that was rejected, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RejectedProfile {
+    /// `resource_profiles[i].scope_profiles[j].profiles[k]`.
+    pub path: String,
+    /// What was wrong (names the table and index for index errors).
+    pub error: TranslateError,
+}
+
+/// Counters of one [`translate`] call.
+///
+/// For translated profiles, `samples_in = samples_out + samples_dropped_expansion +
+/// samples_dropped_sparse + samples_dropped_size`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Profiles seen.
+    pub profiles: u64,
+    /// Profiles translated into sessions.
+    pub profiles_translated: u64,
+    /// Profiles rejected (see [`Translation::rejected`]).
+    pub profiles_rejected: u64,
+    /// Non-CPU profiles skipped by [`NonCpuPolicy::Skip`].
+    pub profiles_skipped_non_cpu: u64,
+    /// Round-tripped profiles rebuilt as their original chunk.
+    pub profiles_restored: u64,
+    /// Profiles marked `sentry.chunk_id` that could not be restored (or spanned more than
+    /// 66 s) and were translated normally.
+    pub restore_fallbacks: u64,
+    /// Observations in the input: timestamps, plus requested expansions of aggregated values
+    /// (before the cap), of translated and restored profiles.
+    pub samples_in: u64,
+    /// Samples in the emitted chunks.
+    pub samples_out: u64,
+    /// Observations not produced because of `max_expanded_samples`.
+    pub samples_dropped_expansion: u64,
+    /// Samples removed by [`SparseThreadPolicy::Drop`].
+    pub samples_dropped_sparse: u64,
+    /// Samples that could not fit in `max_chunk_bytes` even alone.
+    pub samples_dropped_size: u64,
+    /// Unique stacks truncated to `max_stack_depth`.
+    pub stacks_truncated: u64,
+    /// (chunk, thread) pairs with fewer than two non-empty-stack samples.
+    pub sparse_threads: u64,
+    /// Profiler sessions with at least one observation.
+    pub sessions: u64,
+    /// Chunks emitted.
+    pub chunks: u64,
+    /// Links emitted.
+    pub links: u64,
+    /// Observations whose link was unusable (ids of the wrong length or zero) or beyond
+    /// `max_links`.
+    pub links_dropped: u64,
+}
+
+/// Counts bytes written (serialized sizes without allocating).
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Serialized JSON length of a value (`usize::MAX / 4` if it cannot be serialized, which
+/// cannot happen for the plain data passed here).
+fn json_len<T: ?Sized + JsonLen>(v: &T) -> usize {
+    v.json_len()
+}
+
+/// Types whose JSON length can be measured.
+trait JsonLen {
+    fn json_len(&self) -> usize;
+}
+
+macro_rules! impl_json_len {
+    ($($t:ty),*) => {$(
+        impl JsonLen for $t {
+            fn json_len(&self) -> usize {
+                let mut c = ByteCounter(0);
+                match serde_json::to_writer(&mut c, self) {
+                    Ok(()) => c.0,
+                    Err(_) => usize::MAX / 4,
+                }
+            }
+        }
+    )*};
+}
+
+impl_json_len!(ProfileChunk, profilink_proto::sentry::DebugImage, String);
+
+/// Translates the `ResourceProfiles` of one request into Sentry chunks (see the module docs).
+pub fn translate(
+    dictionary: Option<&ProfilesDictionary>,
+    resource_profiles: &[ResourceProfiles],
+    options: &Options,
+) -> Translation {
+    let dict = Dictionary::new(dictionary);
+    let mut c = collect::Collector::new(dict, options);
+    let mut t = Translation::default();
+    let mut restored_links = Vec::new();
+    for (ri, rp) in resource_profiles.iter().enumerate() {
+        let resource: Result<Vec<Attr<'_>>, TranslateError> = match &rp.resource {
+            Some(r) => dict.key_values(&r.attributes),
+            None => Ok(Vec::new()),
+        };
+        for (si, sp) in rp.scope_profiles.iter().enumerate() {
+            for (pi, p) in sp.profiles.iter().enumerate() {
+                t.stats.profiles += 1;
+                let outcome = match &resource {
+                    Ok(attrs) => c.profile(rp, attrs, p),
+                    Err(e) => Err(e.clone()),
+                };
+                match outcome {
+                    Ok(collect::Outcome::Translated {
+                        observations,
+                        dropped_expansion,
+                        unusable_links,
+                        restore_fallback,
+                    }) => {
+                        t.stats.profiles_translated += 1;
+                        t.stats.samples_in += observations;
+                        t.stats.samples_dropped_expansion += dropped_expansion;
+                        t.stats.links_dropped += unusable_links;
+                        t.stats.restore_fallbacks += u64::from(restore_fallback);
+                    }
+                    Ok(collect::Outcome::SkippedNonCpu) => t.stats.profiles_skipped_non_cpu += 1,
+                    Ok(collect::Outcome::Restored(chunk, links)) => {
+                        let n = chunk.profile.samples.len() as u64;
+                        t.stats.profiles_restored += 1;
+                        t.stats.samples_in += n;
+                        t.stats.samples_out += n;
+                        t.stats.chunks += 1;
+                        t.chunks.push(*chunk);
+                        restored_links.extend(links);
+                    }
+                    Err(error) => {
+                        t.stats.profiles_rejected += 1;
+                        t.rejected.push(RejectedProfile {
+                            path: format!(
+                                "resource_profiles[{ri}].scope_profiles[{si}].profiles[{pi}]"
+                            ),
+                            error,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let keep = options.max_links.min(restored_links.len());
+    t.stats.links_dropped += (restored_links.len() - keep) as u64;
+    restored_links.truncate(keep);
+    t.stats.links += keep as u64;
+    t.links = restored_links;
+
+    let collect::Collector {
+        ft,
+        st,
+        mut sessions,
+        links,
+        ..
+    } = c;
+    t.stats.stacks_truncated = st.truncated;
+    let mut splitter = split::Splitter::new(&ft, &st, &links, options);
+    let mut sink = split::Sink {
+        chunks: &mut t.chunks,
+        links: &mut t.links,
+        stats: &mut t.stats,
+    };
+    for s in &mut sessions {
+        if !s.obs.is_empty() {
+            sink.stats.sessions += 1;
+            splitter.split_session(s, &mut sink);
+        }
+    }
+    t
+}
+
+/// [`translate`] over an export request.
+pub fn translate_request(req: &ExportProfilesServiceRequest, options: &Options) -> Translation {
+    translate(req.dictionary.as_ref(), &req.resource_profiles, options)
+}
