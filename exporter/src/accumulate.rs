@@ -227,10 +227,11 @@ impl ChunkAccumulator {
             windows.push((samples[g[0]].timestamp, Dest::Group(groups.len())));
             groups.push((g, true));
         }
-        if session_open && !in_win.is_empty() {
-            if let Some(s) = self.sessions.get(&key) {
-                windows.push((s.window_start, Dest::Session));
-            }
+        if session_open
+            && !in_win.is_empty()
+            && let Some(s) = self.sessions.get(&key)
+        {
+            windows.push((s.window_start, Dest::Session));
         }
         for g in after_groups {
             windows.push((samples[g[0]].timestamp, Dest::Group(groups.len())));
@@ -266,27 +267,24 @@ impl ChunkAccumulator {
             }
         }
 
-        if flush_first {
-            if let Some(s) = self.sessions.remove(&key) {
-                out.emitted
-                    .extend(self.finish_session(key.clone(), s, EmitReason::Size));
-            }
+        if flush_first && let Some(s) = self.sessions.remove(&key) {
+            out.emitted
+                .extend(self.finish_session(key.clone(), s, EmitReason::Size));
         }
-        if session_open && !in_win.is_empty() {
-            if let Some(s) = self.sessions.get_mut(&key) {
-                let bytes = (in_win.len() as f64 * per_sample) as u64;
-                s.builder.add(chunk, &in_win, &session_meas, bytes);
-                s.inputs.insert(id);
-                s.last_activity = now;
-                *self.pending.entry(id).or_insert(0) += 1;
-            }
+        if session_open
+            && !in_win.is_empty()
+            && let Some(s) = self.sessions.get_mut(&key)
+        {
+            let bytes = (in_win.len() as f64 * per_sample) as u64;
+            s.builder.add(chunk, &in_win, &session_meas, bytes);
+            s.inputs.insert(id);
+            s.last_activity = now;
+            *self.pending.entry(id).or_insert(0) += 1;
         }
         let has_after = groups.iter().any(|(_, is_late)| !is_late);
-        if has_after {
-            if let Some(s) = self.sessions.remove(&key) {
-                out.emitted
-                    .extend(self.finish_session(key.clone(), s, EmitReason::Duration));
-            }
+        if has_after && let Some(s) = self.sessions.remove(&key) {
+            out.emitted
+                .extend(self.finish_session(key.clone(), s, EmitReason::Duration));
         }
         let last_after = groups.iter().rposition(|(_, is_late)| !is_late);
         for (gi, ((g, is_late), meas)) in groups.into_iter().zip(group_meas).enumerate() {

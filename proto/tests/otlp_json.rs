@@ -36,7 +36,7 @@ fn fixtures() -> Vec<(String, ExportProfilesServiceRequest)> {
 }
 
 fn is_lower_hex(s: &str) -> bool {
-    s.len() % 2 == 0
+    s.len().is_multiple_of(2)
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }

@@ -327,10 +327,9 @@ fn restore_rejects_malformed_otlp() {
     for a in &mut r.dictionary.as_mut().unwrap().attribute_table {
         if let Some(any_value::Value::StringValue(s)) =
             a.value.as_mut().and_then(|v| v.value.as_mut())
+            && s.starts_with('{')
         {
-            if s.starts_with('{') {
-                *s = "{not json".into();
-            }
+            *s = "{not json".into();
         }
     }
     let d = Dictionary::new(r.dictionary.as_ref());

@@ -192,10 +192,9 @@ impl SegmentLog {
             if let Some(hex) = name
                 .strip_prefix("seg-")
                 .and_then(|n| n.strip_suffix(".log"))
+                && let Ok(seq) = u64::from_str_radix(hex, 16)
             {
-                if let Ok(seq) = u64::from_str_radix(hex, 16) {
-                    seqs.push(seq);
-                }
+                seqs.push(seq);
             }
         }
         seqs.sort_unstable();
@@ -274,10 +273,8 @@ impl SegmentLog {
             .active
             .as_ref()
             .is_some_and(|(_, _, size)| *size >= self.segment_bytes);
-        if full {
-            if let Some((seq, _, _)) = self.active.take() {
-                self.maybe_delete(seq)?;
-            }
+        if full && let Some((seq, _, _)) = self.active.take() {
+            self.maybe_delete(seq)?;
         }
         if self.active.is_none() {
             let seq = self.next_seq;

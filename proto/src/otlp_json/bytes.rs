@@ -57,7 +57,7 @@ pub fn write_hex(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     hex::decode(s).ok()

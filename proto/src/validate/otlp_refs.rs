@@ -173,10 +173,10 @@ impl<'a> RefChecker<'a> {
                 format_args!("{path}.key_strindex"),
             );
         }
-        if let Some(v) = &kv.value {
-            if needs_check(v) {
-                self.any_value(v, &format!("{path}.value"));
-            }
+        if let Some(v) = &kv.value
+            && needs_check(v)
+        {
+            self.any_value(v, &format!("{path}.value"));
         }
     }
 
