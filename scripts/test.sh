@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command: the whole workspace's tests (unit, integration, end-to-end with the real
+# binary, snapshot and property tests). Installs the Python test tool first if missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup-test-tools.sh
+export PROFILINK_REQUIRE_VROOMRS=1
+cargo test --workspace --locked "$@"

@@ -1,0 +1,256 @@
+//! `profilink translate`: OTLP -> Sentry chunks (NDJSON or envelope files), Sentry -> OTLP
+//! (protobuf or OTLP/JSON), and OTLP protobuf <-> OTLP/JSON.
+
+use super::input::{Input, ndjson_lines, read_input};
+use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat};
+use anyhow::{Context, Result, bail};
+use profilink_proto::input::InputFormat;
+use profilink_proto::otlp::ExportProfilesServiceRequest;
+use profilink_proto::otlp_json;
+use profilink_proto::sentry::{Envelope, ProfileChunk, SampleProfileV1, Transaction};
+use profilink_translator::linking::TransactionLinks;
+use profilink_translator::otlp_to_sentry;
+use profilink_translator::sentry_to_otlp::{self, SentryInput, V1WithTransaction};
+use prost::Message;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `translate`.
+pub struct Args<'a> {
+    /// Output format.
+    pub to: OutputFormat,
+    /// Forced input format.
+    pub from: Option<InputFormat>,
+    /// Output file or directory.
+    pub output: Option<&'a Path>,
+    /// Transaction files.
+    pub transactions: &'a [PathBuf],
+    /// Inputs.
+    pub inputs: &'a [PathBuf],
+}
+
+/// Everything read from the inputs, sorted by kind.
+#[derive(Default)]
+struct Gathered {
+    otlp: Vec<(String, ExportProfilesServiceRequest)>,
+    chunks: Vec<ProfileChunk>,
+    v1: Vec<V1WithTransaction>,
+    transactions: Vec<Transaction>,
+}
+
+/// Runs `translate`; `Err` is a rejected input (exit 1).
+pub fn run(args: &Args) -> Result<u8> {
+    if args.to == OutputFormat::Envelope && args.output.is_none() {
+        eprintln!("error: --to envelope needs --output DIR");
+        return Ok(EXIT_USAGE);
+    }
+    let mut g = Gathered::default();
+    for path in args.inputs {
+        let input = read_input(path, args.from)?;
+        gather(&input, &mut g).with_context(|| format!("{}: rejected", input.name))?;
+    }
+    for path in args.transactions {
+        let input = read_input(path, None)?;
+        gather_transactions(&input, &mut g.transactions)
+            .with_context(|| format!("{}: rejected", input.name))?;
+    }
+    match args.to {
+        OutputFormat::Sentry | OutputFormat::Envelope => to_sentry(args, g),
+        OutputFormat::Otlp | OutputFormat::OtlpJson => to_otlp(args, g),
+    }
+}
+
+fn gather(input: &Input, g: &mut Gathered) -> Result<()> {
+    let bytes = &input.bytes;
+    match input.format {
+        InputFormat::OtlpProtobuf => {
+            let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).context(
+                "not a binary OTLP profiles (proto 1.10) message (OTLP 1.8/1.9 payloads use other field numbers)",
+            )?;
+            g.otlp.push((input.name.clone(), req));
+        }
+        InputFormat::OtlpJson => {
+            let req = otlp_json::decode_request(bytes).context("invalid OTLP/JSON")?;
+            g.otlp.push((input.name.clone(), req));
+        }
+        InputFormat::SentryChunk => g.chunks.push(ProfileChunk::from_json(bytes)?),
+        InputFormat::SentryChunkNdjson => {
+            for (line, text) in ndjson_lines(bytes) {
+                g.chunks.push(
+                    ProfileChunk::from_json(text).with_context(|| format!("line {line}"))?,
+                );
+            }
+        }
+        InputFormat::SentryV1Profile => g.v1.push(V1WithTransaction {
+            profile: SampleProfileV1::from_json(bytes)?,
+            transaction: None,
+        }),
+        InputFormat::SentryTransaction | InputFormat::SentryTransactionNdjson => {
+            gather_transactions(input, &mut g.transactions)?
+        }
+        InputFormat::Envelope => {
+            let env = Envelope::parse(bytes)?;
+            let mut transaction = None;
+            let mut profiles = Vec::new();
+            for (i, item) in env.items.iter().enumerate() {
+                let ctx = || format!("item {i}");
+                match item.item_type() {
+                    Some("profile_chunk" | "profile_chunk_ui") => g
+                        .chunks
+                        .push(ProfileChunk::from_json(&item.payload).with_context(ctx)?),
+                    Some("profile") => {
+                        profiles.push(SampleProfileV1::from_json(&item.payload).with_context(ctx)?)
+                    }
+                    Some("transaction") => {
+                        let t = Transaction::from_json(&item.payload).with_context(ctx)?;
+                        g.transactions.push(t.clone());
+                        transaction = Some(t);
+                    }
+                    _ => {}
+                }
+            }
+            for profile in profiles {
+                g.v1.push(V1WithTransaction {
+                    profile,
+                    transaction: transaction.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn gather_transactions(input: &Input, out: &mut Vec<Transaction>) -> Result<()> {
+    match input.format {
+        InputFormat::Envelope => {
+            let env = Envelope::parse(&input.bytes)?;
+            for (i, item) in env.items_of("transaction").enumerate() {
+                out.push(
+                    Transaction::from_json(&item.payload)
+                        .with_context(|| format!("transaction item {i}"))?,
+                );
+            }
+        }
+        _ => {
+            for (line, text) in ndjson_lines(&input.bytes) {
+                out.push(Transaction::from_json(text).with_context(|| format!("line {line}"))?);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
+    if !g.v1.is_empty() {
+        bail!("V1 profiles cannot be written as chunks; translate them --to otlp");
+    }
+    // Emit only what Relay keeps: a thread with fewer than 2 samples is dropped by Relay, and a
+    // chunk left without threads is rejected whole, so drop those here and say so. (The
+    // service keeps them instead until its accumulator has merged a minute of samples.)
+    let options = otlp_to_sentry::Options {
+        sparse_thread_policy: otlp_to_sentry::SparseThreadPolicy::Drop,
+        ..Default::default()
+    };
+    let mut chunks = g.chunks;
+    let mut code = EXIT_OK;
+    for (name, req) in &g.otlp {
+        let t = otlp_to_sentry::translate_request(req, &options);
+        for r in &t.rejected {
+            eprintln!("{name}: {}: rejected: {}", r.path, r.error);
+            code = EXIT_REJECTED;
+        }
+        let s = &t.stats;
+        if s.profiles_skipped_non_cpu > 0 {
+            eprintln!(
+                "{name}: skipped {} profile(s) that are not CPU/wall samples (e.g. off-CPU time)",
+                s.profiles_skipped_non_cpu
+            );
+        }
+        if s.samples_dropped_sparse > 0 {
+            eprintln!(
+                "{name}: dropped {} sample(s) of {} thread(s) with fewer than 2 samples in their chunk (Relay would drop them)",
+                s.samples_dropped_sparse, s.sparse_threads
+            );
+        }
+        chunks.extend(t.chunks);
+    }
+    match args.to {
+        OutputFormat::Envelope => {
+            let dir = args.output.context("--to envelope needs --output DIR")?;
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            for chunk in &chunks {
+                let env = Envelope::for_chunk(chunk, "profilink", env!("CARGO_PKG_VERSION"));
+                let path = dir.join(format!("{}.envelope", chunk.chunk_id));
+                write_atomically(&path, &env.to_bytes())?;
+            }
+        }
+        _ => {
+            let mut out = Vec::new();
+            for chunk in &chunks {
+                out.extend_from_slice(&chunk.to_json());
+                out.push(b'\n');
+            }
+            write_output(args.output, &out)?;
+        }
+    }
+    eprintln!("{} chunk(s) written", chunks.len());
+    Ok(code)
+}
+
+fn to_otlp(args: &Args, g: Gathered) -> Result<u8> {
+    let mut code = EXIT_OK;
+    let request = if g.chunks.is_empty() && g.v1.is_empty() {
+        match g.otlp.len() {
+            1 => g.otlp.into_iter().next().map(|(_, r)| r).unwrap_or_default(),
+            0 => bail!("no profiles in the inputs"),
+            _ => bail!("OTLP -> OTLP conversion takes exactly one input"),
+        }
+    } else {
+        if !g.otlp.is_empty() {
+            bail!("mixing OTLP and Sentry inputs is not supported for --to otlp");
+        }
+        let links = TransactionLinks::new(&g.transactions);
+        let input = SentryInput {
+            chunks: &g.chunks,
+            v1_profiles: &g.v1,
+        };
+        let t = sentry_to_otlp::translate(&input, &links, &sentry_to_otlp::Options::default());
+        for r in &t.rejected {
+            eprintln!("{}: rejected: {}", r.item, r.error);
+            code = EXIT_REJECTED;
+        }
+        t.request
+    };
+    let bytes = match args.to {
+        OutputFormat::OtlpJson => otlp_json::encode_request(&request),
+        _ => request.encode_to_vec(),
+    };
+    write_output(args.output, &bytes)?;
+    Ok(code)
+}
+
+fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
+    match path {
+        Some(p) => write_atomically(p, bytes),
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(bytes)?;
+            stdout.flush()?;
+            Ok(())
+        }
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it into place, so readers never
+/// see a partial file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let file_name = path.file_name().context("output path has no file name")?;
+    let tmp = dir
+        .unwrap_or_else(|| Path::new("."))
+        .join(format!(".{}.tmp", file_name.to_string_lossy()));
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
