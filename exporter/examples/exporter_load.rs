@@ -106,7 +106,7 @@ fn chunk(session: usize, start: f64) -> ProfileChunk {
             c.profile.samples.push(Sample {
                 timestamp: start + i as f64 * 0.05 + t as f64 * 0.001,
                 stack_id: (i * 7 + t * 3 + session) % 64,
-                thread_id: format!("{}", 1000 + t),
+                thread_id: format!("{}", 1000 + t).into(),
             });
         }
     }

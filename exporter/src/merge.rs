@@ -271,7 +271,7 @@ mod tests {
             .map(|(t, s, tid)| Sample {
                 timestamp: *t,
                 stack_id: *s,
-                thread_id: tid.to_string(),
+                thread_id: (*tid).into(),
             })
             .collect();
         c

@@ -83,7 +83,11 @@ pub struct Dictionary<'a> {
     dict: Option<&'a ProfilesDictionary>,
 }
 
-fn get<'a, T>(table: &'a [T], name: &'static str, index: i32) -> Result<Option<&'a T>, TranslateError> {
+fn get<'a, T>(
+    table: &'a [T],
+    name: &'static str,
+    index: i32,
+) -> Result<Option<&'a T>, TranslateError> {
     if index == 0 {
         return Ok(None);
     }
@@ -287,11 +291,19 @@ mod tests {
         let dict = Dictionary::new(Some(&d));
         assert_eq!(
             dict.string(7),
-            Err(TranslateError::IndexOutOfRange { table: "string_table", index: 7, len: 3 })
+            Err(TranslateError::IndexOutOfRange {
+                table: "string_table",
+                index: 7,
+                len: 3
+            })
         );
         assert!(matches!(
             dict.location(-1),
-            Err(TranslateError::IndexOutOfRange { table: "location_table", index: -1, .. })
+            Err(TranslateError::IndexOutOfRange {
+                table: "location_table",
+                index: -1,
+                ..
+            })
         ));
         assert!(Dictionary::new(None).stack(1).is_err());
         assert_eq!(Dictionary::new(None).string(0), Ok(""));
@@ -318,9 +330,14 @@ mod tests {
         };
         assert_eq!(
             dict.any_value(&v).unwrap(),
-            AttrValue::KvList(vec![("thread.name", AttrValue::Array(vec![AttrValue::Str("main")]))])
+            AttrValue::KvList(vec![(
+                "thread.name",
+                AttrValue::Array(vec![AttrValue::Str("main")])
+            )])
         );
-        let bad = AnyValue { value: Some(any_value::Value::StringValueStrindex(9)) };
+        let bad = AnyValue {
+            value: Some(any_value::Value::StringValueStrindex(9)),
+        };
         assert!(dict.any_value(&bad).is_err());
     }
 }

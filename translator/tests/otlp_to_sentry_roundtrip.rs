@@ -54,7 +54,7 @@ fn restored_chunks_keep_their_links() {
         .filter(|s| s.thread_id == tid)
         .map(|s| profilink_translator::SampleLink {
             profiler_id: c.profiler_id.clone(),
-            thread_id: tid.clone(),
+            thread_id: tid.to_string(),
             timestamp_ns: profilink_proto::sentry::timestamp::secs_to_nanos(s.timestamp).unwrap(),
             trace_id: [7; 16],
             span_id: [9; 8],

@@ -213,7 +213,7 @@ fn chunk_observations(chunks: &[ProfileChunk]) -> Vec<(String, String, u64, Stac
             c.profile.samples.iter().map(|s| {
                 (
                     c.profiler_id.clone(),
-                    s.thread_id.clone(),
+                    s.thread_id.to_string(),
                     secs_to_nanos(s.timestamp).unwrap(),
                     sentry_stack(&c.profile.frames, &c.profile.stacks[s.stack_id]),
                 )

@@ -187,7 +187,7 @@ fn chunk() -> impl Strategy<Value = ProfileChunk> {
                     // Microsecond timestamps; ticks repeat, so timestamps repeat across threads.
                     timestamp: (base_micros + tick * 10_101 + jitter * 7) as f64 / 1e6,
                     stack_id: stack % ns,
-                    thread_id: THREADS[thread].to_owned(),
+                    thread_id: THREADS[thread].into(),
                 })
                 .collect();
             let thread_metadata = metadata

@@ -12,8 +12,8 @@ pub mod transaction;
 pub mod v1;
 
 pub use chunk::{
-    ClientSdk, DebugImage, DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk,
-    ProfileData, Sample, ThreadMetadata,
+    ClientSdk, CompactString, DebugImage, DebugMeta, Frame, Measurement, MeasurementValue,
+    ProfileChunk, ProfileData, Sample, ThreadMetadata,
 };
 pub use envelope::{Envelope, EnvelopeError, EnvelopeItem};
 pub use timestamp::Timestamp;

@@ -25,6 +25,7 @@ use super::sort::sort_observations;
 use super::stacks::{EMPTY_STACK, StackTable};
 use super::{Stats, json_len};
 use crate::sample_link::SampleLink;
+use profilink_proto::sentry::CompactString;
 use profilink_proto::sentry::chunk::CHUNK_VERSION;
 use profilink_proto::sentry::timestamp::nanos_to_secs;
 use profilink_proto::sentry::{
@@ -496,7 +497,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
             profile.samples.push(Sample {
                 timestamp: nanos_to_secs(o.ts),
                 stack_id: stack_id as usize,
-                thread_id: thread.id.clone(),
+                thread_id: CompactString::from(thread.id.as_str()),
             });
             first = first.min(o.ts);
             last = last.max(o.ts);

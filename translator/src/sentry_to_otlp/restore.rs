@@ -27,6 +27,7 @@ use crate::SampleLink;
 use crate::dictionary::{AttrValue, Dictionary};
 use crate::error::TranslateError;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, ResourceProfiles};
+use profilink_proto::sentry::CompactString;
 use profilink_proto::sentry::timestamp::{nanos_to_secs, secs_to_nanos};
 use profilink_proto::sentry::{ClientSdk, Frame, ProfileChunk, Sample};
 use std::collections::HashMap;
@@ -228,7 +229,7 @@ fn restore(
                 Sample {
                     timestamp: nanos_to_secs(ts),
                     stack_id,
-                    thread_id: thread_id.clone(),
+                    thread_id: CompactString::from(thread_id.as_str()),
                 },
             ));
         }
@@ -322,7 +323,7 @@ pub fn canonical_form(chunk: &ProfileChunk) -> ProfileChunk {
         out.profile.samples.push(Sample {
             timestamp,
             stack_id,
-            thread_id: thread_id.to_owned(),
+            thread_id: CompactString::from(thread_id),
         });
     }
     out

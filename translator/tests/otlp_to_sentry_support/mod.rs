@@ -358,7 +358,7 @@ pub fn actual_observations(t: &Translation) -> Vec<Obs> {
                 .map(|&f| frames[f].clone())
                 .collect();
             out.push((
-                s.thread_id.clone(),
+                s.thread_id.to_string(),
                 secs_to_nanos(s.timestamp).unwrap(),
                 stack,
             ));
