@@ -60,6 +60,30 @@ pub struct Emitted {
     pub inputs: Vec<u64>,
     /// Why it was emitted.
     pub reason: EmitReason,
+    /// Samples removed because their thread had fewer than 2 samples in the finished chunk
+    /// (Relay drops such threads, and rejects a chunk left without samples).
+    pub sparse_samples_dropped: usize,
+}
+
+impl Emitted {
+    /// Finishes a merged chunk. Only now, with all its samples merged, is a thread's sample
+    /// count final, so this is where threads Relay would drop are removed (and counted).
+    fn finished(
+        key: SessionKey,
+        builder: ChunkBuilder,
+        inputs: Vec<u64>,
+        reason: EmitReason,
+    ) -> Self {
+        let mut chunk = builder.finish();
+        let (_, sparse_samples_dropped) = chunk.profile.drop_sparse_threads();
+        Emitted {
+            key,
+            chunk,
+            inputs,
+            reason,
+            sparse_samples_dropped,
+        }
+    }
 }
 
 /// The outcome of [`ChunkAccumulator::push`].
@@ -309,12 +333,8 @@ impl ChunkAccumulator {
                 } else {
                     EmitReason::Duration
                 };
-                out.emitted.push(Emitted {
-                    key: key.clone(),
-                    chunk: builder.finish(),
-                    inputs: vec![id],
-                    reason,
-                });
+                out.emitted
+                    .push(Emitted::finished(key.clone(), builder, vec![id], reason));
             }
         }
         if !self.pending.contains_key(&id) {
@@ -325,12 +345,7 @@ impl ChunkAccumulator {
 
     fn finish_session(&self, key: SessionKey, s: Session, reason: EmitReason) -> Option<Emitted> {
         let inputs: Vec<u64> = s.inputs.into_iter().collect();
-        Some(Emitted {
-            key,
-            chunk: s.builder.finish(),
-            inputs,
-            reason,
-        })
+        Some(Emitted::finished(key, s.builder, inputs, reason))
     }
 
     /// Emits the sessions idle for at least `chunk_idle_timeout` at `now`.
@@ -446,6 +461,41 @@ mod tests {
         assert!(span < 60.0 && span > 59.9);
         assert_eq!(out[0].inputs, (0..12).collect::<Vec<_>>());
         assert_eq!(acc.release(&out[0].inputs).len(), 12);
+    }
+
+    #[test]
+    fn threads_relay_would_drop_are_dropped_only_after_merging() {
+        let mut acc = ChunkAccumulator::new(cfg());
+        let t0 = Instant::now();
+        // Thread "9" has one sample in each of two inputs: two once merged, so it stays.
+        // Thread "8" has one sample in all: Relay would drop it, so it is dropped and counted.
+        let mut a = chunk(0.0, 5.0, 2.0);
+        let mut b = chunk(5.0, 5.0, 2.0);
+        for (c, t) in [(&mut a, 1.0), (&mut b, 6.0)] {
+            c.profile.samples.push(Sample {
+                timestamp: t,
+                stack_id: 0,
+                thread_id: "9".into(),
+            });
+        }
+        a.profile.samples.push(Sample {
+            timestamp: 2.0,
+            stack_id: 0,
+            thread_id: "8".into(),
+        });
+        acc.push(1, "", &a, 100, t0);
+        acc.push(2, "", &b, 100, t0);
+        let out = acc.flush_all();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].sparse_samples_dropped, 1);
+        let threads: BTreeSet<&str> = out[0]
+            .chunk
+            .profile
+            .samples
+            .iter()
+            .map(|s| s.thread_id.as_str())
+            .collect();
+        assert_eq!(threads, BTreeSet::from(["7", "9"]));
     }
 
     #[test]

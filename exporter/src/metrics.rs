@@ -79,6 +79,9 @@ pub struct ExporterMetrics {
     pub partial_successes: AtomicU64,
     /// Profiles the OTLP server reported as rejected in partial successes.
     pub rejected_profiles: AtomicU64,
+    /// Samples not sent because their thread had fewer than 2 samples in its merged chunk
+    /// (Relay would drop them).
+    pub sparse_samples_dropped: AtomicU64,
 }
 
 /// A copy of the counters at one instant.
@@ -114,6 +117,8 @@ pub struct MetricsSnapshot {
     pub partial_successes: u64,
     /// See [`ExporterMetrics::rejected_profiles`].
     pub rejected_profiles: u64,
+    /// See [`ExporterMetrics::sparse_samples_dropped`].
+    pub sparse_samples_dropped: u64,
 }
 
 impl MetricsSnapshot {
@@ -167,6 +172,7 @@ impl ExporterMetrics {
             client_reports_sent: get(&self.client_reports_sent),
             partial_successes: get(&self.partial_successes),
             rejected_profiles: get(&self.rejected_profiles),
+            sparse_samples_dropped: get(&self.sparse_samples_dropped),
         }
     }
 }

@@ -372,6 +372,10 @@ impl<S: Sink> Engine<S> {
                 }
                 taken += 1;
                 inputs.push(e.inputs.clone());
+                ExporterMetrics::add(
+                    &self.metrics.sparse_samples_dropped,
+                    e.sparse_samples_dropped as u64,
+                );
                 if e.chunk.profile.samples.is_empty() {
                     continue;
                 }

@@ -227,10 +227,79 @@ impl ProfileChunk {
     }
 }
 
+impl ProfileData {
+    /// Applies Relay's normalization rule for threads: a thread with fewer than 2 samples whose
+    /// stack is non-empty is dropped with all its samples, and `thread_metadata` of threads
+    /// without samples is pruned. Returns `(threads dropped, samples dropped)`.
+    ///
+    /// Relay does this on ingestion (and rejects a chunk left without samples), so a sender
+    /// that applies it first sends only what Sentry keeps and can count the rest.
+    pub fn drop_sparse_threads(&mut self) -> (usize, usize) {
+        let mut active: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for s in &self.samples {
+            let non_empty = self.stacks.get(s.stack_id).is_some_and(|st| !st.is_empty());
+            let n = active.entry(s.thread_id.as_str()).or_insert(0);
+            if non_empty {
+                *n += 1;
+            }
+        }
+        let sparse: std::collections::HashSet<String> = active
+            .iter()
+            .filter(|(_, n)| **n < 2)
+            .map(|(t, _)| (*t).to_owned())
+            .collect();
+        let before = self.samples.len();
+        if !sparse.is_empty() {
+            self.samples
+                .retain(|s| !sparse.contains(s.thread_id.as_str()));
+        }
+        let samples = &self.samples;
+        self.thread_metadata
+            .retain(|tid, _| samples.iter().any(|s| s.thread_id == tid.as_str()));
+        (sparse.len(), before - self.samples.len())
+    }
+}
+
 /// Sentry's data category for a chunk of `platform` (Relay's `ProfileType::from_platform`).
 pub fn data_category_for_platform(platform: &str) -> &'static str {
     match platform {
         "cocoa" | "android" | "javascript" => "profile_chunk_ui",
         _ => "profile_chunk",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(t: f64, stack_id: usize, thread: &str) -> Sample {
+        Sample {
+            timestamp: t,
+            stack_id,
+            thread_id: thread.into(),
+        }
+    }
+
+    #[test]
+    fn drops_threads_relay_would_drop() {
+        let mut p = ProfileData {
+            stacks: vec![vec![], vec![0]],
+            frames: vec![Frame::default()],
+            samples: vec![
+                sample(1.0, 1, "1"),
+                sample(2.0, 1, "1"),
+                sample(1.0, 1, "2"),
+                sample(2.0, 0, "2"),
+                sample(1.0, 0, "3"),
+            ],
+            ..Default::default()
+        };
+        for t in ["1", "2", "3", "4"] {
+            p.thread_metadata
+                .insert(t.into(), ThreadMetadata::default());
+        }
+        assert_eq!(p.drop_sparse_threads(), (2, 3));
+        assert!(p.samples.iter().all(|s| s.thread_id == "1"));
+        assert_eq!(p.thread_metadata.keys().collect::<Vec<_>>(), ["1"]);
     }
 }
