@@ -27,7 +27,7 @@ use super::{Stats, json_len};
 use crate::sample_link::SampleLink;
 use profilink_proto::sentry::CompactString;
 use profilink_proto::sentry::chunk::CHUNK_VERSION;
-use profilink_proto::sentry::timestamp::nanos_to_secs;
+use profilink_proto::sentry::timestamp::{nanos_to_secs, secs_to_nanos};
 use profilink_proto::sentry::{
     ClientSdk, DebugMeta, ProfileChunk, ProfileData, Sample, ThreadMetadata,
 };
@@ -494,8 +494,9 @@ impl<'r, 'a> Splitter<'r, 'a> {
                     },
                 );
             }
+            let timestamp = nanos_to_secs(o.ts);
             profile.samples.push(Sample {
-                timestamp: nanos_to_secs(o.ts),
+                timestamp,
                 stack_id: stack_id as usize,
                 thread_id: CompactString::from(thread.id.as_str()),
             });
@@ -513,7 +514,9 @@ impl<'r, 'a> Splitter<'r, 'a> {
                     sink.links.push(SampleLink {
                         profiler_id: s.profiler_id.clone(),
                         thread_id: thread.id.clone(),
-                        timestamp_ns: o.ts,
+                        // The time as the chunk's sample states it (f64 seconds hold about
+                        // 240 ns at today's epoch), so the link re-attaches to that sample.
+                        timestamp_ns: secs_to_nanos(timestamp).unwrap_or(o.ts),
                         trace_id: *trace_id,
                         span_id: *span_id,
                     });
