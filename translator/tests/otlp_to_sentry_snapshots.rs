@@ -91,7 +91,7 @@ fn inlined_frames() {
     let c = &t.chunks[0];
     let names: Vec<_> = c.profile.stacks[0]
         .iter()
-        .map(|&f| c.profile.frames[f].function.clone().unwrap())
+        .map(|&f| c.profile.frames[f].function.as_deref().unwrap())
         .collect();
     assert_eq!(names, ["inner", "middle", "outer", "main"]);
     insta::assert_json_snapshot!("inlined_frames", snapshot_value(&t));

@@ -200,7 +200,7 @@ fn duplicate_keys_are_an_error() {
 fn a_100_mb_payload_just_works() {
     let big = "x".repeat(100 * 1024 * 1024);
     let mut c = good("0123456789abcdef0123456789abcdef");
-    c.profile.frames[0].function = Some(big);
+    c.profile.frames[0].function = Some(big.into());
     let json = c.to_json();
     assert!(json.len() > 100 * 1024 * 1024);
     let parsed = ProfileChunk::from_json(&json).unwrap();

@@ -195,11 +195,12 @@ fn sentry_stack(frames: &[Frame], stack: &[usize]) -> Stack {
         .map(|&i| {
             let f = &frames[i];
             (
-                f.function.clone().unwrap_or_default(),
+                f.function.as_deref().unwrap_or_default().to_owned(),
                 f.abs_path
-                    .clone()
-                    .or_else(|| f.filename.clone())
-                    .unwrap_or_default(),
+                    .as_deref()
+                    .or(f.filename.as_deref())
+                    .unwrap_or_default()
+                    .to_owned(),
                 i64::from(f.lineno.unwrap_or(0)),
             )
         })

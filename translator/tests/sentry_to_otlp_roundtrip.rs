@@ -52,16 +52,16 @@ fn frame() -> impl Strategy<Value = Frame> {
         prop_oneof![3 => Just(None), 1 => Just(Some("native".to_owned())), 1 => Just(Some("python".to_owned())), 1 => Just(Some(String::new()))],
     )
         .prop_map(|((abs_path, colno, filename, function, in_app), (instruction_addr, lineno, module, package), platform)| Frame {
-            abs_path,
+            abs_path: abs_path.map(Into::into),
             colno,
-            filename,
-            function,
+            filename: filename.map(Into::into),
+            function: function.map(Into::into),
             in_app,
-            instruction_addr,
+            instruction_addr: instruction_addr.map(Into::into),
             lineno,
-            module,
-            package,
-            platform,
+            module: module.map(Into::into),
+            package: package.map(Into::into),
+            platform: platform.map(Into::into),
         })
 }
 
@@ -252,8 +252,8 @@ proptest! {
 fn a_canonical_chunk_comes_back_identical() {
     let f = |name: &str, line| Frame {
         function: Some(name.into()),
-        abs_path: Some(format!("/app/{name}.py")),
-        filename: Some(format!("{name}.py")),
+        abs_path: Some(format!("/app/{name}.py").into()),
+        filename: Some(format!("{name}.py").into()),
         lineno: Some(line),
         in_app: Some(true),
         module: Some(name.into()),

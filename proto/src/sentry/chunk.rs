@@ -8,6 +8,7 @@ use super::de::{f64_lenient, null_default, opt_u64_lenient};
 pub use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The only sample format version profilink writes for chunks.
 pub const CHUNK_VERSION: &str = "2";
@@ -98,40 +99,41 @@ pub struct Sample {
     pub thread_id: CompactString,
 }
 
-/// A stack frame. Every field is optional, as in Relay.
+/// A stack frame. Every field is optional, as in Relay. Strings are shared (`Arc<str>`): the
+/// same frame appears in many chunks of a session, and cloning it costs no allocation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Frame {
     /// Absolute path of the source file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub abs_path: Option<String>,
+    pub abs_path: Option<Arc<str>>,
     /// Column number.
     #[serde(default, alias = "column", skip_serializing_if = "Option::is_none")]
     pub colno: Option<u32>,
     /// Source file name (relative).
     #[serde(default, alias = "file", skip_serializing_if = "Option::is_none")]
-    pub filename: Option<String>,
+    pub filename: Option<Arc<str>>,
     /// Function name.
     #[serde(default, alias = "name", skip_serializing_if = "Option::is_none")]
-    pub function: Option<String>,
+    pub function: Option<Arc<str>>,
     /// Whether the frame is application code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_app: Option<bool>,
     /// Instruction address as a `"0x…"` string.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instruction_addr: Option<String>,
+    pub instruction_addr: Option<Arc<str>>,
     /// Line number.
     #[serde(default, alias = "line", skip_serializing_if = "Option::is_none")]
     pub lineno: Option<u32>,
     /// Module (Python module, Java class…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub module: Option<String>,
+    pub module: Option<Arc<str>>,
     /// Package (native library, Java package…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub package: Option<String>,
+    pub package: Option<Arc<str>>,
     /// Per-frame platform for mixed-runtime stacks; Sentry honours `in_app` only when this is
     /// unset or equal to the chunk platform.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<String>,
+    pub platform: Option<Arc<str>>,
 }
 
 /// Thread name and priority.

@@ -246,16 +246,18 @@ impl<'a> FrameTable<'a> {
         let path = abs_path.as_deref().or(filename.as_deref());
         let in_app = is_in_app(runtime, function.as_deref(), path, package);
         Frame {
-            instruction_addr: function.is_none().then(|| format_instruction_addr(address)),
-            abs_path,
+            instruction_addr: function
+                .is_none()
+                .then(|| format_instruction_addr(address).into()),
+            abs_path: abs_path.map(Into::into),
             colno: positive_u32(col),
-            filename,
-            function,
+            filename: filename.map(Into::into),
+            function: function.map(Into::into),
             in_app: Some(in_app),
             lineno: positive_u32(line),
-            module,
+            module: module.map(Into::into),
             package: (runtime.is_native_family() || runtime == Runtime::Unspecified)
-                .then(|| package.map(str::to_owned))
+                .then(|| package.map(Into::into))
                 .flatten(),
             platform: None,
         }

@@ -464,7 +464,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
                         self.frame_out[fi] = profile.frames.len() as u32;
                         let info = &self.ft.frames[fi];
                         let mut frame = info.frame.clone();
-                        frame.platform = frame_platform(info.runtime, &platform).map(str::to_owned);
+                        frame.platform = frame_platform(info.runtime, &platform).map(Into::into);
                         profile.frames.push(frame);
                         if let Some(m) = self.image_of(f)
                             && self.map_seen[m as usize] != g

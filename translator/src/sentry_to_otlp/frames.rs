@@ -238,8 +238,8 @@ impl<'a> FrameInterner<'a> {
         }
 
         let (file, filename_attr) = match (&f.abs_path, &f.filename) {
-            (Some(a), name) => (a.as_str(), name.as_deref()),
-            (None, Some(n)) => (n.as_str(), None),
+            (Some(a), name) => (&**a, name.as_deref()),
+            (None, Some(n)) => (&**n, None),
             (None, None) => ("", None),
         };
         if let Some(n) = filename_attr {
@@ -249,8 +249,8 @@ impl<'a> FrameInterner<'a> {
         let (address, addr_attr) = match &f.instruction_addr {
             None => (0, None),
             Some(s) => match parse_instruction_addr(s) {
-                Some(a) if a != 0 && format_instruction_addr(a) == *s => (a, None),
-                parsed => (parsed.unwrap_or(0), Some(s.as_str())),
+                Some(a) if a != 0 && format_instruction_addr(a) == **s => (a, None),
+                parsed => (parsed.unwrap_or(0), Some(&**s)),
             },
         };
         if let Some(s) = addr_attr {
@@ -325,10 +325,10 @@ pub(crate) fn decode_location(
     let mut present: Option<Presence> = None;
     for a in dict.attributes(&loc.attribute_indices)? {
         match (a.key, &a.value) {
-            (SENTRY_FRAME_PLATFORM, AttrValue::Str(s)) => frame.platform = Some((*s).to_owned()),
+            (SENTRY_FRAME_PLATFORM, AttrValue::Str(s)) => frame.platform = Some((*s).into()),
             (SENTRY_FRAME_IN_APP, AttrValue::Bool(v)) => frame.in_app = Some(*v),
-            (SENTRY_FRAME_MODULE, AttrValue::Str(s)) => frame.module = Some((*s).to_owned()),
-            (SENTRY_FRAME_PACKAGE, AttrValue::Str(s)) => frame.package = Some((*s).to_owned()),
+            (SENTRY_FRAME_MODULE, AttrValue::Str(s)) => frame.module = Some((*s).into()),
+            (SENTRY_FRAME_PACKAGE, AttrValue::Str(s)) => frame.package = Some((*s).into()),
             (SENTRY_FRAME_FILENAME, AttrValue::Str(s)) => filename_attr = Some(s),
             (SENTRY_FRAME_INSTRUCTION_ADDR, AttrValue::Str(s)) => addr_attr = Some(s),
             (SENTRY_FRAME_PRESENT, AttrValue::Array(items)) => {
@@ -340,8 +340,8 @@ pub(crate) fn decode_location(
         }
     }
     frame.instruction_addr = match addr_attr {
-        Some(s) => Some(s.to_owned()),
-        None if loc.address != 0 => Some(format_instruction_addr(loc.address)),
+        Some(s) => Some(s.into()),
+        None if loc.address != 0 => Some(format_instruction_addr(loc.address).into()),
         None => None,
     };
     if let Some(line) = loc.lines.last() {
@@ -355,13 +355,13 @@ pub(crate) fn decode_location(
         let p = present.unwrap_or_else(|| {
             Presence::default_reading(name, file, filename_attr.is_some(), line.line, line.column)
         });
-        frame.function = p.function.then(|| name.to_owned());
-        frame.abs_path = p.abs_path.then(|| file.to_owned());
+        frame.function = p.function.then(|| name.into());
+        frame.abs_path = p.abs_path.then(|| file.into());
         frame.filename = p.filename.then(|| {
             if p.abs_path {
-                filename_attr.unwrap_or("").to_owned()
+                filename_attr.unwrap_or("").into()
             } else {
-                file.to_owned()
+                file.into()
             }
         });
         frame.lineno = if p.lineno {
@@ -395,7 +395,7 @@ mod tests {
 
     #[test]
     fn absent_vs_empty() {
-        let s = |x: &str| Some(x.to_owned());
+        let s = |x: &str| Some(std::sync::Arc::<str>::from(x));
         let cases = [
             Frame::default(),
             Frame {

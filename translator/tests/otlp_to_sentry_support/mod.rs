@@ -286,7 +286,7 @@ pub fn check_chunk(c: &ProfileChunk, opts: &Options, allow_all_sparse: bool) {
         }
         assert!(f.function.is_some() || f.instruction_addr.is_some() || f.filename.is_some());
         if let Some(pl) = &f.platform {
-            assert_ne!(pl, &c.platform);
+            assert_ne!(&**pl, c.platform.as_str());
         }
     }
     if let Some(dm) = &c.debug_meta {
@@ -347,9 +347,10 @@ pub fn actual_observations(t: &Translation) -> Vec<Obs> {
             .iter()
             .map(|f| {
                 f.function
-                    .clone()
-                    .or_else(|| f.instruction_addr.clone())
+                    .as_deref()
+                    .or(f.instruction_addr.as_deref())
                     .unwrap_or_default()
+                    .to_owned()
             })
             .collect();
         for s in &c.profile.samples {
