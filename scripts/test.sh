@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-test-tools.sh
 export PROFILINK_REQUIRE_VROOMRS=1
+export PROFILINK_REQUIRE_CHROMIUM=1
 cargo test --workspace --locked "$@"

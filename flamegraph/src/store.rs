@@ -1,0 +1,814 @@
+//! The embedded profile store: SQLite (WAL) with chunk metadata indexed for the flamegraph
+//! API's filters, zstd-compressed payloads, and each chunk's precomputed call trees.
+
+use crate::calltree::{self, AGG_VERSION, CallTreeError, ChunkAgg};
+use crate::config::StoreConfig;
+use profilink_proto::sentry::ProfileChunk;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Per-row overhead (metadata, indexes) counted on top of the blobs against `max_size_mib`.
+const ROW_OVERHEAD: u64 = 256;
+/// zstd level for payloads and call trees.
+const ZSTD_LEVEL: i32 = 3;
+/// Rows deleted per statement during retention.
+const DELETE_BATCH: i64 = 200;
+/// Read connections (queries run concurrently with inserts in WAL mode).
+const READERS: usize = 2;
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// Creating the store's directory or compressing failed.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// The chunk cannot be turned into call trees (bad indices, no samples).
+    #[error("invalid chunk: {0}")]
+    InvalidChunk(#[from] CallTreeError),
+    /// A stored row could not be read back.
+    #[error("corrupt stored chunk {id}: {reason}")]
+    Corrupt {
+        /// Row id.
+        id: i64,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// Result type of the store.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// What the caller knows about a chunk besides its payload.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChunkMeta {
+    /// Sentry project id the chunk belongs to (from the DSN or the exporter's config).
+    pub project_id: u64,
+    /// Names of transactions linked to the chunk (from trace linking; may be empty).
+    pub transaction_names: Vec<String>,
+    /// When the chunk was received or exported, in Unix seconds; non-positive or non-finite
+    /// values mean "now". Retention by age counts from this time.
+    pub received: f64,
+}
+
+/// What [`ProfileStore::enforce_retention`] removed and what is left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetentionStats {
+    /// Chunks deleted because they were older than the retention period.
+    pub deleted_by_age: u64,
+    /// Chunks deleted (oldest first) to get under `max_size_mib`.
+    pub deleted_by_size: u64,
+    /// Chunks left.
+    pub remaining_chunks: u64,
+    /// Bytes counted against `max_size_mib` left.
+    pub remaining_bytes: u64,
+}
+
+/// Metadata of one stored chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredChunkInfo {
+    /// Project id.
+    pub project_id: u64,
+    /// Chunk id.
+    pub chunk_id: String,
+    /// Profiler session id.
+    pub profiler_id: String,
+    /// Environment, if the chunk had one.
+    pub environment: Option<String>,
+    /// Release, if the chunk had one.
+    pub release: Option<String>,
+    /// Chunk platform.
+    pub platform: String,
+    /// First sample timestamp (Unix seconds).
+    pub start: f64,
+    /// Last sample timestamp (Unix seconds).
+    pub end: f64,
+    /// When it was received (Unix seconds).
+    pub received: f64,
+    /// Thread ids of the samples.
+    pub thread_ids: Vec<String>,
+    /// Linked transaction names.
+    pub transaction_names: Vec<String>,
+    /// Size of the chunk's JSON payload in bytes (uncompressed).
+    pub payload_size: u64,
+}
+
+/// Distinct values present in the store (for the viewer's pickers).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Facets {
+    /// Project ids.
+    pub projects: Vec<u64>,
+    /// Environments.
+    pub environments: Vec<String>,
+    /// Releases.
+    pub releases: Vec<String>,
+    /// Platforms.
+    pub platforms: Vec<String>,
+    /// Number of chunks.
+    pub chunks: u64,
+    /// Earliest sample timestamp (Unix seconds), if any chunk is stored.
+    pub first: Option<f64>,
+    /// Latest sample timestamp (Unix seconds), if any chunk is stored.
+    pub last: Option<f64>,
+}
+
+/// SQL-level candidate selection (the query's search terms are applied afterwards).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CandidateFilter {
+    /// Project ids, `None` for all.
+    pub projects: Option<Vec<u64>>,
+    /// Environments (any of), empty for all.
+    pub environments: Vec<String>,
+    /// Chunks must end at or after this time (Unix seconds).
+    pub start: f64,
+    /// Chunks must start before this time (Unix seconds).
+    pub end: f64,
+    /// Only chunks linked to at least one transaction.
+    pub linked_only: bool,
+    /// Only chunks containing a function with this fingerprint (either variant).
+    pub fingerprint: Option<u32>,
+}
+
+/// A candidate chunk row.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub id: i64,
+    pub info: StoredChunkInfo,
+}
+
+/// Decoded call trees kept between queries, least recently used evicted first.
+struct AggCache {
+    map: HashMap<i64, (Arc<ChunkAgg>, usize, u64)>,
+    bytes: usize,
+    cap: usize,
+    tick: u64,
+}
+
+impl AggCache {
+    fn get(&mut self, id: i64) -> Option<Arc<ChunkAgg>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(&id).map(|e| {
+            e.2 = tick;
+            e.0.clone()
+        })
+    }
+
+    fn put(&mut self, id: i64, agg: Arc<ChunkAgg>) {
+        if self.cap == 0 {
+            return;
+        }
+        let size = agg.approx_size();
+        self.tick += 1;
+        if let Some(old) = self.map.insert(id, (agg, size, self.tick)) {
+            self.bytes -= old.1;
+        }
+        self.bytes += size;
+        if self.bytes > self.cap {
+            let mut by_age: Vec<(u64, i64)> = self.map.iter().map(|(k, v)| (v.2, *k)).collect();
+            by_age.sort_unstable();
+            let target = self.cap / 10 * 9;
+            for (_, k) in by_age {
+                if self.bytes <= target {
+                    break;
+                }
+                if let Some(e) = self.map.remove(&k) {
+                    self.bytes -= e.1;
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, id: i64) {
+        if let Some(e) = self.map.remove(&id) {
+            self.bytes -= e.1;
+        }
+    }
+}
+
+/// The embedded profile store. Cheap to share behind an [`Arc`]; every method is blocking
+/// (call it from `spawn_blocking` in async code).
+pub struct ProfileStore {
+    cfg: StoreConfig,
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+    cache: Mutex<AggCache>,
+    stored_bytes: AtomicU64,
+}
+
+impl std::fmt::Debug for ProfileStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProfileStore")
+            .field("path", &self.cfg.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(conn)
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS chunks (
+    id                INTEGER PRIMARY KEY,
+    project_id        INTEGER NOT NULL,
+    chunk_id          TEXT NOT NULL,
+    profiler_id       TEXT NOT NULL,
+    environment       TEXT,
+    release           TEXT,
+    platform          TEXT NOT NULL,
+    start_ts          REAL NOT NULL,
+    end_ts            REAL NOT NULL,
+    received          REAL NOT NULL,
+    thread_ids        TEXT NOT NULL,
+    transaction_names TEXT NOT NULL,
+    has_transactions  INTEGER NOT NULL,
+    sample_count      INTEGER NOT NULL,
+    payload_size      INTEGER NOT NULL,
+    stored_size       INTEGER NOT NULL,
+    UNIQUE (project_id, chunk_id)
+);
+CREATE INDEX IF NOT EXISTS chunks_by_start ON chunks (start_ts);
+CREATE INDEX IF NOT EXISTS chunks_by_project ON chunks (project_id, start_ts);
+CREATE INDEX IF NOT EXISTS chunks_by_environment ON chunks (environment, start_ts);
+CREATE INDEX IF NOT EXISTS chunks_by_received ON chunks (received, id);
+CREATE TABLE IF NOT EXISTS chunk_blobs (
+    chunk_rowid       INTEGER PRIMARY KEY,
+    payload           BLOB NOT NULL,
+    aggregate         BLOB NOT NULL,
+    aggregate_version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunk_functions (
+    chunk_rowid        INTEGER NOT NULL,
+    fingerprint        INTEGER NOT NULL,
+    legacy_fingerprint INTEGER NOT NULL,
+    PRIMARY KEY (chunk_rowid, fingerprint)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chunk_functions_by_fingerprint ON chunk_functions (fingerprint);
+CREATE INDEX IF NOT EXISTS chunk_functions_by_legacy ON chunk_functions (legacy_fingerprint);
+PRAGMA user_version = 1;
+";
+
+const INFO_COLUMNS: &str = "id, project_id, chunk_id, profiler_id, environment, release, platform, \
+     start_ts, end_ts, received, thread_ids, transaction_names, payload_size";
+
+fn row_info(row: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, StoredChunkInfo)> {
+    let json_list = |s: String| serde_json::from_str::<Vec<String>>(&s).unwrap_or_default();
+    Ok((
+        row.get(0)?,
+        StoredChunkInfo {
+            project_id: row.get::<_, i64>(1)? as u64,
+            chunk_id: row.get(2)?,
+            profiler_id: row.get(3)?,
+            environment: row.get(4)?,
+            release: row.get(5)?,
+            platform: row.get(6)?,
+            start: row.get(7)?,
+            end: row.get(8)?,
+            received: row.get(9)?,
+            thread_ids: json_list(row.get(10)?),
+            transaction_names: json_list(row.get(11)?),
+            payload_size: row.get::<_, i64>(12)? as u64,
+        },
+    ))
+}
+
+impl ProfileStore {
+    /// Opens (creating when needed) the store at `cfg.path`, then applies retention once.
+    pub fn open(cfg: &StoreConfig) -> Result<Self> {
+        if let Some(dir) = cfg.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let writer = open_connection(&cfg.path)?;
+        // auto_vacuum only takes effect before the first table exists.
+        writer.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        let mode: String =
+            writer.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(mode, "profile store: WAL mode unavailable");
+        }
+        writer.execute_batch(SCHEMA)?;
+        let readers = (0..READERS)
+            .map(|_| open_connection(&cfg.path).map(Mutex::new))
+            .collect::<Result<Vec<_>>>()?;
+        let stored: i64 = writer.query_row(
+            "SELECT COALESCE(SUM(stored_size), 0) FROM chunks",
+            [],
+            |r| r.get(0),
+        )?;
+        let store = ProfileStore {
+            cache: Mutex::new(AggCache {
+                map: HashMap::new(),
+                bytes: 0,
+                cap: usize::try_from(cfg.cache_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+                tick: 0,
+            }),
+            cfg: cfg.clone(),
+            writer: Mutex::new(writer),
+            readers,
+            next_reader: AtomicUsize::new(0),
+            stored_bytes: AtomicU64::new(stored as u64),
+        };
+        store.enforce_retention()?;
+        Ok(store)
+    }
+
+    /// The configuration the store was opened with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.cfg
+    }
+
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        for i in 0..self.readers.len() {
+            if let Ok(g) = self.readers[(start + i) % self.readers.len()].try_lock() {
+                return g;
+            }
+        }
+        lock(&self.readers[start % self.readers.len()])
+    }
+
+    /// Stores `chunk`. Storing a chunk whose (project, chunk_id) is already stored does nothing.
+    /// Fails for chunks whose call trees cannot be built (no samples, indices out of range).
+    pub fn insert(&self, chunk: &ProfileChunk, meta: &ChunkMeta) -> Result<()> {
+        if self.contains(meta.project_id, &chunk.chunk_id)? {
+            return Ok(());
+        }
+        // Aggregate exactly what is stored (serde_json's float parsing may differ from the
+        // in-memory value by one ulp), so rebuilding from the payload gives the same trees.
+        let json = chunk.to_json();
+        let chunk = &ProfileChunk::from_json(&json)
+            .map_err(|e| StoreError::InvalidChunk(CallTreeError::Unreadable(e.to_string())))?;
+        let agg = calltree::build(chunk)?;
+        let received = if meta.received.is_finite() && meta.received > 0.0 {
+            meta.received
+        } else {
+            now_secs()
+        };
+        let (start, end) = chunk
+            .profile
+            .samples
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), s| {
+                (lo.min(s.timestamp), hi.max(s.timestamp))
+            });
+        let thread_ids: BTreeSet<&str> = chunk
+            .profile
+            .samples
+            .iter()
+            .map(|s| s.thread_id.as_str())
+            .collect();
+        let names: BTreeSet<&str> = meta.transaction_names.iter().map(String::as_str).collect();
+        let mut fingerprints: BTreeSet<(u32, u32)> = BTreeSet::new();
+        for t in &agg.threads {
+            for n in &t.nodes {
+                let f = &agg.frames[n.frame as usize];
+                fingerprints.insert((f.fingerprint, f.legacy_fingerprint));
+            }
+        }
+        let payload = zstd::bulk::compress(&json, ZSTD_LEVEL)?;
+        let aggregate = zstd::bulk::compress(&agg.encode(), ZSTD_LEVEL)?;
+        let stored_size = payload.len() as u64 + aggregate.len() as u64 + ROW_OVERHEAD;
+
+        let inserted = {
+            let mut conn = lock(&self.writer);
+            let tx = conn.transaction()?;
+            let n = tx.execute(
+                "INSERT OR IGNORE INTO chunks (project_id, chunk_id, profiler_id, environment, \
+                 release, platform, start_ts, end_ts, received, thread_ids, transaction_names, \
+                 has_transactions, sample_count, payload_size, stored_size) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                params![
+                    meta.project_id as i64,
+                    chunk.chunk_id,
+                    chunk.profiler_id,
+                    chunk.environment,
+                    chunk.release,
+                    chunk.platform,
+                    start,
+                    end,
+                    received,
+                    serde_json::to_string(&thread_ids).unwrap_or_else(|_| "[]".into()),
+                    serde_json::to_string(&names).unwrap_or_else(|_| "[]".into()),
+                    !names.is_empty(),
+                    chunk.profile.samples.len() as i64,
+                    json.len() as i64,
+                    stored_size as i64,
+                ],
+            )?;
+            if n == 1 {
+                let id = tx.last_insert_rowid();
+                tx.execute(
+                    "INSERT INTO chunk_blobs (chunk_rowid, payload, aggregate, aggregate_version) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                    params![id, payload, aggregate, AGG_VERSION],
+                )?;
+                let mut stmt = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO chunk_functions (chunk_rowid, fingerprint, \
+                     legacy_fingerprint) VALUES (?1, ?2, ?3)",
+                )?;
+                for (fp, legacy) in &fingerprints {
+                    stmt.execute(params![id, fp, legacy])?;
+                }
+                drop(stmt);
+            }
+            tx.commit()?;
+            n == 1
+        };
+        if inserted {
+            let total = self.stored_bytes.fetch_add(stored_size, Ordering::Relaxed) + stored_size;
+            if total > self.max_bytes() {
+                self.enforce_retention()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn max_bytes(&self) -> u64 {
+        self.cfg.max_size_mib.saturating_mul(1 << 20)
+    }
+
+    /// Whether the chunk `chunk_id` of `project_id` is stored.
+    pub fn contains(&self, project_id: u64, chunk_id: &str) -> Result<bool> {
+        let conn = self.reader();
+        Ok(conn
+            .prepare_cached("SELECT 1 FROM chunks WHERE project_id = ?1 AND chunk_id = ?2")?
+            .query_row(params![project_id as i64, chunk_id], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    /// Reads a stored chunk back.
+    pub fn get_chunk(&self, project_id: u64, chunk_id: &str) -> Result<Option<ProfileChunk>> {
+        let conn = self.reader();
+        let row: Option<(i64, Vec<u8>)> = conn
+            .prepare_cached(
+                "SELECT c.id, b.payload FROM chunks c JOIN chunk_blobs b ON b.chunk_rowid = c.id \
+                 WHERE c.project_id = ?1 AND c.chunk_id = ?2",
+            )?
+            .query_row(params![project_id as i64, chunk_id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        drop(conn);
+        row.map(|(id, blob)| decode_payload(id, &blob)).transpose()
+    }
+
+    /// Metadata of every stored chunk, oldest start first.
+    pub fn list(&self) -> Result<Vec<StoredChunkInfo>> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {INFO_COLUMNS} FROM chunks ORDER BY start_ts, id"
+        ))?;
+        let rows = stmt.query_map([], row_info)?;
+        rows.map(|r| r.map(|(_, info)| info).map_err(StoreError::from))
+            .collect()
+    }
+
+    /// Distinct projects, environments, releases and platforms, and the stored time range.
+    pub fn facets(&self) -> Result<Facets> {
+        let conn = self.reader();
+        let strings = |sql: &str| -> Result<Vec<String>> {
+            let mut stmt = conn.prepare_cached(sql)?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.map(|r| r.map_err(StoreError::from)).collect()
+        };
+        let environments = strings(
+            "SELECT DISTINCT environment FROM chunks WHERE environment IS NOT NULL ORDER BY 1",
+        )?;
+        let releases =
+            strings("SELECT DISTINCT release FROM chunks WHERE release IS NOT NULL ORDER BY 1")?;
+        let platforms = strings("SELECT DISTINCT platform FROM chunks ORDER BY 1")?;
+        let mut stmt = conn.prepare_cached("SELECT DISTINCT project_id FROM chunks ORDER BY 1")?;
+        let projects = stmt
+            .query_map([], |r| r.get::<_, i64>(0))?
+            .map(|r| r.map(|v| v as u64).map_err(StoreError::from))
+            .collect::<Result<Vec<_>>>()?;
+        drop(stmt);
+        let (chunks, first, last) = conn.query_row(
+            "SELECT COUNT(*), MIN(start_ts), MAX(end_ts) FROM chunks",
+            [],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?)),
+        )?;
+        Ok(Facets {
+            projects,
+            environments,
+            releases,
+            platforms,
+            chunks,
+            first,
+            last,
+        })
+    }
+
+    /// Deletes chunks received longer ago than the retention period, then the oldest chunks
+    /// until the stored data fits `max_size_mib`, and returns freed pages to the file system.
+    pub fn enforce_retention(&self) -> Result<RetentionStats> {
+        let mut conn = lock(&self.writer);
+        let mut stats = RetentionStats::default();
+        let cutoff = now_secs() - self.cfg.retention.as_secs_f64();
+        let mut deleted_ids = Vec::new();
+        loop {
+            let ids = select_ids(
+                &conn,
+                "SELECT id FROM chunks WHERE received < ?1 ORDER BY received, id LIMIT ?2",
+                params![cutoff, DELETE_BATCH],
+            )?;
+            if ids.is_empty() {
+                break;
+            }
+            stats.deleted_by_age += ids.len() as u64;
+            delete_ids(&mut conn, &ids)?;
+            deleted_ids.extend(ids);
+        }
+        let max = self.max_bytes();
+        loop {
+            let total: i64 = conn.query_row(
+                "SELECT COALESCE(SUM(stored_size), 0) FROM chunks",
+                [],
+                |r| r.get(0),
+            )?;
+            let total = total as u64;
+            self.stored_bytes.store(total, Ordering::Relaxed);
+            if total <= max {
+                break;
+            }
+            // Delete the oldest rows whose sizes cover the excess (at least one).
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, stored_size FROM chunks ORDER BY received, id LIMIT ?1",
+            )?;
+            let rows = stmt
+                .query_map([DELETE_BATCH], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            drop(stmt);
+            let mut excess = total - max;
+            let mut ids = Vec::new();
+            for (id, size) in rows {
+                ids.push(id);
+                excess = excess.saturating_sub(size as u64);
+                if excess == 0 {
+                    break;
+                }
+            }
+            if ids.is_empty() {
+                break;
+            }
+            stats.deleted_by_size += ids.len() as u64;
+            delete_ids(&mut conn, &ids)?;
+            deleted_ids.extend(ids);
+        }
+        if !deleted_ids.is_empty() {
+            conn.execute_batch("PRAGMA incremental_vacuum;")?;
+            let mut cache = lock(&self.cache);
+            for id in &deleted_ids {
+                cache.remove(*id);
+            }
+            tracing::info!(
+                by_age = stats.deleted_by_age,
+                by_size = stats.deleted_by_size,
+                "profile store retention deleted chunks"
+            );
+        }
+        let (count, bytes) = conn.query_row(
+            "SELECT COUNT(*), COALESCE(SUM(stored_size), 0) FROM chunks",
+            [],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+        )?;
+        stats.remaining_chunks = count;
+        stats.remaining_bytes = bytes;
+        Ok(stats)
+    }
+
+    /// Runs [`ProfileStore::enforce_retention`] every `every` on the Tokio runtime until the
+    /// returned task is aborted. Needs a Tokio runtime.
+    pub fn spawn_retention_task(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let store = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let s = Arc::clone(&store);
+                match tokio::task::spawn_blocking(move || s.enforce_retention()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "profile store retention failed"),
+                    Err(e) => tracing::warn!(error = %e, "profile store retention task failed"),
+                }
+            }
+        })
+    }
+
+    /// Loads the call trees of the newest chunks into memory, up to the cache budget, so the
+    /// first queries after a restart need not read them from SQLite (call it from a background
+    /// task after [`ProfileStore::open`]). Returns the number of chunks loaded.
+    pub fn warm_cache(&self) -> Result<usize> {
+        let ids = {
+            let conn = self.reader();
+            select_ids(
+                &conn,
+                "SELECT id FROM chunks ORDER BY start_ts DESC, id DESC LIMIT ?1",
+                [crate::flamegraph::MAX_CHUNKS as i64],
+            )?
+        };
+        let mut loaded = 0;
+        for batch in ids.chunks(256) {
+            loaded += self.load_aggs(batch)?.len();
+            let cache = lock(&self.cache);
+            if cache.bytes >= cache.cap / 10 * 9 {
+                break;
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Chunks matching `filter`, newest start first.
+    pub(crate) fn candidates(&self, filter: &CandidateFilter) -> Result<Vec<Candidate>> {
+        let mut sql =
+            format!("SELECT {INFO_COLUMNS} FROM chunks WHERE start_ts < ? AND end_ts >= ?");
+        let mut args: Vec<rusqlite::types::Value> = vec![filter.end.into(), filter.start.into()];
+        if let Some(projects) = &filter.projects {
+            if projects.is_empty() {
+                return Ok(Vec::new());
+            }
+            sql.push_str(&format!(
+                " AND project_id IN ({})",
+                vec!["?"; projects.len()].join(",")
+            ));
+            args.extend(projects.iter().map(|&p| (p as i64).into()));
+        }
+        if !filter.environments.is_empty() {
+            sql.push_str(&format!(
+                " AND environment IN ({})",
+                vec!["?"; filter.environments.len()].join(",")
+            ));
+            args.extend(filter.environments.iter().map(|e| e.clone().into()));
+        }
+        if filter.linked_only {
+            sql.push_str(" AND has_transactions = 1");
+        }
+        if let Some(fp) = filter.fingerprint {
+            sql.push_str(
+                " AND id IN (SELECT chunk_rowid FROM chunk_functions WHERE fingerprint = ? \
+                 UNION SELECT chunk_rowid FROM chunk_functions WHERE legacy_fingerprint = ?)",
+            );
+            args.push(i64::from(fp).into());
+            args.push(i64::from(fp).into());
+        }
+        sql.push_str(" ORDER BY start_ts DESC, id DESC");
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args), row_info)?;
+        rows.map(|r| {
+            r.map(|(id, info)| Candidate { id, info })
+                .map_err(StoreError::from)
+        })
+        .collect()
+    }
+
+    /// The call trees of the chunks `ids` (from the cache, the stored aggregate, or rebuilt
+    /// from the payload when the stored one is from an older version). Chunks deleted
+    /// meanwhile are skipped.
+    pub(crate) fn load_aggs(&self, ids: &[i64]) -> Result<Vec<(i64, Arc<ChunkAgg>)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        {
+            let mut cache = lock(&self.cache);
+            for &id in ids {
+                match cache.get(id) {
+                    Some(a) => out.push((id, a)),
+                    None => missing.push(id),
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        let mut blobs: Vec<(i64, Vec<u8>, u32)> = Vec::with_capacity(missing.len());
+        {
+            let conn = self.reader();
+            let mut stmt = conn.prepare_cached(
+                "SELECT aggregate, aggregate_version FROM chunk_blobs WHERE chunk_rowid = ?1",
+            )?;
+            for &id in &missing {
+                if let Some((blob, version)) = stmt
+                    .query_row([id], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, u32>(1)?)))
+                    .optional()?
+                {
+                    blobs.push((id, blob, version));
+                }
+            }
+        }
+        // Decode on both cores when there is enough work.
+        let decoded: Vec<Result<(i64, Arc<ChunkAgg>)>> = if blobs.len() >= 16 {
+            let mid = blobs.len() / 2;
+            let (a, b) = blobs.split_at(mid);
+            std::thread::scope(|s| {
+                let h = s.spawn(|| a.iter().map(|x| self.decode_agg(x)).collect::<Vec<_>>());
+                let mut rb: Vec<_> = b.iter().map(|x| self.decode_agg(x)).collect();
+                let mut ra = h.join().unwrap_or_default();
+                ra.append(&mut rb);
+                ra
+            })
+        } else {
+            blobs.iter().map(|x| self.decode_agg(x)).collect()
+        };
+        let mut cache = lock(&self.cache);
+        for r in decoded {
+            let (id, agg) = r?;
+            cache.put(id, Arc::clone(&agg));
+            out.push((id, agg));
+        }
+        Ok(out)
+    }
+
+    fn decode_agg(
+        &self,
+        (id, blob, version): &(i64, Vec<u8>, u32),
+    ) -> Result<(i64, Arc<ChunkAgg>)> {
+        if *version == AGG_VERSION {
+            let raw = zstd::stream::decode_all(blob.as_slice())?;
+            if let Some(agg) = ChunkAgg::decode(&raw) {
+                return Ok((*id, Arc::new(agg)));
+            }
+            tracing::warn!(
+                id,
+                "stored call trees unreadable, rebuilding from the payload"
+            );
+        }
+        self.rebuild_agg(*id)
+    }
+
+    /// Rebuilds a chunk's call trees from its payload and stores them.
+    fn rebuild_agg(&self, id: i64) -> Result<(i64, Arc<ChunkAgg>)> {
+        let payload: Vec<u8> = {
+            let conn = self.reader();
+            conn.prepare_cached("SELECT payload FROM chunk_blobs WHERE chunk_rowid = ?1")?
+                .query_row([id], |r| r.get(0))?
+        };
+        let chunk = decode_payload(id, &payload)?;
+        let agg = calltree::build(&chunk).map_err(|e| StoreError::Corrupt {
+            id,
+            reason: e.to_string(),
+        })?;
+        let blob = zstd::bulk::compress(&agg.encode(), ZSTD_LEVEL)?;
+        lock(&self.writer).execute(
+            "UPDATE chunk_blobs SET aggregate = ?2, aggregate_version = ?3 WHERE chunk_rowid = ?1",
+            params![id, blob, AGG_VERSION],
+        )?;
+        Ok((id, Arc::new(agg)))
+    }
+}
+
+fn decode_payload(id: i64, blob: &[u8]) -> Result<ProfileChunk> {
+    let json = zstd::stream::decode_all(blob)?;
+    ProfileChunk::from_json(&json).map_err(|e| StoreError::Corrupt {
+        id,
+        reason: e.to_string(),
+    })
+}
+
+fn select_ids(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Vec<i64>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(args, |r| r.get::<_, i64>(0))?;
+    rows.map(|r| r.map_err(StoreError::from)).collect()
+}
+
+fn delete_ids(conn: &mut Connection, ids: &[i64]) -> Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut del_chunk = tx.prepare_cached("DELETE FROM chunks WHERE id = ?1")?;
+        let mut del_blob = tx.prepare_cached("DELETE FROM chunk_blobs WHERE chunk_rowid = ?1")?;
+        let mut del_fns =
+            tx.prepare_cached("DELETE FROM chunk_functions WHERE chunk_rowid = ?1")?;
+        for id in ids {
+            del_chunk.execute([id])?;
+            del_blob.execute([id])?;
+            del_fns.execute([id])?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
