@@ -1,1 +1,46 @@
-fn main() {}
+//! The `profilink` binary.
+
+use clap::Parser;
+use profilink::cli::{self, Cli, Command, EXIT_REJECTED, EXIT_USAGE};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with exit 0; real usage errors exit 2.
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let code = match cli.command {
+        None => cli::run::run(None),
+        Some(Command::Run { config }) => cli::run::run(config.as_deref()),
+        Some(Command::Check { config }) => cli::check::run(&config),
+        Some(Command::Validate { strict, inputs }) => cli::validate::run(&inputs, strict),
+        Some(Command::Translate {
+            to,
+            from,
+            output,
+            transactions,
+            inputs,
+        }) => {
+            let args = cli::translate::Args {
+                to,
+                from,
+                output: output.as_deref(),
+                transactions: &transactions,
+                inputs: &inputs,
+            };
+            match cli::translate::run(&args) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    EXIT_REJECTED
+                }
+            }
+        }
+    };
+    ExitCode::from(code)
+}

@@ -1,0 +1,74 @@
+//! Using profilink's crates as a library: translate an OTLP profiles file (binary protobuf or
+//! OTLP/JSON) into Sentry profile chunks, one JSON chunk per line (NDJSON).
+//!
+//! ```sh
+//! cargo run --example translate_file -- ../shared/fixtures/otlp/ebpf-profile.pb > chunks.ndjson
+//! ```
+
+use profilink_proto::otlp::ExportProfilesServiceRequest;
+use profilink_proto::otlp_json;
+use profilink_translator::otlp_to_sentry::{self, Options, SparseThreadPolicy};
+use prost::Message;
+use std::io::Write;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let Some(path) = std::env::args().nth(1) else {
+        eprintln!("usage: translate_file <otlp file (.pb or .json)>");
+        return ExitCode::from(2);
+    };
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{path}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // Binary protobuf first, then OTLP/JSON.
+    let request = match ExportProfilesServiceRequest::decode(bytes.as_slice()) {
+        Ok(r) => r,
+        Err(_) => match otlp_json::decode_request(&bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{path}: neither OTLP protobuf nor OTLP/JSON: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    // Drop threads Relay would drop anyway: this output goes to Sentry as it is.
+    let options = Options {
+        sparse_thread_policy: SparseThreadPolicy::Drop,
+        ..Default::default()
+    };
+    let t = otlp_to_sentry::translate(
+        request.dictionary.as_ref(),
+        &request.resource_profiles,
+        &options,
+    );
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for chunk in &t.chunks {
+        if out
+            .write_all(&chunk.to_json())
+            .and_then(|()| out.write_all(b"\n"))
+            .is_err()
+        {
+            return ExitCode::from(1);
+        }
+    }
+    for r in &t.rejected {
+        eprintln!("{}: {}", r.path, r.error);
+    }
+    eprintln!(
+        "{} profile(s): {} chunk(s), {} sample(s), {} rejected",
+        t.stats.profiles,
+        t.chunks.len(),
+        t.stats.samples_out,
+        t.rejected.len()
+    );
+    if t.rejected.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

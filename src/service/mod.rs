@@ -1,0 +1,410 @@
+//! The profilink service: builds the receivers, pipelines and exporters of a [`Plan`], runs
+//! them until a shutdown signal, and drains them.
+//!
+//! Start order: extensions (`health_check`, answering 503), exporters (each opens and replays
+//! its durable queue), pipelines, `/metrics`, receivers (one instance per receiver id, fanning
+//! out to every pipeline that lists it), then the health check turns 200.
+//!
+//! Shutdown (SIGTERM/SIGINT in the binary, any future here): the health check turns 503; the
+//! receivers stop accepting connections and finish in-flight requests (each answered only
+//! once its data is durable); then every exporter `shutdown(deadline)`s: accumulated
+//! sessions are flushed into the queues and sent until the deadline, and whatever is left stays
+//! queued for the next start. Finally the telemetry endpoints stop.
+
+pub mod components;
+pub mod default_config;
+pub mod pipeline;
+pub mod sampling;
+
+use crate::config::component_type;
+use crate::telemetry::health::{self, Health, State};
+use crate::telemetry::http::HttpServer;
+use crate::telemetry::metrics::{self, ExporterEntry, ReceiverEntry, Registry, ServiceCounters};
+use components::{ExporterSpec, ExtensionSpec, Plan, ReceiverSpec};
+use pipeline::{Exporter, Fanout, Pipeline};
+use profilink_exporter::sentry::routing::Router;
+use profilink_receiver::{ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How the service runs, beyond its configuration.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// When the metrics endpoint cannot be bound, log a warning and run without it (the
+    /// zero-config default) instead of failing.
+    pub metrics_optional: bool,
+    /// How long the drain may take: receivers finishing in-flight requests, then exporters
+    /// sending what they can (default 10 s; `PROFILINK_SHUTDOWN_TIMEOUT` in the binary).
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for ServiceOptions {
+    fn default() -> Self {
+        ServiceOptions {
+            metrics_optional: false,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+        }
+    }
+}
+
+/// The default drain deadline.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the service could not start (one line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceError(pub String);
+
+impl std::fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServiceError {}
+
+/// Where a running receiver listens (reported in logs).
+#[derive(Debug, Clone)]
+pub struct Listener {
+    /// Receiver id.
+    pub receiver: String,
+    /// `grpc` or `http`.
+    pub transport: &'static str,
+    /// Bound address.
+    pub addr: std::net::SocketAddr,
+}
+
+/// What an exporter writes to, for the start-up log line (never the DSN's key).
+pub fn describe_exporter(spec: &ExporterSpec) -> String {
+    match spec {
+        ExporterSpec::Sentry(c) => {
+            let url = c
+                .dsn
+                .as_deref()
+                .and_then(|d| Router::new(d, c.routing.as_ref()).ok())
+                .map(|r| r.route("").url.clone())
+                .unwrap_or_default();
+            let routes = c.routing.as_ref().map_or(0, |r| r.dsns.len());
+            let extra = if routes > 0 {
+                format!(" (+{routes} routed DSNs)")
+            } else {
+                String::new()
+            };
+            let queue = if c.sending_queue.enabled {
+                format!("queue in {}", c.queue_dir().display())
+            } else {
+                "in-memory queue".into()
+            };
+            format!("sending chunks to Sentry at {url}{extra}; {queue}")
+        }
+        ExporterSpec::File(c) => format!(
+            "writing envelopes to {}; queue in {}",
+            c.path.display(),
+            c.queue_dir().display()
+        ),
+        ExporterSpec::Otlp(c) => format!(
+            "sending OTLP ({:?}, {:?}) to {}",
+            c.protocol, c.compression, c.endpoint
+        )
+        .to_lowercase(),
+    }
+}
+
+fn waiter(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut rx = rx.clone();
+    async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+struct Running {
+    receivers: Vec<(String, ServerHandle)>,
+    fanouts: Vec<Arc<Fanout>>,
+    pipelines: Vec<Arc<Pipeline>>,
+    exporters: BTreeMap<String, Arc<Exporter>>,
+    telemetry: Vec<HttpServer>,
+}
+
+/// Runs the service of `plan` until `shutdown` resolves, then drains it. `Err` when a
+/// component cannot start (a port in use, a queue directory that cannot be written).
+pub async fn run<F>(plan: Plan, options: ServiceOptions, shutdown: F) -> Result<(), ServiceError>
+where
+    F: Future<Output = ()>,
+{
+    let health = Arc::new(Health::default());
+    let (stop_receivers, receivers_rx) = watch::channel(false);
+    let (stop_telemetry, telemetry_rx) = watch::channel(false);
+    let running = start(&plan, &options, &health, &receivers_rx, &telemetry_rx).await;
+    let running = match running {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = stop_receivers.send(true);
+            let _ = stop_telemetry.send(true);
+            return Err(e);
+        }
+    };
+    health.set(State::Ready);
+    tracing::info!("profilink is ready");
+
+    shutdown.await;
+    health.set(State::Draining);
+    tracing::info!(
+        timeout = ?options.shutdown_timeout,
+        "shutting down: receivers stop accepting, exporters flush"
+    );
+    drain(running, &options, stop_receivers).await;
+    let _ = stop_telemetry.send(true);
+    tracing::info!("profilink stopped");
+    Ok(())
+}
+
+async fn start(
+    plan: &Plan,
+    options: &ServiceOptions,
+    health: &Arc<Health>,
+    receivers_rx: &watch::Receiver<bool>,
+    telemetry_rx: &watch::Receiver<bool>,
+) -> Result<Running, ServiceError> {
+    let config = &plan.config;
+    let comps = &plan.components;
+    let mut telemetry = Vec::new();
+
+    for id in &config.service.extensions {
+        if let Some(ExtensionSpec::HealthCheck(c)) = comps.extensions.get(id) {
+            let server = HttpServer::start(
+                &c.endpoint,
+                health::router(c, health.clone()),
+                waiter(telemetry_rx),
+            )
+            .await
+            .map_err(|e| ServiceError(format!("extensions.{id}: {e}")))?;
+            tracing::info!(extension = %id, address = %server.local_addr(), path = %c.path, "health check listening");
+            telemetry.push(server);
+        }
+    }
+
+    let mut exporters: BTreeMap<String, Arc<Exporter>> = BTreeMap::new();
+    for p in config.service.pipelines.values() {
+        for id in &p.exporters {
+            if exporters.contains_key(id) {
+                continue;
+            }
+            let spec = &comps.exporters[id];
+            let e = Exporter::start(id, spec)
+                .await
+                .map_err(|e| ServiceError(format!("exporters.{id}: cannot start: {e}")))?;
+            tracing::info!(exporter = %id, "{}", describe_exporter(spec));
+            exporters.insert(id.clone(), Arc::new(e));
+        }
+    }
+
+    let counters = Arc::new(ServiceCounters::default());
+    let mut pipelines: BTreeMap<String, Arc<Pipeline>> = BTreeMap::new();
+    for (name, p) in &config.service.pipelines {
+        let processors: Vec<_> = p
+            .processors
+            .iter()
+            .map(|id| &comps.processors[id])
+            .collect();
+        let exps = p.exporters.iter().map(|id| exporters[id].clone()).collect();
+        pipelines.insert(
+            name.clone(),
+            Arc::new(Pipeline::new(name, &processors, exps, counters.clone())),
+        );
+    }
+
+    // One receiver instance per id, fanning out to the pipelines that list it.
+    let mut fanouts: Vec<(String, Arc<Fanout>)> = Vec::new();
+    let mut receiver_ids: Vec<&String> = config
+        .service
+        .pipelines
+        .values()
+        .flat_map(|p| p.receivers.iter())
+        .collect();
+    receiver_ids.sort();
+    receiver_ids.dedup();
+    for id in receiver_ids {
+        let targets = config
+            .service
+            .pipelines
+            .iter()
+            .filter(|(_, p)| p.receivers.contains(id))
+            .map(|(name, _)| pipelines[name].clone())
+            .collect();
+        fanouts.push((id.clone(), Arc::new(Fanout::new(targets))));
+    }
+
+    let mut registry = Registry {
+        counters,
+        ..Default::default()
+    };
+    let mut stats: BTreeMap<String, Arc<Stats>> = BTreeMap::new();
+    for (id, _) in &fanouts {
+        let s = Arc::new(Stats::default());
+        stats.insert(id.clone(), s.clone());
+        let transports: Vec<&'static str> = match &comps.receivers[id] {
+            ReceiverSpec::Otlp { grpc, http } => {
+                [("grpc", grpc.is_some()), ("http", http.is_some())]
+                    .into_iter()
+                    .filter(|(_, on)| *on)
+                    .map(|(t, _)| t)
+                    .collect()
+            }
+            ReceiverSpec::Sentry(_) => vec!["http"],
+        };
+        for transport in transports {
+            registry.receivers.push(ReceiverEntry {
+                id: id.clone(),
+                transport,
+                stats: s.clone(),
+            });
+        }
+    }
+    registry.exporters = exporters
+        .iter()
+        .map(|(id, e)| ExporterEntry {
+            id: id.clone(),
+            metrics: e.metrics(),
+        })
+        .collect();
+    let address = &config.service.telemetry.metrics.address;
+    if address != "none" {
+        match HttpServer::start(
+            address,
+            metrics::router(Arc::new(registry)),
+            waiter(telemetry_rx),
+        )
+        .await
+        {
+            Ok(server) => {
+                tracing::info!(address = %server.local_addr(), "metrics at http://{}/metrics", server.local_addr());
+                telemetry.push(server);
+            }
+            Err(e) if options.metrics_optional => {
+                tracing::warn!("running without metrics: {e}");
+            }
+            Err(e) => {
+                return Err(ServiceError(format!(
+                    "service.telemetry.metrics.address: {e}"
+                )));
+            }
+        }
+    }
+
+    let mut receivers = Vec::new();
+    for (id, fanout) in &fanouts {
+        let s = stats[id].clone();
+        let mut listeners: Vec<(&'static str, Result<ServerHandle, String>)> = Vec::new();
+        match &comps.receivers[id] {
+            ReceiverSpec::Otlp { grpc, http } => {
+                if let Some(c) = grpc {
+                    let r =
+                        serve_otlp_grpc(c, fanout.clone(), s.clone(), waiter(receivers_rx)).await;
+                    listeners.push((
+                        "grpc",
+                        r.map_err(|e| format!("receivers.{id}.protocols.grpc: {e}")),
+                    ));
+                }
+                if let Some(c) = http {
+                    let r =
+                        serve_otlp_http(c, fanout.clone(), s.clone(), waiter(receivers_rx)).await;
+                    listeners.push((
+                        "http",
+                        r.map_err(|e| format!("receivers.{id}.protocols.http: {e}")),
+                    ));
+                }
+            }
+            ReceiverSpec::Sentry(c) => {
+                let r = serve_sentry(c, fanout.clone(), s.clone(), waiter(receivers_rx)).await;
+                listeners.push(("http", r.map_err(|e| format!("receivers.{id}: {e}"))));
+            }
+        }
+        for (transport, r) in listeners {
+            let handle = r.map_err(ServiceError)?;
+            let what = match (component_type(id), transport) {
+                ("sentry", _) => "Sentry envelopes (POST /api/<project>/envelope/)",
+                (_, "grpc") => "OTLP/gRPC",
+                _ => "OTLP/HTTP (POST /v1development/profiles)",
+            };
+            tracing::info!(receiver = %id, address = %handle.local_addr(), "listening for {what} on {}", handle.local_addr());
+            receivers.push((id.clone(), handle));
+        }
+    }
+
+    Ok(Running {
+        receivers,
+        fanouts: fanouts.into_iter().map(|(_, f)| f).collect(),
+        pipelines: pipelines.into_values().collect(),
+        exporters,
+        telemetry,
+    })
+}
+
+async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch::Sender<bool>) {
+    let Running {
+        receivers,
+        fanouts,
+        pipelines,
+        exporters,
+        telemetry,
+    } = running;
+    let deadline = options.shutdown_timeout;
+    let _ = stop_receivers.send(true);
+    let started = tokio::time::Instant::now();
+    for (id, handle) in receivers {
+        let left = deadline.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, handle.wait()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(receiver = %id, error = %e, "receiver stopped with an error")
+            }
+            Err(_) => {
+                tracing::warn!(receiver = %id, "in-flight requests did not finish in time");
+            }
+        }
+    }
+    drop(fanouts);
+    drop(pipelines);
+
+    // The receivers' tasks held the last other references; wait briefly for them to go.
+    let mut owned = Vec::new();
+    for (id, e) in exporters {
+        let mut e = e;
+        let mut tries = 0;
+        loop {
+            match Arc::try_unwrap(e) {
+                Ok(x) => {
+                    owned.push((id, x));
+                    break;
+                }
+                Err(back) if tries < 50 => {
+                    e = back;
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(_) => {
+                    tracing::warn!(exporter = %id, "exporter still in use; its queue is kept for the next start");
+                    break;
+                }
+            }
+        }
+    }
+    let left = deadline
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(500));
+    let mut set = tokio::task::JoinSet::new();
+    for (id, e) in owned {
+        set.spawn(async move {
+            e.shutdown(left).await;
+            id
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        if let Ok(id) = r {
+            tracing::info!(exporter = %id, "exporter stopped");
+        }
+    }
+    drop(telemetry);
+}

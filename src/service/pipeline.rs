@@ -1,0 +1,625 @@
+//! The pipelines: [`Consumer`]s that translate what the receivers accept and hand it to the
+//! exporters.
+//!
+//! * [`Exporter`]: one running exporter (`sentry`, `file` or `otlp`), shared by every pipeline
+//!   that lists it.
+//! * [`Pipeline`]: one `service.pipelines` entry. What it does depends on the data and the
+//!   exporter:
+//!
+//!   | data | `sentry` / `file` exporters | `otlp` exporters |
+//!   |---|---|---|
+//!   | OTLP | translated to chunks (sparse threads kept: the exporters merge 5 s chunks into 60 s ones), each with its origin resource's attributes for routing (see [`Pipeline::otlp_to_chunks`]) | forwarded as is (gateway) |
+//!   | Sentry chunks | passed through | translated to OTLP, linked to the envelope's transactions |
+//!   | Sentry V1 profiles | translated to OTLP and back into chunks | translated to OTLP with their transaction |
+//!
+//!   `profile_sampling` processors drop whole profiler sessions first (see
+//!   [`crate::service::sampling`]); `batch` processors pass data through (the exporters batch).
+//! * [`Fanout`]: the consumer of one receiver: every pipeline that lists the receiver gets the
+//!   batch. It succeeds only when every pipeline (and every exporter) accepted; a refusal
+//!   (queue full) makes the client retry, and exporters that had already accepted will see
+//!   that data again (at-least-once, as the Collector's fan-out).
+//!
+//! Backpressure: an exporter whose durable queue is full refuses with
+//! [`ExportError::Full`], which becomes [`ConsumeError::Full`] (gRPC `UNAVAILABLE` with
+//! `RetryInfo`, HTTP 503/429 with `Retry-After`); [`Consumer::check_ready`] refuses before a
+//! request body is even read while a queue is full.
+
+use crate::service::components::{ExporterSpec, ProcessorSpec};
+use crate::service::sampling::Sampler;
+use crate::telemetry::metrics::ServiceCounters;
+use profilink_exporter::{
+    ExportChunk, ExportError, ExporterMetrics, FileExporter, OtlpExporter, Overflow, SentryExporter,
+};
+use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesData, ResourceProfiles};
+use profilink_proto::sentry::ProfileChunk;
+use profilink_receiver::{Batch, ConsumeError, Consumer, Payload, SentryBatch};
+use profilink_translator::dictionary::Dictionary;
+use profilink_translator::linking::{NoLinks, TransactionLinks};
+use profilink_translator::otlp_to_sentry::{
+    self, ProcessIdentity, SparseThreadPolicy, derive_profiler_id,
+};
+use profilink_translator::sentry_to_otlp::{self, SentryInput, V1WithTransaction};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+enum Kind {
+    Sentry(SentryExporter),
+    File(FileExporter),
+    Otlp(OtlpExporter),
+}
+
+/// A running exporter.
+pub struct Exporter {
+    id: String,
+    kind: Kind,
+    metrics: Arc<ExporterMetrics>,
+    backpressure: bool,
+    routing_attribute: Option<String>,
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter")
+            .field("id", &self.id)
+            .field("kind", &self.kind_name())
+            .finish()
+    }
+}
+
+/// How long a client is asked to wait when a queue is full and the exporter gave no delay.
+pub const FULL_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Room kept free in a durable queue: requests are refused up front once less than this (or a
+/// tenth of the capacity, whichever is smaller) is left.
+pub const QUEUE_HEADROOM: u64 = 16 << 20;
+
+/// How long a client is asked to wait when too many requests are being processed.
+pub const BUSY_RETRY_AFTER: Duration = Duration::from_millis(200);
+
+/// Maps an exporter error to the receivers' consume error.
+pub fn consume_error(id: &str, e: ExportError) -> ConsumeError {
+    match e {
+        ExportError::Full { retry_after } => ConsumeError::Full { retry_after },
+        ExportError::Closed => ConsumeError::Internal(format!("exporter {id} is shutting down")),
+        other => ConsumeError::Internal(format!("exporter {id}: {other}")),
+    }
+}
+
+impl Exporter {
+    /// Starts the exporter `id` (opening and replaying its durable queue).
+    pub async fn start(id: &str, spec: &ExporterSpec) -> Result<Exporter, ExportError> {
+        let (kind, backpressure) = match spec {
+            ExporterSpec::Sentry(c) => (
+                Kind::Sentry(SentryExporter::start(c.clone()).await?),
+                c.sending_queue.overflow == Overflow::Backpressure,
+            ),
+            ExporterSpec::File(c) => (
+                Kind::File(FileExporter::start(c.clone()).await?),
+                c.sending_queue.overflow == Overflow::Backpressure,
+            ),
+            ExporterSpec::Otlp(c) => (Kind::Otlp(OtlpExporter::start(c.clone()).await?), false),
+        };
+        let metrics = match &kind {
+            Kind::Sentry(e) => e.metrics(),
+            Kind::File(e) => e.metrics(),
+            Kind::Otlp(e) => e.metrics(),
+        };
+        let routing_attribute = match spec {
+            ExporterSpec::Sentry(c) => c.routing.as_ref().map(|r| r.attribute.clone()),
+            _ => None,
+        };
+        Ok(Exporter {
+            id: id.to_string(),
+            kind,
+            metrics,
+            backpressure,
+            routing_attribute,
+        })
+    }
+
+    /// The component id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// `sentry`, `file` or `otlp`.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            Kind::Sentry(_) => "sentry",
+            Kind::File(_) => "file",
+            Kind::Otlp(_) => "otlp",
+        }
+    }
+
+    /// The resource attribute this exporter routes chunks by, if it routes.
+    pub fn routing_attribute(&self) -> Option<&str> {
+        self.routing_attribute.as_deref()
+    }
+
+    /// True for exporters that take Sentry chunks.
+    pub fn takes_chunks(&self) -> bool {
+        !matches!(self.kind, Kind::Otlp(_))
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> Arc<ExporterMetrics> {
+        self.metrics.clone()
+    }
+
+    /// True while the durable queue is (nearly) at capacity and full queues push back: within
+    /// [`QUEUE_HEADROOM`] of it, so requests are refused before they are read rather than after
+    /// they were decoded and translated.
+    pub fn is_full(&self) -> bool {
+        if !self.backpressure {
+            return false;
+        }
+        let cap = self.metrics.queue_capacity_bytes.load(Ordering::Relaxed);
+        let headroom = (cap / 10).min(QUEUE_HEADROOM);
+        cap > 0 && self.metrics.queue_size_bytes.load(Ordering::Relaxed) + headroom >= cap
+    }
+
+    /// Exports chunks (`sentry` / `file`); `Ok` once durable.
+    pub async fn export_chunks(&self, chunks: Vec<ExportChunk>) -> Result<(), ExportError> {
+        match &self.kind {
+            Kind::Sentry(e) => e.export(chunks).await,
+            Kind::File(e) => e.export(chunks).await,
+            Kind::Otlp(_) => Err(ExportError::Config(
+                "an OTLP exporter takes OTLP requests".into(),
+            )),
+        }
+    }
+
+    /// Exports an OTLP request (`otlp`).
+    pub async fn export_otlp(&self, req: ExportProfilesServiceRequest) -> Result<(), ExportError> {
+        match &self.kind {
+            Kind::Otlp(e) => e.export(req).await,
+            _ => Err(ExportError::Config(
+                "a Sentry or file exporter takes chunks".into(),
+            )),
+        }
+    }
+
+    /// Flushes and stops within `deadline` (see each exporter's `shutdown`).
+    pub async fn shutdown(self, deadline: Duration) {
+        match self.kind {
+            Kind::Sentry(e) => e.shutdown(deadline).await,
+            Kind::File(e) => e.shutdown(deadline).await,
+            Kind::Otlp(e) => e.shutdown(deadline).await,
+        }
+    }
+}
+
+/// One pipeline. See the module docs.
+#[derive(Debug)]
+pub struct Pipeline {
+    name: String,
+    samplers: Vec<Sampler>,
+    chunk_exporters: Vec<Arc<Exporter>>,
+    otlp_exporters: Vec<Arc<Exporter>>,
+    routing_attributes: Vec<String>,
+    counters: Arc<ServiceCounters>,
+    o2s: otlp_to_sentry::Options,
+    s2o: sentry_to_otlp::Options,
+}
+
+/// The options the service translates OTLP with: the translator's defaults, but sparse
+/// threads are kept (a thread seen once in a 5 s request is not sparse in the 60 s chunk the
+/// exporter's accumulator builds).
+pub fn otlp_to_sentry_options() -> otlp_to_sentry::Options {
+    otlp_to_sentry::Options {
+        sparse_thread_policy: SparseThreadPolicy::Keep,
+        ..Default::default()
+    }
+}
+
+/// Resource attributes as text (`key` → value), for exporter routing.
+pub fn resource_attributes(
+    dictionary: Option<&profilink_proto::otlp::ProfilesDictionary>,
+    rp: &ResourceProfiles,
+) -> BTreeMap<String, String> {
+    let Some(resource) = &rp.resource else {
+        return BTreeMap::new();
+    };
+    let dict = Dictionary::new(dictionary);
+    match dict.key_values(&resource.attributes) {
+        Ok(attrs) => attrs
+            .iter()
+            .filter_map(|a| a.value.to_text().map(|v| (a.key.to_owned(), v)))
+            .collect(),
+        Err(_) => BTreeMap::new(),
+    }
+}
+
+/// The profiler id the translator derives from a resource's attributes alone.
+pub fn resource_profiler_id(
+    dictionary: Option<&profilink_proto::otlp::ProfilesDictionary>,
+    rp: &ResourceProfiles,
+) -> String {
+    let dict = Dictionary::new(dictionary);
+    let attrs = rp
+        .resource
+        .as_ref()
+        .and_then(|r| dict.key_values(&r.attributes).ok())
+        .unwrap_or_default();
+    derive_profiler_id(&ProcessIdentity::from_attributes(&attrs, &[]))
+}
+
+fn profile_count(rp: &ResourceProfiles) -> u64 {
+    rp.scope_profiles
+        .iter()
+        .map(|sp| sp.profiles.len() as u64)
+        .sum()
+}
+
+impl Pipeline {
+    /// A pipeline named `name` with its processors (in order) and exporters.
+    pub fn new(
+        name: &str,
+        processors: &[&ProcessorSpec],
+        exporters: Vec<Arc<Exporter>>,
+        counters: Arc<ServiceCounters>,
+    ) -> Pipeline {
+        let samplers = processors
+            .iter()
+            .filter_map(|p| match p {
+                ProcessorSpec::Sampling(c) => Some(Sampler::new(c)),
+                ProcessorSpec::Batch(_) => None,
+            })
+            .collect();
+        let (chunk_exporters, otlp_exporters): (Vec<_>, Vec<_>) =
+            exporters.into_iter().partition(|e| e.takes_chunks());
+        let mut routing_attributes: Vec<String> = chunk_exporters
+            .iter()
+            .filter_map(|e| e.routing_attribute().map(str::to_owned))
+            .collect();
+        routing_attributes.sort();
+        routing_attributes.dedup();
+        Pipeline {
+            name: name.to_string(),
+            samplers,
+            chunk_exporters,
+            otlp_exporters,
+            routing_attributes,
+            counters,
+            o2s: otlp_to_sentry_options(),
+            s2o: sentry_to_otlp::Options::default(),
+        }
+    }
+
+    /// The pipeline id.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn keep(&self, profiler_id: &str) -> bool {
+        self.samplers.iter().all(|s| s.keep(profiler_id))
+    }
+
+    /// Refuses while an exporter's queue is full.
+    pub fn check_ready(&self) -> Result<(), ConsumeError> {
+        if self.chunk_exporters.iter().any(|e| e.is_full()) {
+            return Err(ConsumeError::Full {
+                retry_after: FULL_RETRY_AFTER,
+            });
+        }
+        Ok(())
+    }
+
+    /// Translates, samples and exports one payload.
+    pub async fn consume(&self, payload: Payload) -> Result<(), ConsumeError> {
+        match payload {
+            Payload::Otlp(data) => self.consume_otlp(data).await,
+            Payload::Sentry(batch) => self.consume_sentry(batch).await,
+        }
+    }
+
+    /// OTLP → chunks. Consecutive `ResourceProfiles` that agree on the exporters' routing
+    /// attributes are translated together (one dictionary pass instead of one per resource);
+    /// every chunk carries the resource attributes its run of resources has in common (all of
+    /// them for a run of one), which always include the routing attributes.
+    pub fn otlp_to_chunks(&self, data: &ProfilesData) -> Vec<ExportChunk> {
+        let dict = data.dictionary.as_ref();
+        let rps = &data.resource_profiles;
+        let attrs: Vec<BTreeMap<String, String>> =
+            rps.iter().map(|rp| resource_attributes(dict, rp)).collect();
+        let route = |a: &BTreeMap<String, String>| -> Vec<Option<String>> {
+            self.routing_attributes
+                .iter()
+                .map(|k| a.get(k).cloned())
+                .collect()
+        };
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < rps.len() {
+            let key = route(&attrs[start]);
+            let mut end = start + 1;
+            while end < rps.len() && route(&attrs[end]) == key {
+                end += 1;
+            }
+            let mut common = attrs[start].clone();
+            for a in &attrs[start + 1..end] {
+                common.retain(|k, v| a.get(k) == Some(v));
+            }
+            self.translate_run(dict, &rps[start..end], common, &mut out);
+            start = end;
+        }
+        out
+    }
+
+    fn translate_run(
+        &self,
+        dict: Option<&profilink_proto::otlp::ProfilesDictionary>,
+        rps: &[ResourceProfiles],
+        resource: BTreeMap<String, String>,
+        out: &mut Vec<ExportChunk>,
+    ) {
+        let c = &self.counters;
+        let t = otlp_to_sentry::translate(dict, rps, &self.o2s);
+        for r in &t.rejected {
+            c.translation_error(&r.error);
+            tracing::debug!(pipeline = %self.name, path = %r.path, error = %r.error, "profile not translated");
+        }
+        ServiceCounters::add(
+            &c.dropped_samples_expansion,
+            t.stats.samples_dropped_expansion,
+        );
+        ServiceCounters::add(&c.dropped_samples_size, t.stats.samples_dropped_size);
+        ServiceCounters::add(&c.translated_chunks, t.chunks.len() as u64);
+        let n = t.chunks.len();
+        let mut resource = Some(resource);
+        for (i, chunk) in t.chunks.into_iter().enumerate() {
+            let resource = if i + 1 == n {
+                resource.take().unwrap_or_default()
+            } else {
+                resource.clone().unwrap_or_default()
+            };
+            out.push(ExportChunk { chunk, resource });
+        }
+    }
+
+    fn sample_chunks(&self, chunks: Vec<ExportChunk>) -> Vec<ExportChunk> {
+        if self.samplers.is_empty() {
+            return chunks;
+        }
+        let before = chunks.len();
+        let kept: Vec<ExportChunk> = chunks
+            .into_iter()
+            .filter(|c| self.keep(&c.chunk.profiler_id))
+            .collect();
+        ServiceCounters::add(
+            &self.counters.sampling_dropped_chunks,
+            (before - kept.len()) as u64,
+        );
+        kept
+    }
+
+    async fn export_chunks(&self, chunks: Vec<ExportChunk>) -> Result<(), ConsumeError> {
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        let n = self.chunk_exporters.len();
+        let mut chunks = Some(chunks);
+        for (i, e) in self.chunk_exporters.iter().enumerate() {
+            let batch = if i + 1 == n {
+                chunks.take().unwrap_or_default()
+            } else {
+                chunks.clone().unwrap_or_default()
+            };
+            e.export_chunks(batch)
+                .await
+                .map_err(|err| consume_error(e.id(), err))?;
+        }
+        Ok(())
+    }
+
+    async fn export_otlp(&self, req: ExportProfilesServiceRequest) -> Result<(), ConsumeError> {
+        if req.resource_profiles.is_empty() {
+            return Ok(());
+        }
+        let n = self.otlp_exporters.len();
+        let mut req = Some(req);
+        for (i, e) in self.otlp_exporters.iter().enumerate() {
+            let r = if i + 1 == n {
+                req.take().unwrap_or_default()
+            } else {
+                req.clone().unwrap_or_default()
+            };
+            e.export_otlp(r)
+                .await
+                .map_err(|err| consume_error(e.id(), err))?;
+        }
+        Ok(())
+    }
+
+    async fn consume_otlp(&self, data: ProfilesData) -> Result<(), ConsumeError> {
+        if !self.chunk_exporters.is_empty() {
+            let chunks = self.otlp_to_chunks(&data);
+            let chunks = self.sample_chunks(chunks);
+            self.export_chunks(chunks).await?;
+        }
+        if !self.otlp_exporters.is_empty() {
+            let mut data = data;
+            if !self.samplers.is_empty() {
+                let dict = data.dictionary.clone();
+                let mut dropped = 0;
+                data.resource_profiles.retain(|rp| {
+                    let keep = self.keep(&resource_profiler_id(dict.as_ref(), rp));
+                    if !keep {
+                        dropped += profile_count(rp);
+                    }
+                    keep
+                });
+                ServiceCounters::add(&self.counters.sampling_dropped_profiles, dropped);
+            }
+            self.export_otlp(profilink_proto::otlp::request_from_data(data))
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn consume_sentry(&self, batch: SentryBatch) -> Result<(), ConsumeError> {
+        let SentryBatch {
+            chunks,
+            v1_profiles,
+            transactions,
+            ..
+        } = batch;
+        let before = chunks.len();
+        let chunks: Vec<ProfileChunk> = chunks
+            .into_iter()
+            .filter(|c| self.keep(&c.profiler_id))
+            .collect();
+        ServiceCounters::add(
+            &self.counters.sampling_dropped_chunks,
+            (before - chunks.len()) as u64,
+        );
+        let before = v1_profiles.len();
+        let v1: Vec<V1WithTransaction> = v1_profiles
+            .into_iter()
+            .filter(|(p, _)| self.keep(p.event_id.as_deref().unwrap_or_default()))
+            .map(|(profile, transaction)| V1WithTransaction {
+                profile,
+                transaction,
+            })
+            .collect();
+        ServiceCounters::add(
+            &self.counters.sampling_dropped_profiles,
+            (before - v1.len()) as u64,
+        );
+        if chunks.is_empty() && v1.is_empty() {
+            return Ok(());
+        }
+
+        let otlp = if self.otlp_exporters.is_empty() {
+            None
+        } else {
+            let links = TransactionLinks::new(&transactions);
+            let t = sentry_to_otlp::translate(
+                &SentryInput {
+                    chunks: &chunks,
+                    v1_profiles: &v1,
+                },
+                &links,
+                &self.s2o,
+            );
+            self.count_sentry_translation(&t, chunks.len() + v1.len());
+            Some(t.request)
+        };
+
+        if !self.chunk_exporters.is_empty() {
+            let mut out: Vec<ExportChunk> = Vec::with_capacity(chunks.len() + v1.len());
+            if !v1.is_empty() {
+                out.extend(self.v1_to_chunks(&v1));
+            }
+            out.extend(chunks.into_iter().map(ExportChunk::new));
+            self.export_chunks(out).await?;
+        }
+        if let Some(req) = otlp {
+            self.export_otlp(req).await?;
+        }
+        Ok(())
+    }
+
+    fn count_sentry_translation(&self, t: &sentry_to_otlp::Translation, items: usize) {
+        for r in &t.rejected {
+            self.counters.translation_error(&r.error);
+            tracing::debug!(pipeline = %self.name, item = %r.item, error = %r.error, "Sentry item not translated");
+        }
+        ServiceCounters::add(
+            &self.counters.translated_profiles,
+            items.saturating_sub(t.rejected.len()) as u64,
+        );
+    }
+
+    /// V1 profiles as chunks: V1 → OTLP → chunks (a V1 profile is not a chunk; Sentry's
+    /// continuous profiling only takes chunks).
+    fn v1_to_chunks(&self, v1: &[V1WithTransaction]) -> Vec<ExportChunk> {
+        let t = sentry_to_otlp::translate(
+            &SentryInput {
+                chunks: &[],
+                v1_profiles: v1,
+            },
+            &NoLinks,
+            &self.s2o,
+        );
+        for r in &t.rejected {
+            self.counters.translation_error(&r.error);
+        }
+        let data = profilink_proto::otlp::data_from_request(t.request);
+        self.otlp_to_chunks(&data)
+    }
+}
+
+/// The consumer of one receiver: hands every batch to each pipeline that lists it.
+///
+/// It also bounds the requests being translated and exported at once
+/// ([`Fanout::max_in_flight`]): beyond that, requests are refused before their body is read
+/// ([`ConsumeError::Full`] with a short delay), so an overload costs memory for at most that
+/// many decoded requests.
+#[derive(Debug)]
+pub struct Fanout {
+    pipelines: Vec<Arc<Pipeline>>,
+    in_flight: AtomicUsize,
+    max_in_flight: usize,
+}
+
+/// The default bound on requests in the pipelines at once: 4 per CPU, at least 8.
+pub fn default_max_in_flight() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (4 * cpus).max(8)
+}
+
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Fanout {
+    /// A fan-out to `pipelines` (at least one), bounded by [`default_max_in_flight`].
+    pub fn new(pipelines: Vec<Arc<Pipeline>>) -> Self {
+        Fanout {
+            pipelines,
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: default_max_in_flight(),
+        }
+    }
+
+    /// Requests in the pipelines at once beyond which new ones are refused.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
+}
+
+impl Consumer for Fanout {
+    async fn consume(&self, batch: Batch) -> Result<(), ConsumeError> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let _guard = InFlight(&self.in_flight);
+        let n = self.pipelines.len();
+        let mut payload = Some(batch.payload);
+        for (i, p) in self.pipelines.iter().enumerate() {
+            let pl = if i + 1 == n {
+                payload.take()
+            } else {
+                payload.clone()
+            };
+            if let Some(pl) = pl {
+                p.consume(pl).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_ready(&self) -> Result<(), ConsumeError> {
+        if self.in_flight.load(Ordering::Acquire) >= self.max_in_flight {
+            return Err(ConsumeError::Full {
+                retry_after: BUSY_RETRY_AFTER,
+            });
+        }
+        self.pipelines.iter().try_for_each(|p| p.check_ready())
+    }
+}

@@ -1,0 +1,493 @@
+//! Self-telemetry in the Prometheus text format (version 0.0.4), served at
+//! `http://<service.telemetry.metrics.address>/metrics`, named like the Collector's own
+//! metrics with a `profilink_` prefix.
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `profilink_receiver_accepted_samples_total` | counter | `receiver`, `transport` | observations (one timestamp or one value) accepted |
+//! | `profilink_receiver_refused_samples_total` | counter | `receiver`, `transport` | observations refused (invalid, or the pipeline refused) |
+//! | `profilink_receiver_accepted_profiles_total` | counter | `receiver`, `transport` | OTLP profiles / Sentry chunks and V1 profiles accepted |
+//! | `profilink_receiver_refused_profiles_total` | counter | `receiver`, `transport` | profiles refused |
+//! | `profilink_receiver_accepted_requests_total` | counter | `receiver`, `transport` | requests answered with success |
+//! | `profilink_receiver_refused_requests_total` | counter | `receiver`, `transport` | requests answered with an error |
+//! | `profilink_exporter_accepted_chunks_total` | counter | `exporter` | chunks (OTLP: requests) accepted by `export` |
+//! | `profilink_exporter_refused_full_total` | counter | `exporter` | `export` calls refused because the queue was full |
+//! | `profilink_exporter_sent_chunks_total` | counter | `exporter` | chunks (OTLP: requests) delivered |
+//! | `profilink_exporter_send_failed_chunks_total` | counter | `exporter` | failed delivery attempts |
+//! | `profilink_exporter_retries_total` | counter | `exporter` | retries scheduled |
+//! | `profilink_exporter_rate_limited_total` | counter | `exporter` | responses that imposed a rate limit |
+//! | `profilink_exporter_dropped_chunks_total` | counter | `exporter`, `reason` | chunks given up (`ratelimit_backoff`, `queue_overflow`, `network_error`, `send_error`) |
+//! | `profilink_exporter_merged_chunks_total` | counter | `exporter` | merged chunks emitted by the accumulator |
+//! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk), dropped before sending |
+//! | `profilink_queue_size_bytes` | gauge | `exporter` | bytes of unacknowledged records in the durable queue |
+//! | `profilink_queue_capacity_bytes` | gauge | `exporter` | the queue's capacity |
+//! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`) |
+//! | `profilink_translated_chunks_total` | counter | | Sentry chunks produced from OTLP |
+//! | `profilink_translated_profiles_total` | counter | | Sentry chunks and V1 profiles translated to OTLP |
+//! | `profilink_translation_dropped_samples_total` | counter | `reason` | observations lost in OTLP → Sentry translation (`expansion`, `size`) |
+//! | `profilink_sampling_dropped_chunks_total` | counter | | chunks dropped by `profile_sampling` |
+//! | `profilink_sampling_dropped_profiles_total` | counter | | OTLP profiles and V1 profiles dropped by `profile_sampling` |
+//! | `profilink_process_resident_memory_bytes` | gauge | | resident set size (Linux) |
+//! | `profilink_build_info` | gauge | `version` | always 1 |
+
+use axum::Router;
+use axum::routing::get;
+use profilink_exporter::ExporterMetrics;
+use profilink_receiver::{Counters, Stats};
+use profilink_translator::TranslateError;
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Translation error reasons, in counter order.
+pub const TRANSLATION_ERROR_REASONS: [&str; 5] = [
+    "index_out_of_range",
+    "sentry_index_out_of_range",
+    "invalid_timestamp",
+    "limit_exceeded",
+    "invalid",
+];
+
+/// The `reason` label of a translation error.
+pub fn translation_error_reason(e: &TranslateError) -> &'static str {
+    match e {
+        TranslateError::IndexOutOfRange { .. } => TRANSLATION_ERROR_REASONS[0],
+        TranslateError::SentryIndexOutOfRange { .. } => TRANSLATION_ERROR_REASONS[1],
+        TranslateError::InvalidTimestamp(_) => TRANSLATION_ERROR_REASONS[2],
+        TranslateError::LimitExceeded(_) => TRANSLATION_ERROR_REASONS[3],
+        TranslateError::Invalid(_) => TRANSLATION_ERROR_REASONS[4],
+    }
+}
+
+/// Counters of the pipelines (translation and processors), shared by every pipeline.
+#[derive(Debug, Default)]
+pub struct ServiceCounters {
+    translation_errors: [AtomicU64; 5],
+    /// Sentry chunks produced from OTLP.
+    pub translated_chunks: AtomicU64,
+    /// Sentry chunks and V1 profiles translated to OTLP.
+    pub translated_profiles: AtomicU64,
+    /// Observations lost to `max_expanded_samples` in OTLP → Sentry translation.
+    pub dropped_samples_expansion: AtomicU64,
+    /// Observations that did not fit in `max_chunk_bytes` in OTLP → Sentry translation.
+    pub dropped_samples_size: AtomicU64,
+    /// Chunks dropped by `profile_sampling`.
+    pub sampling_dropped_chunks: AtomicU64,
+    /// OTLP and V1 profiles dropped by `profile_sampling`.
+    pub sampling_dropped_profiles: AtomicU64,
+}
+
+impl ServiceCounters {
+    /// Counts one translation error.
+    pub fn translation_error(&self, e: &TranslateError) {
+        let reason = translation_error_reason(e);
+        if let Some(i) = TRANSLATION_ERROR_REASONS.iter().position(|r| *r == reason) {
+            self.translation_errors[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Translation errors counted for `reason`.
+    pub fn translation_errors(&self, reason: &str) -> u64 {
+        TRANSLATION_ERROR_REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| self.translation_errors[i].load(Ordering::Relaxed))
+    }
+
+    /// Adds `n` to one of the public counters.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        if n > 0 {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One receiver listener.
+#[derive(Debug, Clone)]
+pub struct ReceiverEntry {
+    /// The receiver's component id (`otlp`, `sentry/2`…).
+    pub id: String,
+    /// `grpc` or `http`.
+    pub transport: &'static str,
+    /// The receiver's counters (one [`Stats`] per receiver id).
+    pub stats: Arc<Stats>,
+}
+
+impl ReceiverEntry {
+    fn counters(&self) -> &Counters {
+        match (crate::config::component_type(&self.id), self.transport) {
+            ("sentry", _) => &self.stats.sentry_http,
+            (_, "grpc") => &self.stats.otlp_grpc,
+            _ => &self.stats.otlp_http,
+        }
+    }
+}
+
+/// One running exporter.
+#[derive(Debug, Clone)]
+pub struct ExporterEntry {
+    /// The exporter's component id.
+    pub id: String,
+    /// Its counters.
+    pub metrics: Arc<ExporterMetrics>,
+}
+
+/// Everything `/metrics` reports.
+#[derive(Debug, Default, Clone)]
+pub struct Registry {
+    /// The receivers' listeners.
+    pub receivers: Vec<ReceiverEntry>,
+    /// The exporters.
+    pub exporters: Vec<ExporterEntry>,
+    /// The pipelines' counters.
+    pub counters: Arc<ServiceCounters>,
+}
+
+struct Family<'a> {
+    out: &'a mut String,
+}
+
+impl Family<'_> {
+    fn header(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape(v));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {value}");
+    }
+}
+
+/// Escapes a label value (backslash, double quote, newline).
+pub fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Resident set size of this process in bytes (Linux `/proc/self/status` `VmRSS`), if known.
+pub fn resident_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+type ReceiverField = fn(&profilink_receiver::CountersSnapshot) -> u64;
+type ExporterField = fn(&profilink_exporter::MetricsSnapshot) -> u64;
+
+impl Registry {
+    /// Renders every metric in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        let mut f = Family { out: &mut out };
+        let receivers: Vec<_> = self
+            .receivers
+            .iter()
+            .map(|r| (r, r.counters().snapshot()))
+            .collect();
+        let receiver_families: [(&str, &str, ReceiverField); 6] = [
+            (
+                "profilink_receiver_accepted_samples_total",
+                "Observations (one timestamp or one value) accepted by the pipeline.",
+                |s| s.accepted_samples,
+            ),
+            (
+                "profilink_receiver_refused_samples_total",
+                "Observations refused (invalid, or refused by the pipeline).",
+                |s| s.refused_samples,
+            ),
+            (
+                "profilink_receiver_accepted_profiles_total",
+                "Profiles (OTLP profiles, Sentry chunks and V1 profiles) accepted.",
+                |s| s.accepted_profiles,
+            ),
+            (
+                "profilink_receiver_refused_profiles_total",
+                "Profiles refused.",
+                |s| s.refused_profiles,
+            ),
+            (
+                "profilink_receiver_accepted_requests_total",
+                "Requests answered with success.",
+                |s| s.accepted_requests,
+            ),
+            (
+                "profilink_receiver_refused_requests_total",
+                "Requests answered with an error.",
+                |s| s.refused_requests,
+            ),
+        ];
+        for (name, help, get) in receiver_families {
+            f.header(name, "counter", help);
+            for (r, s) in &receivers {
+                f.sample(
+                    name,
+                    &[("receiver", &r.id), ("transport", r.transport)],
+                    get(s),
+                );
+            }
+        }
+
+        let exporters: Vec<_> = self
+            .exporters
+            .iter()
+            .map(|e| (e, e.metrics.snapshot()))
+            .collect();
+        let exporter_families: [(&str, &str, &str, ExporterField); 10] = [
+            (
+                "profilink_exporter_accepted_chunks_total",
+                "counter",
+                "Chunks (OTLP exporters: requests) accepted by export.",
+                |s| s.accepted_chunks,
+            ),
+            (
+                "profilink_exporter_refused_full_total",
+                "counter",
+                "Export calls refused because the queue was full.",
+                |s| s.refused_full,
+            ),
+            (
+                "profilink_exporter_sent_chunks_total",
+                "counter",
+                "Chunks (OTLP exporters: requests) delivered.",
+                |s| s.sent_chunks,
+            ),
+            (
+                "profilink_exporter_send_failed_chunks_total",
+                "counter",
+                "Delivery attempts that failed (retried or not).",
+                |s| s.send_failed_chunks,
+            ),
+            (
+                "profilink_exporter_retries_total",
+                "counter",
+                "Retries scheduled.",
+                |s| s.retries,
+            ),
+            (
+                "profilink_exporter_rate_limited_total",
+                "counter",
+                "Responses that imposed a rate limit.",
+                |s| s.rate_limited,
+            ),
+            (
+                "profilink_exporter_merged_chunks_total",
+                "counter",
+                "Merged chunks emitted by the accumulator.",
+                |s| s.merged_chunks,
+            ),
+            (
+                "profilink_exporter_sparse_samples_dropped_total",
+                "counter",
+                "Samples of threads with fewer than 2 non-empty-stack samples in a merged chunk, dropped as Relay would.",
+                |s| s.sparse_samples_dropped,
+            ),
+            (
+                "profilink_queue_size_bytes",
+                "gauge",
+                "Bytes of unacknowledged records in the exporter's queue.",
+                |s| s.queue_size_bytes,
+            ),
+            (
+                "profilink_queue_capacity_bytes",
+                "gauge",
+                "Capacity of the exporter's queue in bytes.",
+                |s| s.queue_capacity_bytes,
+            ),
+        ];
+        for (name, kind, help, get) in exporter_families {
+            f.header(name, kind, help);
+            for (e, s) in &exporters {
+                f.sample(name, &[("exporter", &e.id)], get(s));
+            }
+        }
+        let name = "profilink_exporter_dropped_chunks_total";
+        f.header(name, "counter", "Chunks given up, by reason.");
+        for (e, s) in &exporters {
+            for (reason, n) in &s.dropped {
+                f.sample(
+                    name,
+                    &[("exporter", &e.id), ("reason", reason.as_str())],
+                    *n,
+                );
+            }
+        }
+
+        let c = &self.counters;
+        let name = "profilink_translation_errors_total";
+        f.header(
+            name,
+            "counter",
+            "Profiles or chunks that could not be translated, by reason.",
+        );
+        for reason in TRANSLATION_ERROR_REASONS {
+            f.sample(name, &[("reason", reason)], c.translation_errors(reason));
+        }
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let name = "profilink_translation_dropped_samples_total";
+        f.header(
+            name,
+            "counter",
+            "Observations lost in OTLP to Sentry translation, by reason.",
+        );
+        f.sample(
+            name,
+            &[("reason", "expansion")],
+            load(&c.dropped_samples_expansion),
+        );
+        f.sample(name, &[("reason", "size")], load(&c.dropped_samples_size));
+        let plain: [(&str, &str, &AtomicU64); 4] = [
+            (
+                "profilink_translated_chunks_total",
+                "Sentry chunks produced from OTLP profiles.",
+                &c.translated_chunks,
+            ),
+            (
+                "profilink_translated_profiles_total",
+                "Sentry chunks and V1 profiles translated to OTLP.",
+                &c.translated_profiles,
+            ),
+            (
+                "profilink_sampling_dropped_chunks_total",
+                "Chunks dropped by profile_sampling.",
+                &c.sampling_dropped_chunks,
+            ),
+            (
+                "profilink_sampling_dropped_profiles_total",
+                "OTLP and V1 profiles dropped by profile_sampling.",
+                &c.sampling_dropped_profiles,
+            ),
+        ];
+        for (name, help, v) in plain {
+            f.header(name, "counter", help);
+            f.sample(name, &[], load(v));
+        }
+        if let Some(rss) = resident_memory_bytes() {
+            let name = "profilink_process_resident_memory_bytes";
+            f.header(name, "gauge", "Resident set size in bytes.");
+            f.sample(name, &[], rss);
+        }
+        let name = "profilink_build_info";
+        f.header(name, "gauge", "Build information; always 1.");
+        f.sample(name, &[("version", env!("CARGO_PKG_VERSION"))], 1);
+        out
+    }
+}
+
+/// The router serving `GET /metrics`.
+pub fn router(registry: Arc<Registry>) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let registry = registry.clone();
+            async move {
+                (
+                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                    registry.render(),
+                )
+            }
+        }),
+    )
+}
+
+/// Reads one sample from Prometheus text: the value of the line `name{labels}` whose labels
+/// include every `want` pair (all lines of `name` summed). For tests and tools.
+pub fn scrape(text: &str, name: &str, want: &[(&str, &str)]) -> Option<u64> {
+    let mut found = None;
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (metric, labels) = match series.split_once('{') {
+            Some((m, l)) => (m, l.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if metric != name {
+            continue;
+        }
+        let ok = want
+            .iter()
+            .all(|(k, v)| labels.split(',').any(|kv| kv == format!("{k}=\"{v}\"")));
+        if ok {
+            let v: u64 = value.parse().ok()?;
+            found = Some(found.unwrap_or(0) + v);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_and_scrapes() {
+        let stats = Arc::new(Stats::default());
+        stats.otlp_grpc.accept(2, 189);
+        let m = Arc::new(ExporterMetrics::default());
+        ExporterMetrics::add(&m.sent_chunks, 3);
+        m.add_dropped(profilink_exporter::DiscardReason::SendError, 1);
+        let counters = Arc::new(ServiceCounters::default());
+        counters.translation_error(&TranslateError::Invalid("x".into()));
+        let r = Registry {
+            receivers: vec![ReceiverEntry {
+                id: "otlp".into(),
+                transport: "grpc",
+                stats,
+            }],
+            exporters: vec![ExporterEntry {
+                id: "sentry".into(),
+                metrics: m,
+            }],
+            counters,
+        };
+        let text = r.render();
+        assert!(text.contains("# TYPE profilink_receiver_accepted_samples_total counter\n"));
+        assert!(
+            text.contains(
+                "profilink_receiver_accepted_samples_total{receiver=\"otlp\",transport=\"grpc\"} 189\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            scrape(
+                &text,
+                "profilink_exporter_sent_chunks_total",
+                &[("exporter", "sentry")]
+            ),
+            Some(3)
+        );
+        assert_eq!(
+            scrape(
+                &text,
+                "profilink_exporter_dropped_chunks_total",
+                &[("reason", "send_error")]
+            ),
+            Some(1)
+        );
+        assert_eq!(
+            scrape(
+                &text,
+                "profilink_translation_errors_total",
+                &[("reason", "invalid")]
+            ),
+            Some(1)
+        );
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

@@ -1,0 +1,520 @@
+//! Helpers for the service tests: run the real `profilink` binary as a process (killed on
+//! drop), free ports, waiting for ports and health, a loopback Sentry stand-in, an OTLP gRPC
+//! client and fixture readers.
+#![allow(dead_code)]
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use profilink_proto::otlp::profiles_service_client::ProfilesServiceClient;
+use profilink_proto::otlp::{ExportProfilesServiceRequest, data_from_request};
+use profilink_proto::sentry::{Envelope, ProfileChunk};
+use prost::Message;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A 32-character Sentry public key for test DSNs.
+pub const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+/// The shared fixtures directory.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `127.0.0.1:<free port>`.
+pub fn free_addr() -> String {
+    format!("127.0.0.1:{}", free_port())
+}
+
+/// The running binary; killed (SIGKILL) when dropped.
+pub struct Profilink {
+    child: Option<Child>,
+    stderr_path: PathBuf,
+}
+
+impl Profilink {
+    /// Starts `profilink ARGS` in `cwd` with `env` (`None` removes a variable). Standard error
+    /// goes to `cwd/profilink.stderr`.
+    pub fn start(cwd: &Path, args: &[&str], env: &[(&str, Option<&str>)]) -> Profilink {
+        Self::start_logging_to(cwd, args, env, &cwd.join("profilink.stderr"))
+    }
+
+    /// [`Profilink::start`] with standard error in `stderr_path` (appended).
+    pub fn start_logging_to(
+        cwd: &Path,
+        args: &[&str],
+        env: &[(&str, Option<&str>)],
+        stderr_path: &Path,
+    ) -> Profilink {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(stderr_path)
+            .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_profilink"));
+        cmd.args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .env_remove("RUST_LOG")
+            .env("PROFILINK_SHUTDOWN_TIMEOUT", "10s");
+        for (k, v) in env {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let child = cmd.spawn().expect("start profilink");
+        Profilink {
+            child: Some(child),
+            stderr_path: stderr_path.to_path_buf(),
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// What the process wrote to standard error so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Sends a signal (`TERM`, `KILL`, `INT`).
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{name}"), self.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{name} failed");
+    }
+
+    /// True while the process runs.
+    pub fn running(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => c.try_wait().unwrap().is_none(),
+            None => false,
+        }
+    }
+
+    /// Waits for the process to exit (panics after `timeout`, printing its stderr).
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(c) = &mut self.child
+                && let Some(status) = c.try_wait().unwrap()
+            {
+                self.child = None;
+                return status;
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "profilink did not exit within {timeout:?}; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `addr` accepts TCP connections (panics after `timeout` or if the process
+    /// exits).
+    pub fn wait_port(&mut self, addr: &str, timeout: Duration) {
+        let start = Instant::now();
+        let sa: SocketAddr = addr.parse().unwrap();
+        loop {
+            if TcpStream::connect_timeout(&sa, Duration::from_millis(100)).is_ok() {
+                return;
+            }
+            if !self.running() {
+                panic!("profilink exited early; stderr:\n{}", self.stderr());
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "{addr} not listening after {timeout:?}; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `GET url` answers 200.
+    pub async fn wait_healthy(&mut self, url: &str, timeout: Duration) {
+        let start = Instant::now();
+        let client = reqwest::Client::new();
+        loop {
+            if let Ok(r) = client.get(url).send().await
+                && r.status() == 200
+            {
+                return;
+            }
+            if !self.running() {
+                panic!("profilink exited early; stderr:\n{}", self.stderr());
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "{url} not healthy after {timeout:?}; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Profilink {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Reads an OTLP fixture (`fixtures()/otlp/<name>`).
+pub fn otlp_fixture(name: &str) -> ExportProfilesServiceRequest {
+    let bytes = std::fs::read(fixtures().join("otlp").join(name)).unwrap();
+    ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap()
+}
+
+/// `req` as if from other processes: every resource gets `service.instance.id = tag` (new
+/// profiler sessions, same samples).
+pub fn tagged(req: &ExportProfilesServiceRequest, tag: &str) -> ExportProfilesServiceRequest {
+    use profilink_proto::otlp::{AnyValue, KeyValue, any_value};
+    let mut req = req.clone();
+    for rp in &mut req.resource_profiles {
+        rp.resource
+            .get_or_insert_with(Default::default)
+            .attributes
+            .push(KeyValue {
+                key: "service.instance.id".into(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(tag.into())),
+                }),
+                ..Default::default()
+            });
+    }
+    req
+}
+
+/// (profiles, observations) of a request, as the receivers count them.
+pub fn otlp_counts(req: &ExportProfilesServiceRequest) -> (u64, u64) {
+    profilink_receiver::batch::otlp_counts(&data_from_request(req.clone()))
+}
+
+/// An OTLP gRPC client with gzip.
+pub async fn grpc_client(addr: &str) -> ProfilesServiceClient<tonic::transport::Channel> {
+    ProfilesServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+        .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+        .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
+        .max_decoding_message_size(64 << 20)
+}
+
+/// Sends `req` over gRPC; panics unless the answer is OK without rejected profiles.
+pub async fn grpc_export(addr: &str, req: ExportProfilesServiceRequest) {
+    let mut c = grpc_client(addr).await;
+    let resp = c.export(req).await.expect("export");
+    if let Some(p) = resp.into_inner().partial_success {
+        assert_eq!(p.rejected_profiles, 0, "{}", p.error_message);
+    }
+}
+
+/// `GET url` as text.
+pub async fn get_text(url: &str) -> (u16, String) {
+    let r = reqwest::get(url).await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// One envelope received by the stand-in.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// `/api/<project>/envelope/` project id.
+    pub project: String,
+    /// The `X-Sentry-Auth` header.
+    pub auth: String,
+    /// The `Content-Encoding` header.
+    pub encoding: String,
+    /// The parsed envelope.
+    pub envelope: Envelope,
+}
+
+impl Received {
+    /// The chunks of `profile_chunk` items.
+    pub fn chunks(&self) -> Vec<ProfileChunk> {
+        self.envelope
+            .profile_chunks()
+            .map(|i| ProfileChunk::from_json(&i.payload).unwrap())
+            .collect()
+    }
+}
+
+#[derive(Default)]
+struct StandInState {
+    received: Mutex<Vec<Received>>,
+    status: AtomicU16,
+    delay_ms: AtomicU64,
+    requests: AtomicU64,
+}
+
+/// A loopback Sentry stand-in: `POST /api/<project>/envelope/` records the envelope
+/// (decompressing gzip/zstd) and answers the configured status.
+#[derive(Clone)]
+pub struct SentryStandIn {
+    state: Arc<StandInState>,
+    /// Bound address.
+    pub addr: SocketAddr,
+}
+
+fn decompress(encoding: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    match encoding {
+        "gzip" => {
+            flate2::read::GzDecoder::new(body)
+                .read_to_end(&mut out)
+                .unwrap();
+        }
+        "zstd" => out = zstd::decode_all(body).unwrap(),
+        _ => out = body.to_vec(),
+    }
+    out
+}
+
+async fn envelope_handler(
+    State(state): State<Arc<StandInState>>,
+    UrlPath(project): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    state.requests.fetch_add(1, Ordering::SeqCst);
+    let delay = state.delay_ms.load(Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    let status = state.status.load(Ordering::SeqCst);
+    if status != 200 {
+        return (StatusCode::from_u16(status).unwrap(), "{}");
+    }
+    let h = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let encoding = h("content-encoding");
+    let raw = decompress(&encoding, &body);
+    let envelope = Envelope::parse(&raw).expect("a valid envelope");
+    state.received.lock().unwrap().push(Received {
+        project,
+        auth: h("x-sentry-auth"),
+        encoding,
+        envelope,
+    });
+    (StatusCode::OK, "{}")
+}
+
+impl SentryStandIn {
+    /// Starts the stand-in on a free port (or on `addr`), answering 200.
+    pub async fn start(addr: Option<&str>) -> SentryStandIn {
+        let state = Arc::new(StandInState {
+            status: AtomicU16::new(200),
+            ..Default::default()
+        });
+        let app = Router::new()
+            .route("/api/{project}/envelope/", post(envelope_handler))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind(addr.unwrap_or("127.0.0.1:0"))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        SentryStandIn { state, addr }
+    }
+
+    /// A DSN pointing at the stand-in, project 42.
+    pub fn dsn(&self) -> String {
+        format!("http://{KEY}@{}/42", self.addr)
+    }
+
+    /// Answer every request with `status` (200 records the envelope).
+    pub fn set_status(&self, status: u16) {
+        self.state.status.store(status, Ordering::SeqCst);
+    }
+
+    /// Delays every answer.
+    pub fn set_delay(&self, delay: Duration) {
+        self.state
+            .delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Requests seen (any status).
+    pub fn requests(&self) -> u64 {
+        self.state.requests.load(Ordering::SeqCst)
+    }
+
+    /// Envelopes recorded so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.state.received.lock().unwrap().clone()
+    }
+
+    /// Profile chunks recorded so far (client reports excluded).
+    pub fn chunks(&self) -> Vec<ProfileChunk> {
+        self.received().iter().flat_map(Received::chunks).collect()
+    }
+
+    /// Samples in the chunks recorded so far.
+    pub fn sample_count(&self) -> usize {
+        self.chunks().iter().map(|c| c.profile.samples.len()).sum()
+    }
+
+    /// Waits until `pred` holds for the recorded chunks.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&[ProfileChunk]) -> bool,
+    ) -> bool {
+        let start = Instant::now();
+        loop {
+            if pred(&self.chunks()) {
+                return true;
+            }
+            if start.elapsed() > timeout {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Observations of chunks: `(profiler_id, thread_id)` → sorted timestamps (float seconds).
+pub type Observations = BTreeMap<(String, String), Vec<f64>>;
+
+/// The observations of chunks.
+pub fn observations(chunks: &[ProfileChunk]) -> Observations {
+    let mut m: Observations = BTreeMap::new();
+    for c in chunks {
+        for s in &c.profile.samples {
+            m.entry((c.profiler_id.clone(), s.thread_id.to_string()))
+                .or_default()
+                .push(s.timestamp);
+        }
+    }
+    for v in m.values_mut() {
+        v.sort_by(f64::total_cmp);
+    }
+    m
+}
+
+/// The observations of chunks that reach Sentry: threads with fewer than 2 samples with a
+/// non-empty stack in their session are left out, as the exporter does (Relay would drop
+/// them). Assumes each session of `chunks` ends up in one merged chunk.
+pub fn expected_observations(chunks: &[ProfileChunk]) -> Observations {
+    let mut active: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for c in chunks {
+        for s in &c.profile.samples {
+            let non_empty = c
+                .profile
+                .stacks
+                .get(s.stack_id)
+                .is_some_and(|st| !st.is_empty());
+            *active
+                .entry((c.profiler_id.clone(), s.thread_id.to_string()))
+                .or_default() += usize::from(non_empty);
+        }
+    }
+    let mut all = observations(chunks);
+    all.retain(|k, _| active.get(k).is_some_and(|n| *n >= 2));
+    all
+}
+
+/// Two timestamps are the same observation when within 1 µs (a chunk's JSON round trip may
+/// move a float-seconds timestamp by an ulp, about 0.24 µs today).
+const SAME_TS: f64 = 1e-6;
+
+/// `(missing, extra)`: observations of `want` not in `got` (with multiplicity) and the reverse.
+pub fn diff_observations(want: &Observations, got: &Observations) -> (usize, usize) {
+    let (mut missing, mut extra) = (0, 0);
+    let empty = Vec::new();
+    let keys: std::collections::BTreeSet<_> = want.keys().chain(got.keys()).collect();
+    for k in keys {
+        let a = want.get(k).unwrap_or(&empty);
+        let b = got.get(k).unwrap_or(&empty);
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            if (a[i] - b[j]).abs() <= SAME_TS {
+                i += 1;
+                j += 1;
+            } else if a[i] < b[j] {
+                missing += 1;
+                i += 1;
+            } else {
+                extra += 1;
+                j += 1;
+            }
+        }
+        missing += a.len() - i;
+        extra += b.len() - j;
+    }
+    (missing, extra)
+}
+
+/// Number of observations.
+pub fn observation_count(o: &Observations) -> usize {
+    o.values().map(Vec::len).sum()
+}
+
+/// Panics unless both multisets are equal, with a short summary.
+pub fn assert_same_observations(want: &Observations, got: &Observations, what: &str) {
+    let (missing, extra) = diff_observations(want, got);
+    let total = observation_count(want);
+    assert!(
+        missing == 0 && extra == 0,
+        "{what}: {missing} of {total} observations missing, {extra} extra"
+    );
+}
+
+/// The chunks the service makes of `req` (sparse threads kept, one translation per resource).
+pub fn expected_chunks(req: &ExportProfilesServiceRequest) -> Vec<ProfileChunk> {
+    use profilink_translator::otlp_to_sentry::{Options, SparseThreadPolicy, translate};
+    let opts = Options {
+        sparse_thread_policy: SparseThreadPolicy::Keep,
+        ..Default::default()
+    };
+    req.resource_profiles
+        .iter()
+        .flat_map(|rp| translate(req.dictionary.as_ref(), std::slice::from_ref(rp), &opts).chunks)
+        .collect()
+}
+
+/// Writes a config file into `dir`.
+pub fn write_config(dir: &Path, name: &str, yaml: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, yaml).unwrap();
+    p
+}
