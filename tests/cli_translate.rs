@@ -14,7 +14,14 @@ fn otlp_fixtures_become_valid_chunks_that_sentry_reads() {
     let dir = tempfile::tempdir().unwrap();
     for input in fixture_files("otlp", "pb") {
         let out = dir.path().join("chunks.ndjson");
-        let run = profilink(["translate".as_ref(), "--to".as_ref(), "sentry".as_ref(), "--output".as_ref(), out.as_os_str(), input.as_os_str()]);
+        let run = profilink([
+            "translate".as_ref(),
+            "--to".as_ref(),
+            "sentry".as_ref(),
+            "--output".as_ref(),
+            out.as_os_str(),
+            input.as_os_str(),
+        ]);
         assert_eq!(run.code, 0, "{}: {}", input.display(), run.stderr);
         let text = std::fs::read_to_string(&out).unwrap();
         let chunks: Vec<ProfileChunk> = text
@@ -26,9 +33,17 @@ fn otlp_fixtures_become_valid_chunks_that_sentry_reads() {
         assert_eq!(check.code, 0, "{}: {}", input.display(), check.stdout);
         if vroomrs_available() {
             let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vroomrs_check.py");
-            let res = Command::new("python3").arg(script).arg(&out).output().unwrap();
+            let res = Command::new("python3")
+                .arg(script)
+                .arg(&out)
+                .output()
+                .unwrap();
             let report = String::from_utf8_lossy(&res.stdout);
-            assert!(res.status.success(), "vroomrs rejected {}:\n{report}", input.display());
+            assert!(
+                res.status.success(),
+                "vroomrs rejected {}:\n{report}",
+                input.display()
+            );
             assert_eq!(report.lines().count(), chunks.len());
         }
     }
@@ -38,7 +53,14 @@ fn otlp_fixtures_become_valid_chunks_that_sentry_reads() {
 fn envelopes_hold_one_chunk_with_a_matching_platform_header() {
     let dir = tempfile::tempdir().unwrap();
     let input = fixtures().join("otlp/ebpf-profile.pb");
-    let run = profilink(["translate".as_ref(), "--to".as_ref(), "envelope".as_ref(), "--output".as_ref(), dir.path().as_os_str(), input.as_os_str()]);
+    let run = profilink([
+        "translate".as_ref(),
+        "--to".as_ref(),
+        "envelope".as_ref(),
+        "--output".as_ref(),
+        dir.path().as_os_str(),
+        input.as_os_str(),
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut files = 0;
     for entry in std::fs::read_dir(dir.path()).unwrap() {
@@ -49,22 +71,44 @@ fn envelopes_hold_one_chunk_with_a_matching_platform_header() {
         assert_eq!(item.item_type(), Some("profile_chunk"));
         let chunk = ProfileChunk::from_json(&item.payload).unwrap();
         assert_eq!(item.platform(), Some(chunk.platform.as_str()));
-        assert_eq!(path.file_name().unwrap().to_string_lossy(), format!("{}.envelope", chunk.chunk_id));
+        assert_eq!(
+            path.file_name().unwrap().to_string_lossy(),
+            format!("{}.envelope", chunk.chunk_id)
+        );
         let check = profilink(["validate".as_ref(), path.as_os_str()]);
         assert_eq!(check.code, 0, "{}", check.stdout);
         files += 1;
     }
     assert!(files > 0);
-    assert_eq!(profilink(["translate".as_ref(), "--to".as_ref(), "envelope".as_ref(), input.as_os_str()]).code, 2);
+    assert_eq!(
+        profilink([
+            "translate".as_ref(),
+            "--to".as_ref(),
+            "envelope".as_ref(),
+            input.as_os_str()
+        ])
+        .code,
+        2
+    );
 }
 
 #[test]
 fn sentry_fixtures_become_strictly_valid_otlp_with_links() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.pb");
-    let mut args = vec!["translate".into(), "--to".into(), "otlp".into(), "--output".into(), out.clone().into_os_string()];
+    let mut args = vec![
+        "translate".into(),
+        "--to".into(),
+        "otlp".into(),
+        "--output".into(),
+        out.clone().into_os_string(),
+    ];
     args.push("--transactions".into());
-    args.push(fixtures().join("sentry/python/trace-transactions.jsonl").into_os_string());
+    args.push(
+        fixtures()
+            .join("sentry/python/trace-transactions.jsonl")
+            .into_os_string(),
+    );
     for f in fixture_files("sentry/python", "envelope") {
         args.push(f.into_os_string());
     }
@@ -72,7 +116,8 @@ fn sentry_fixtures_become_strictly_valid_otlp_with_links() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let check = profilink(["validate".as_ref(), "--strict".as_ref(), out.as_os_str()]);
     assert_eq!(check.code, 0, "{}", check.stdout);
-    let req = ExportProfilesServiceRequest::decode(std::fs::read(&out).unwrap().as_slice()).unwrap();
+    let req =
+        ExportProfilesServiceRequest::decode(std::fs::read(&out).unwrap().as_slice()).unwrap();
     let links = req.dictionary.as_ref().map_or(0, |d| d.link_table.len());
     assert!(links > 1, "expected links from the transactions");
     let linked = req
@@ -87,9 +132,20 @@ fn sentry_fixtures_become_strictly_valid_otlp_with_links() {
 
     let v1 = fixtures().join("sentry/python-v1/v1-0001.envelope");
     let out_json = dir.path().join("v1.json");
-    let run = profilink(["translate".as_ref(), "--to".as_ref(), "otlp-json".as_ref(), "-o".as_ref(), out_json.as_os_str(), v1.as_os_str()]);
+    let run = profilink([
+        "translate".as_ref(),
+        "--to".as_ref(),
+        "otlp-json".as_ref(),
+        "-o".as_ref(),
+        out_json.as_os_str(),
+        v1.as_os_str(),
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let check = profilink(["validate".as_ref(), "--strict".as_ref(), out_json.as_os_str()]);
+    let check = profilink([
+        "validate".as_ref(),
+        "--strict".as_ref(),
+        out_json.as_os_str(),
+    ]);
     assert_eq!(check.code, 0, "{}", check.stdout);
 }
 
@@ -99,10 +155,34 @@ fn otlp_protobuf_json_round_trip_through_the_cli() {
     for input in fixture_files("otlp", "pb") {
         let json = dir.path().join("x.json");
         let back = dir.path().join("x.pb");
-        assert_eq!(profilink(["translate".as_ref(), "--to".as_ref(), "otlp-json".as_ref(), "-o".as_ref(), json.as_os_str(), input.as_os_str()]).code, 0);
-        assert_eq!(profilink(["translate".as_ref(), "--to".as_ref(), "otlp".as_ref(), "-o".as_ref(), back.as_os_str(), json.as_os_str()]).code, 0);
-        let a = ExportProfilesServiceRequest::decode(std::fs::read(&input).unwrap().as_slice()).unwrap();
-        let b = ExportProfilesServiceRequest::decode(std::fs::read(&back).unwrap().as_slice()).unwrap();
+        assert_eq!(
+            profilink([
+                "translate".as_ref(),
+                "--to".as_ref(),
+                "otlp-json".as_ref(),
+                "-o".as_ref(),
+                json.as_os_str(),
+                input.as_os_str()
+            ])
+            .code,
+            0
+        );
+        assert_eq!(
+            profilink([
+                "translate".as_ref(),
+                "--to".as_ref(),
+                "otlp".as_ref(),
+                "-o".as_ref(),
+                back.as_os_str(),
+                json.as_os_str()
+            ])
+            .code,
+            0
+        );
+        let a = ExportProfilesServiceRequest::decode(std::fs::read(&input).unwrap().as_slice())
+            .unwrap();
+        let b =
+            ExportProfilesServiceRequest::decode(std::fs::read(&back).unwrap().as_slice()).unwrap();
         assert_eq!(a, b, "{}", input.display());
     }
 }
@@ -111,9 +191,17 @@ fn otlp_protobuf_json_round_trip_through_the_cli() {
 fn rejected_input_exits_1_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
     let bad = common::write(dir.path(), "bad.pb", b"\xff\xff\xff\xff garbage");
-    let run = profilink(["translate".as_ref(), "--to".as_ref(), "sentry".as_ref(), bad.as_os_str()]);
+    let run = profilink([
+        "translate".as_ref(),
+        "--to".as_ref(),
+        "sentry".as_ref(),
+        bad.as_os_str(),
+    ]);
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("bad.pb"), "{}", run.stderr);
     assert_eq!(profilink(["translate", "--to", "pprof", "x"]).code, 2);
-    assert_eq!(profilink(["translate", "--from", "pprof", "--to", "otlp", "x"]).code, 2);
+    assert_eq!(
+        profilink(["translate", "--from", "pprof", "--to", "otlp", "x"]).code,
+        2
+    );
 }

@@ -10,8 +10,13 @@ fn every_fixture_validates() {
     inputs.extend(fixture_files("sentry/python", "envelope"));
     inputs.extend(fixture_files("sentry/python-v1", "envelope"));
     inputs.push(fixtures().join("sentry/python/trace-transactions.jsonl"));
-    let run = profilink(std::iter::once("validate".as_ref()).chain(inputs.iter().map(|p| p.as_os_str())));
-    assert_eq!(run.code, 0, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    let run =
+        profilink(std::iter::once("validate".as_ref()).chain(inputs.iter().map(|p| p.as_os_str())));
+    assert_eq!(
+        run.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout, run.stderr
+    );
     assert!(!run.stdout.contains("error["), "{}", run.stdout);
 }
 
@@ -57,7 +62,8 @@ fn proto_1_8_request() -> Vec<u8> {
 fn broken_inputs_get_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = std::fs::read(fixtures().join("otlp/ebpf-profile.pb")).unwrap();
-    let chunk_env = std::fs::read(fixtures().join("sentry/python/trace-chunk-00.envelope")).unwrap();
+    let chunk_env =
+        std::fs::read(fixtures().join("sentry/python/trace-chunk-00.envelope")).unwrap();
     let mut random = vec![0u8; 4096];
     let mut x: u32 = 0x9e37_79b9;
     for b in &mut random {
@@ -67,18 +73,34 @@ fn broken_inputs_get_clear_errors() {
         *b = x as u8;
     }
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("truncated.pb", fixture[..fixture.len() / 2].to_vec(), "error[decode]"),
+        (
+            "truncated.pb",
+            fixture[..fixture.len() / 2].to_vec(),
+            "error[decode]",
+        ),
         ("proto18.pb", proto_1_8_request(), "OTLP 1.8/1.9"),
         ("random.bin", random, "error[decode]"),
-        ("badutf8.json", b"{\"resourceProfiles\":[{\"schemaUrl\":\"\xff\xfe\"}]}".to_vec(), "error["),
-        ("truncated.envelope", chunk_env[..chunk_env.len() - 500].to_vec(), "error[envelope]"),
+        (
+            "badutf8.json",
+            b"{\"resourceProfiles\":[{\"schemaUrl\":\"\xff\xfe\"}]}".to_vec(),
+            "error[",
+        ),
+        (
+            "truncated.envelope",
+            chunk_env[..chunk_env.len() - 500].to_vec(),
+            "error[envelope]",
+        ),
         ("notjson.chunk.json", b"{\"chunk_id\": ".to_vec(), "error["),
     ];
     for (name, bytes, expected) in cases {
         let path = write(dir.path(), name, &bytes);
         let run = profilink(["validate".as_ref(), path.as_os_str()]);
         assert_eq!(run.code, 1, "{name}: {}{}", run.stdout, run.stderr);
-        assert!(run.stdout.contains(expected), "{name}: expected {expected:?} in\n{}", run.stdout);
+        assert!(
+            run.stdout.contains(expected),
+            "{name}: expected {expected:?} in\n{}",
+            run.stdout
+        );
     }
 }
 

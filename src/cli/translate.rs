@@ -76,9 +76,8 @@ fn gather(input: &Input, g: &mut Gathered) -> Result<()> {
         InputFormat::SentryChunk => g.chunks.push(ProfileChunk::from_json(bytes)?),
         InputFormat::SentryChunkNdjson => {
             for (line, text) in ndjson_lines(bytes) {
-                g.chunks.push(
-                    ProfileChunk::from_json(text).with_context(|| format!("line {line}"))?,
-                );
+                g.chunks
+                    .push(ProfileChunk::from_json(text).with_context(|| format!("line {line}"))?);
             }
         }
         InputFormat::SentryV1Profile => g.v1.push(V1WithTransaction {
@@ -202,7 +201,12 @@ fn to_otlp(args: &Args, g: Gathered) -> Result<u8> {
     let mut code = EXIT_OK;
     let request = if g.chunks.is_empty() && g.v1.is_empty() {
         match g.otlp.len() {
-            1 => g.otlp.into_iter().next().map(|(_, r)| r).unwrap_or_default(),
+            1 => g
+                .otlp
+                .into_iter()
+                .next()
+                .map(|(_, r)| r)
+                .unwrap_or_default(),
             0 => bail!("no profiles in the inputs"),
             _ => bail!("OTLP -> OTLP conversion takes exactly one input"),
         }

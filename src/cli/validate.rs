@@ -4,9 +4,9 @@ use super::input::{Input, ndjson_lines, read_input};
 use super::{EXIT_OK, EXIT_REJECTED};
 use profilink_proto::input::InputFormat;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
+use profilink_proto::otlp_json;
 use profilink_proto::sentry::{Envelope, Transaction};
 use profilink_proto::validate::{self, Finding, Severity};
-use profilink_proto::otlp_json;
 use prost::Message;
 use std::path::PathBuf;
 

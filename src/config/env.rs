@@ -7,7 +7,11 @@
 use serde_yaml_ng::Value;
 
 /// Expands variables in every string of `value`, using `lookup` to read the environment.
-pub fn expand(value: &mut Value, path: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+pub fn expand(
+    value: &mut Value,
+    path: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
     match value {
         Value::String(s) => {
             if s.contains('$') {
@@ -24,7 +28,11 @@ pub fn expand(value: &mut Value, path: &str, lookup: &dyn Fn(&str) -> Option<Str
         Value::Mapping(map) => {
             for (k, v) in map.iter_mut() {
                 let key = k.as_str().map_or_else(|| format!("{k:?}"), str::to_owned);
-                let child = if path.is_empty() { key } else { format!("{path}.{key}") };
+                let child = if path.is_empty() {
+                    key
+                } else {
+                    format!("{path}.{key}")
+                };
                 expand(v, &child, lookup)?;
             }
             Ok(())
@@ -34,7 +42,11 @@ pub fn expand(value: &mut Value, path: &str, lookup: &dyn Fn(&str) -> Option<Str
     }
 }
 
-fn expand_str(s: &str, path: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+fn expand_str(
+    s: &str,
+    path: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find('$') {
@@ -50,7 +62,9 @@ fn expand_str(s: &str, path: &str, lookup: &dyn Fn(&str) -> Option<String>) -> R
             let reference = &body[..end];
             let name = reference.strip_prefix("env:").unwrap_or(reference);
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return Err(format!("{path}: invalid variable reference ${{{reference}}}"));
+                return Err(format!(
+                    "{path}: invalid variable reference ${{{reference}}}"
+                ));
             }
             let value = lookup(name)
                 .ok_or_else(|| format!("{path}: environment variable {name} is not set"))?;
@@ -79,18 +93,25 @@ mod tests {
 
     #[test]
     fn expands_and_names_missing_variables() {
-        let mut v: Value = serde_yaml_ng::from_str("a: {dsn: '${env:DSN}', b: ['x${EMPTY}y', '$$5', 'a$b']}").unwrap();
+        let mut v: Value =
+            serde_yaml_ng::from_str("a: {dsn: '${env:DSN}', b: ['x${EMPTY}y', '$$5', 'a$b']}")
+                .unwrap();
         expand(&mut v, "", &env).unwrap();
         assert_eq!(v["a"]["dsn"].as_str(), Some("https://k@h/1"));
         assert_eq!(v["a"]["b"][0].as_str(), Some("xy"));
         assert_eq!(v["a"]["b"][1].as_str(), Some("$5"));
         assert_eq!(v["a"]["b"][2].as_str(), Some("a$b"));
-        let mut bad: Value = serde_yaml_ng::from_str("exporters: {sentry: {dsn: '${env:NOPE}'}}").unwrap();
+        let mut bad: Value =
+            serde_yaml_ng::from_str("exporters: {sentry: {dsn: '${env:NOPE}'}}").unwrap();
         assert_eq!(
             expand(&mut bad, "", &env),
             Err("exporters.sentry.dsn: environment variable NOPE is not set".into())
         );
         let mut bad: Value = serde_yaml_ng::from_str("k: '${env:X'").unwrap();
-        assert!(expand(&mut bad, "", &env).unwrap_err().starts_with("k: unterminated"));
+        assert!(
+            expand(&mut bad, "", &env)
+                .unwrap_err()
+                .starts_with("k: unterminated")
+        );
     }
 }

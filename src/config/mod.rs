@@ -163,7 +163,11 @@ pub fn typed<T: DeserializeOwned>(value: &Value, path: &str) -> Result<T, Config
     };
     serde_path_to_error::deserialize(value).map_err(|e| {
         let inner = e.path().to_string();
-        let at = if inner == "." { path.to_owned() } else { format!("{path}.{inner}") };
+        let at = if inner == "." {
+            path.to_owned()
+        } else {
+            format!("{path}.{inner}")
+        };
         ConfigError(format!("{at}: {}", e.into_inner()))
     })
 }
@@ -177,8 +181,12 @@ impl Config {
     }
 
     /// Parses, expands and checks configuration text.
-    pub fn from_yaml(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let mut tree: Value = serde_yaml_ng::from_str(text).map_err(|e| ConfigError(format!("invalid YAML: {e}")))?;
+    pub fn from_yaml(
+        text: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let mut tree: Value =
+            serde_yaml_ng::from_str(text).map_err(|e| ConfigError(format!("invalid YAML: {e}")))?;
         env::expand(&mut tree, "", lookup).map_err(ConfigError)?;
         let config: Config = serde_path_to_error::deserialize(tree).map_err(|e| {
             let path = e.path().to_string();
@@ -215,7 +223,9 @@ impl Config {
             }
         }
         if self.service.pipelines.is_empty() {
-            return Err(ConfigError("service.pipelines: at least one pipeline is required".into()));
+            return Err(ConfigError(
+                "service.pipelines: at least one pipeline is required".into(),
+            ));
         }
         for (name, p) in &self.service.pipelines {
             let at = format!("service.pipelines.{name}");
@@ -233,7 +243,9 @@ impl Config {
             ];
             for (section, ids, defined) in refs {
                 if section != "processors" && ids.is_empty() {
-                    return Err(ConfigError(format!("{at}.{section}: at least one is required")));
+                    return Err(ConfigError(format!(
+                        "{at}.{section}: at least one is required"
+                    )));
                 }
                 for id in ids {
                     if !defined.contains_key(id) {
@@ -254,7 +266,9 @@ mod tests {
     use super::*;
 
     fn load(text: &str) -> Result<Config, ConfigError> {
-        Config::from_yaml(text, &|n| (n == "SENTRY_DSN").then(|| "https://k@o.example/1".into()))
+        Config::from_yaml(text, &|n| {
+            (n == "SENTRY_DSN").then(|| "https://k@o.example/1".into())
+        })
     }
 
     const GOOD: &str = r#"
@@ -277,7 +291,10 @@ service:
     #[test]
     fn good_config_loads_and_expands() {
         let c = load(GOOD).unwrap();
-        assert_eq!(c.exporters["sentry"]["dsn"].as_str(), Some("https://k@o.example/1"));
+        assert_eq!(
+            c.exporters["sentry"]["dsn"].as_str(),
+            Some("https://k@o.example/1")
+        );
         assert_eq!(c.service.pipelines.len(), 2);
         assert_eq!(c.service.telemetry.metrics.address, "127.0.0.1:8888");
     }
@@ -285,19 +302,34 @@ service:
     #[test]
     fn errors_name_the_key() {
         let cases = [
-            (GOOD.replace("processors: [batch]", "processors: [nope]"),
-             "service.pipelines.profiles/to_sentry.processors: processor \"nope\" is not defined under processors"),
-            (GOOD.replace("exporters: [otlp/back]", "exporters: [otlp/missing]"),
-             "service.pipelines.profiles/from_sentry.exporters: exporter \"otlp/missing\" is not defined under exporters"),
-            (GOOD.replace("${env:SENTRY_DSN}", "${env:UNSET_VAR}"),
-             "exporters.sentry.dsn: environment variable UNSET_VAR is not set"),
+            (
+                GOOD.replace("processors: [batch]", "processors: [nope]"),
+                "service.pipelines.profiles/to_sentry.processors: processor \"nope\" is not defined under processors",
+            ),
+            (
+                GOOD.replace("exporters: [otlp/back]", "exporters: [otlp/missing]"),
+                "service.pipelines.profiles/from_sentry.exporters: exporter \"otlp/missing\" is not defined under exporters",
+            ),
+            (
+                GOOD.replace("${env:SENTRY_DSN}", "${env:UNSET_VAR}"),
+                "exporters.sentry.dsn: environment variable UNSET_VAR is not set",
+            ),
             (GOOD.replace("service:", "servce: {}\nservice:"), "servce"),
-            (GOOD.replace("  batch:", "  batsh:"), "processors.batsh: unknown processor type"),
-            (GOOD.replace("profiles/to_sentry:", "logs/x:"), "service.pipelines.logs/x: unknown signal"),
+            (
+                GOOD.replace("  batch:", "  batsh:"),
+                "processors.batsh: unknown processor type",
+            ),
+            (
+                GOOD.replace("profiles/to_sentry:", "logs/x:"),
+                "service.pipelines.logs/x: unknown signal",
+            ),
         ];
         for (text, expected) in cases {
             let err = load(&text).unwrap_err().0;
-            assert!(err.contains(expected), "{err:?} should contain {expected:?}");
+            assert!(
+                err.contains(expected),
+                "{err:?} should contain {expected:?}"
+            );
         }
     }
 
@@ -310,7 +342,12 @@ service:
             endpoint: String,
         }
         let v: Value = serde_yaml_ng::from_str("{endpoint: x, bogus: 1}").unwrap();
-        let err = typed::<Grpc>(&v, "receivers.otlp.protocols.grpc").unwrap_err().0;
-        assert!(err.starts_with("receivers.otlp.protocols.grpc: unknown field `bogus`"), "{err}");
+        let err = typed::<Grpc>(&v, "receivers.otlp.protocols.grpc")
+            .unwrap_err()
+            .0;
+        assert!(
+            err.starts_with("receivers.otlp.protocols.grpc: unknown field `bogus`"),
+            "{err}"
+        );
     }
 }
