@@ -346,7 +346,7 @@ service:
             .unwrap_err()
             .0;
         assert!(
-            err.starts_with("receivers.otlp.protocols.grpc: unknown field `bogus`"),
+            err.starts_with("receivers.otlp.protocols.grpc.bogus: unknown field `bogus`"),
             "{err}"
         );
     }
