@@ -9,7 +9,7 @@ use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::pipeline::{Delivery, Pipeline, PipelineConfig, Sink};
 use crate::queue::{Queue, ReadyMeta};
 use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
-use profilink_proto::sentry::{Envelope, EnvelopeItem};
+use profilink_proto::sentry::Envelope;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -35,18 +35,10 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<PathBuf>
     result.map(|()| target)
 }
 
-/// The envelope profilink writes for a chunk payload: `sdk` header and one `profile_chunk` item
-/// whose `platform` header equals the payload's (same as `Envelope::for_chunk`).
-pub fn chunk_envelope(json: Vec<u8>, platform: &str) -> Envelope {
-    let mut headers = serde_json::Map::new();
-    headers.insert(
-        "sdk".into(),
-        serde_json::json!({ "name": SDK_NAME, "version": VERSION }),
-    );
-    Envelope {
-        headers,
-        items: vec![EnvelopeItem::profile_chunk_json(json, platform)],
-    }
+/// The file name of a chunk's envelope: `<chunk_id>.envelope`, with the id reduced to at most
+/// 64 characters of `[A-Za-z0-9_-]` so that no input can name a path outside the directory.
+pub fn envelope_file_name(chunk_id: &str) -> String {
+    format!("{}.envelope", safe_file_stem(chunk_id))
 }
 
 fn safe_file_stem(chunk_id: &str) -> String {
@@ -73,9 +65,10 @@ impl Sink for FileSink {
 
     async fn deliver(&self, meta: ReadyMeta, json: Vec<u8>) -> Delivery {
         let dir = self.dir.clone();
-        let name = format!("{}.envelope", safe_file_stem(&meta.chunk_id));
+        let name = envelope_file_name(&meta.chunk_id);
         let res = tokio::task::spawn_blocking(move || {
-            let bytes = chunk_envelope(json, &meta.platform).to_bytes();
+            let bytes =
+                Envelope::for_chunk_json(json, &meta.platform, SDK_NAME, VERSION).to_bytes();
             write_atomic(&dir, &name, &bytes)
         })
         .await;

@@ -4,6 +4,8 @@
 use super::input::{Input, ndjson_lines, read_input};
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat};
 use anyhow::{Context, Result, bail};
+use profilink_exporter::file::{envelope_file_name, write_atomic};
+use profilink_exporter::{SDK_NAME, VERSION};
 use profilink_proto::input::InputFormat;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp_json;
@@ -176,12 +178,12 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
     match args.to {
         OutputFormat::Envelope => {
             let dir = args.output.context("--to envelope needs --output DIR")?;
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+            // The same files as the file exporter writes.
             for chunk in &chunks {
-                let env = Envelope::for_chunk(chunk, "profilink", env!("CARGO_PKG_VERSION"));
-                let path = dir.join(format!("{}.envelope", chunk.chunk_id));
-                write_atomically(&path, &env.to_bytes())?;
+                let env = Envelope::for_chunk(chunk, SDK_NAME, VERSION);
+                let name = envelope_file_name(&chunk.chunk_id);
+                write_atomic(dir, &name, &env.to_bytes())
+                    .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
             }
         }
         _ => {
@@ -236,7 +238,17 @@ fn to_otlp(args: &Args, g: Gathered) -> Result<u8> {
 
 fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
     match path {
-        Some(p) => write_atomically(p, bytes),
+        Some(p) => {
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+            let name = p.file_name().context("output path has no file name")?;
+            write_atomic(
+                dir.unwrap_or(Path::new(".")),
+                &name.to_string_lossy(),
+                bytes,
+            )
+            .with_context(|| format!("cannot write {}", p.display()))?;
+            Ok(())
+        }
         None => {
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(bytes)?;
@@ -244,17 +256,4 @@ fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
             Ok(())
         }
     }
-}
-
-/// Writes `bytes` to a temporary file beside `path` and renames it into place, so readers never
-/// see a partial file.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let file_name = path.file_name().context("output path has no file name")?;
-    let tmp = dir
-        .unwrap_or_else(|| Path::new("."))
-        .join(format!(".{}.tmp", file_name.to_string_lossy()));
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
 }

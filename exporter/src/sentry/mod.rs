@@ -29,12 +29,13 @@ pub mod transport;
 
 use crate::clock::{SharedClock, system_clock};
 use crate::config::SentryExporterConfig;
-use crate::file::{chunk_envelope, write_atomic};
+use crate::file::{envelope_file_name, write_atomic};
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::pipeline::{Delivery, Pipeline, PipelineConfig, Sink};
 use crate::queue::{Queue, ReadyMeta};
-use crate::{ExportChunk, ExportError};
+use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
 use client_report::{Discards, client_report_envelope, rfc3339};
+use profilink_proto::sentry::Envelope;
 use rate_limits::parse_retry_after;
 use routing::Router;
 use std::path::PathBuf;
@@ -73,14 +74,7 @@ impl SentrySink {
         let Some(dir) = self.dead_letter_dir.clone() else {
             return;
         };
-        let name = format!(
-            "{}.envelope",
-            chunk_id
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric())
-                .take(64)
-                .collect::<String>()
-        );
+        let name = envelope_file_name(chunk_id);
         let res = tokio::task::spawn_blocking(move || write_atomic(&dir, &name, &raw)).await;
         match res {
             Ok(Ok(path)) => {
@@ -144,7 +138,7 @@ impl Sink for SentrySink {
 
     async fn deliver(&self, meta: ReadyMeta, json: Vec<u8>) -> Delivery {
         let route = self.router.route(&meta.route).clone();
-        let mut env = chunk_envelope(json, &meta.platform);
+        let mut env = Envelope::for_chunk_json(json, &meta.platform, SDK_NAME, VERSION);
         env.headers
             .insert("sent_at".into(), rfc3339(self.clock.wall()).into());
         env.headers.insert("dsn".into(), route.dsn.clone().into());

@@ -125,6 +125,16 @@ impl Envelope {
     /// `profile_chunk` item whose `platform` header equals the payload's (Relay answers 413 to
     /// an envelope with two profile items, so there is exactly one). Senders add `sent_at`.
     pub fn for_chunk(chunk: &ProfileChunk, sdk_name: &str, sdk_version: &str) -> Self {
+        Self::for_chunk_json(chunk.to_json(), &chunk.platform, sdk_name, sdk_version)
+    }
+
+    /// [`Envelope::for_chunk`] for an already serialized chunk of `platform`.
+    pub fn for_chunk_json(
+        json: Vec<u8>,
+        platform: &str,
+        sdk_name: &str,
+        sdk_version: &str,
+    ) -> Self {
         let mut headers = Map::new();
         headers.insert(
             "sdk".into(),
@@ -132,7 +142,7 @@ impl Envelope {
         );
         Envelope {
             headers,
-            items: vec![EnvelopeItem::profile_chunk(chunk)],
+            items: vec![EnvelopeItem::profile_chunk_json(json, platform)],
         }
     }
 
