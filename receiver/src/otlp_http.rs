@@ -117,17 +117,15 @@ where
     C: Consumer,
     F: Future<Output = ()> + Send + 'static,
 {
-    let listener = server::bind(&config.endpoint).await?;
     let router = otlp_http_router(config, consumer, stats);
-    let handle = server::serve_router(
-        listener,
+    server::bind_and_serve(
         &config.endpoint,
         config.tls.as_ref(),
         router,
         shutdown,
-    )?;
-    tracing::info!(local_addr = %handle.local_addr(), tls = config.tls.is_some(), "OTLP/HTTP receiver listening");
-    Ok(handle)
+        "OTLP/HTTP receiver",
+    )
+    .await
 }
 
 async fn handle<C: Consumer>(State(state): State<Arc<HttpState<C>>>, request: Request) -> Response {

@@ -104,17 +104,15 @@ where
     C: Consumer,
     F: Future<Output = ()> + Send + 'static,
 {
-    let listener = server::bind(&config.endpoint).await?;
     let router = sentry_router(config, consumer, stats);
-    let handle = server::serve_router(
-        listener,
+    server::bind_and_serve(
         &config.endpoint,
         config.tls.as_ref(),
         router,
         shutdown,
-    )?;
-    tracing::info!(local_addr = %handle.local_addr(), tls = config.tls.is_some(), "Sentry envelope receiver listening");
-    Ok(handle)
+        "Sentry envelope receiver",
+    )
+    .await
 }
 
 /// A refused request: status, Relay-style detail, optional `Retry-After`.

@@ -79,6 +79,24 @@ pub(crate) fn local_addr(
     })
 }
 
+/// Binds `endpoint` and serves `router` there until `shutdown` resolves; logs the address as
+/// `what` (e.g. "OTLP/HTTP receiver").
+pub(crate) async fn bind_and_serve<F>(
+    endpoint: &str,
+    tls: Option<&TlsConfig>,
+    router: Router,
+    shutdown: F,
+    what: &str,
+) -> Result<ServerHandle, ReceiverError>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let listener = bind(endpoint).await?;
+    let handle = serve_router(listener, endpoint, tls, router, shutdown)?;
+    tracing::info!(local_addr = %handle.local_addr(), tls = tls.is_some(), "{what} listening");
+    Ok(handle)
+}
+
 /// Serves `router` on `listener` (HTTP/1.1 and HTTP/2, TLS when `tls` is set) until
 /// `shutdown` resolves, then finishes in-flight requests.
 pub(crate) fn serve_router<F>(
