@@ -237,28 +237,32 @@ impl ProfileData {
     /// Relay does this on ingestion (and rejects a chunk left without samples), so a sender
     /// that applies it first sends only what Sentry keeps and can count the rest.
     pub fn drop_sparse_threads(&mut self) -> (usize, usize) {
+        let ProfileData {
+            samples,
+            stacks,
+            thread_metadata,
+            ..
+        } = self;
+        // Samples with a non-empty stack per thread; every sampled thread has an entry.
         let mut active: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-        for s in &self.samples {
-            let non_empty = self.stacks.get(s.stack_id).is_some_and(|st| !st.is_empty());
+        for s in samples.iter() {
             let n = active.entry(s.thread_id.as_str()).or_insert(0);
-            if non_empty {
+            if stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()) {
                 *n += 1;
             }
         }
-        let sparse: std::collections::HashSet<String> = active
+        // A thread keeps its metadata exactly when it keeps its samples.
+        thread_metadata.retain(|tid, _| active.get(tid.as_str()).is_some_and(|n| *n >= 2));
+        let sparse: std::collections::HashSet<CompactString> = active
             .iter()
             .filter(|(_, n)| **n < 2)
-            .map(|(t, _)| (*t).to_owned())
+            .map(|(t, _)| CompactString::from(*t))
             .collect();
-        let before = self.samples.len();
+        let before = samples.len();
         if !sparse.is_empty() {
-            self.samples
-                .retain(|s| !sparse.contains(s.thread_id.as_str()));
+            samples.retain(|s| !sparse.contains(&s.thread_id));
         }
-        let samples = &self.samples;
-        self.thread_metadata
-            .retain(|tid, _| samples.iter().any(|s| s.thread_id == tid.as_str()));
-        (sparse.len(), before - self.samples.len())
+        (sparse.len(), before - samples.len())
     }
 }
 
