@@ -166,7 +166,14 @@ async fn idle_timeout_flushes_the_tail_and_every_chunk_arrives_once() {
     }
     let ids: std::collections::HashSet<_> = chunks.iter().map(|c| c.chunk_id.clone()).collect();
     assert_eq!(ids.len(), 6);
-    let m = exp.metrics().snapshot();
+    let metrics = exp.metrics();
+    assert!(
+        server
+            .wait_for(WAIT, |_| metrics.snapshot().sent_chunks == 6)
+            .await,
+        "sent_chunks reaches 6"
+    );
+    let m = metrics.snapshot();
     assert_eq!(m.sent_chunks, 6);
     assert_eq!(m.accepted_chunks, 60);
     exp.shutdown(WAIT).await;
@@ -242,6 +249,14 @@ async fn rate_limit_case(first: Behaviour, blocks_ui: bool, block_secs: u64) {
         })
         .collect();
     assert_eq!(backend_sent(&server), 2, "{seen:?}");
+    // The stand-in records a request before the exporter has read its answer.
+    let metrics = exp.metrics();
+    assert!(
+        server
+            .wait_for(WAIT, |_| metrics.snapshot().sent_chunks == 2)
+            .await,
+        "sent_chunks reaches 2"
+    );
     let m = exp.metrics().snapshot();
     assert!(m.rate_limited >= 1);
     assert_eq!(m.sent_chunks, 2);
@@ -508,8 +523,11 @@ async fn crash_recovery_delivers_every_accepted_chunk() {
         .await
         .unwrap();
     expected += 100;
+    let metrics = exp.metrics();
     assert!(
-        exp.metrics().snapshot().send_failed_chunks >= 1,
+        server
+            .wait_for(WAIT, |_| metrics.snapshot().send_failed_chunks >= 1)
+            .await,
         "sends were attempted and failed"
     );
     // Crash: no shutdown, no flush.
