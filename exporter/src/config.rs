@@ -208,6 +208,9 @@ pub struct SentryExporterConfig {
     /// (default 100 ms).
     #[serde(with = "humantime_serde")]
     pub tick: Duration,
+    /// Sees every merged chunk once queued (set by the service for its `profile_store`).
+    #[serde(skip)]
+    pub observer: crate::ObserverSlot,
 }
 
 impl Default for SentryExporterConfig {
@@ -228,6 +231,7 @@ impl Default for SentryExporterConfig {
             default_rate_limit: Duration::from_secs(60),
             client_report_interval: Duration::from_secs(30),
             tick: Duration::from_millis(100),
+            observer: Default::default(),
         }
     }
 }
@@ -319,6 +323,9 @@ pub struct FileExporterConfig {
     /// Scheduler tick (default 100 ms).
     #[serde(with = "humantime_serde")]
     pub tick: Duration,
+    /// Sees every merged chunk once queued (set by the service for its `profile_store`).
+    #[serde(skip)]
+    pub observer: crate::ObserverSlot,
 }
 
 impl Default for FileExporterConfig {
@@ -331,6 +338,7 @@ impl Default for FileExporterConfig {
             max_chunk_bytes: acc.max_chunk_bytes,
             sending_queue: QueueConfig::default(),
             tick: Duration::from_millis(100),
+            observer: Default::default(),
         }
     }
 }

@@ -120,6 +120,7 @@ impl FileExporter {
             retry: Default::default(),
             num_consumers: 2,
             tick: cfg.tick,
+            observer: cfg.observer.clone(),
         };
         let sink = Arc::new(FileSink {
             dir: cfg.path.clone(),

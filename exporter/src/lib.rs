@@ -22,6 +22,7 @@ pub mod config;
 pub mod file;
 pub mod merge;
 pub mod metrics;
+pub mod observer;
 pub mod otlp;
 pub mod pipeline;
 pub mod queue;
@@ -41,6 +42,7 @@ pub use config::{
 };
 pub use file::FileExporter;
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
+pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
 pub use sentry::SentryExporter;
 

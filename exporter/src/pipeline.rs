@@ -54,6 +54,10 @@ pub trait Sink: Send + Sync + 'static {
     fn deliver(&self, meta: ReadyMeta, json: Vec<u8>) -> impl Future<Output = Delivery> + Send;
     /// Records that `n` chunks like `meta` were given up for `reason`.
     fn discarded(&self, meta: &ReadyMeta, reason: DiscardReason, n: u64);
+    /// The Sentry project chunks of `route` go to, if the sink knows one.
+    fn project_id(&self, _route: &str) -> Option<u64> {
+        None
+    }
 }
 
 /// Engine settings.
@@ -67,6 +71,8 @@ pub struct PipelineConfig {
     pub num_consumers: usize,
     /// Longest sleep between deadline checks.
     pub tick: Duration,
+    /// Sees each merged chunk once it is durably queued.
+    pub observer: crate::ObserverSlot,
 }
 
 /// Merged chunks serialized per queue append.
@@ -396,6 +402,14 @@ impl<S: Sink> Engine<S> {
             let res = tokio::task::spawn_blocking(move || queue.append_ready(group)).await;
             match res {
                 Ok(Ok(metas)) => {
+                    if self.cfg.observer.0.is_some() {
+                        for e in &self.unpersisted[..taken] {
+                            if !e.chunk.profile.samples.is_empty() {
+                                let project = self.sink.project_id(&e.key.route);
+                                self.cfg.observer.queued(project, &e.chunk);
+                            }
+                        }
+                    }
                     self.unpersisted.drain(..taken);
                     ExporterMetrics::add(&self.metrics.merged_chunks, n);
                     for m in metas {

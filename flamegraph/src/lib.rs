@@ -30,4 +30,5 @@ pub use calltree::CallTreeError;
 pub use config::{ApiConfig, StoreConfig};
 pub use store::{
     ChunkMeta, Facets, ProfileStore, Result, RetentionStats, StoreError, StoredChunkInfo,
+    TransactionLink,
 };

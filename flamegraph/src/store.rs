@@ -57,6 +57,21 @@ pub struct ChunkMeta {
     pub received: f64,
 }
 
+/// A transaction that may link to stored chunks: the chunks of `profiler_id` whose samples
+/// overlap `[start, end]` (Unix seconds) are linked to `name` (Sentry's rule: profiler id and
+/// time range).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TransactionLink {
+    /// Sentry profiler id of the transaction (`contexts.profile.profiler_id`).
+    pub profiler_id: String,
+    /// Start (Unix seconds).
+    pub start: f64,
+    /// End (Unix seconds).
+    pub end: f64,
+    /// Transaction name.
+    pub name: String,
+}
+
 /// What [`ProfileStore::enforce_retention`] removed and what is left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetentionStats {
@@ -267,6 +282,15 @@ CREATE TABLE IF NOT EXISTS chunk_functions (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS chunk_functions_by_fingerprint ON chunk_functions (fingerprint);
 CREATE INDEX IF NOT EXISTS chunk_functions_by_legacy ON chunk_functions (legacy_fingerprint);
+CREATE TABLE IF NOT EXISTS transactions (
+    profiler_id TEXT NOT NULL,
+    start_ts    REAL NOT NULL,
+    end_ts      REAL NOT NULL,
+    name        TEXT NOT NULL,
+    received    REAL NOT NULL,
+    PRIMARY KEY (profiler_id, start_ts, end_ts, name)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS transactions_by_received ON transactions (received);
 PRAGMA user_version = 1;
 ";
 
@@ -292,6 +316,19 @@ fn row_info(row: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, StoredChunkInfo)>
             payload_size: row.get::<_, i64>(12)? as u64,
         },
     ))
+}
+
+/// Names of the transactions already known (see [`ProfileStore::link_transactions`]) that
+/// link to a chunk of `profiler_id` spanning `[start, end]`.
+fn linked_names(conn: &Connection, profiler_id: &str, start: f64, end: f64) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT DISTINCT name FROM transactions \
+         WHERE profiler_id = ?1 AND start_ts <= ?3 AND end_ts >= ?2",
+    )?;
+    let names = stmt
+        .query_map(params![profiler_id, start, end], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(names)
 }
 
 impl ProfileStore {
@@ -379,7 +416,7 @@ impl ProfileStore {
             .iter()
             .map(|s| s.thread_id.as_str())
             .collect();
-        let names: BTreeSet<&str> = meta.transaction_names.iter().map(String::as_str).collect();
+        let mut names: BTreeSet<String> = meta.transaction_names.iter().cloned().collect();
         let mut fingerprints: BTreeSet<(u32, u32)> = BTreeSet::new();
         for t in &agg.threads {
             for n in &t.nodes {
@@ -394,6 +431,11 @@ impl ProfileStore {
         let inserted = {
             let mut conn = lock(&self.writer);
             let tx = conn.transaction()?;
+            // Under the writer lock, so a concurrent `link_transactions` is either seen here or
+            // sees this row.
+            if start <= end {
+                names.extend(linked_names(&tx, &chunk.profiler_id, start, end)?);
+            }
             let n = tx.execute(
                 "INSERT OR IGNORE INTO chunks (project_id, chunk_id, profiler_id, environment, \
                  release, platform, start_ts, end_ts, received, thread_ids, transaction_names, \
@@ -443,6 +485,54 @@ impl ProfileStore {
             }
         }
         Ok(())
+    }
+
+    /// Records transactions and links them to the stored chunks they overlap, whichever
+    /// arrives first: chunks stored later pick the names up at insert. Transactions are kept
+    /// for the retention period. Returns the number of chunks whose names changed.
+    pub fn link_transactions(&self, links: &[TransactionLink]) -> Result<u64> {
+        let received = now_secs();
+        let mut conn = lock(&self.writer);
+        let tx = conn.transaction()?;
+        let mut changed = 0u64;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT OR IGNORE INTO transactions (profiler_id, start_ts, end_ts, name, received) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            let mut select = tx.prepare_cached(
+                "SELECT id, transaction_names FROM chunks \
+                 WHERE profiler_id = ?1 AND start_ts <= ?3 AND end_ts >= ?2",
+            )?;
+            let mut update = tx.prepare_cached(
+                "UPDATE chunks SET transaction_names = ?2, has_transactions = 1 WHERE id = ?1",
+            )?;
+            for l in links {
+                if l.profiler_id.is_empty()
+                    || l.name.is_empty()
+                    || !(l.start.is_finite() && l.end.is_finite() && l.start <= l.end)
+                {
+                    continue;
+                }
+                insert.execute(params![l.profiler_id, l.start, l.end, l.name, received])?;
+                let rows = select
+                    .query_map(params![l.profiler_id, l.start, l.end], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                for (id, names) in rows {
+                    let mut set: BTreeSet<String> =
+                        serde_json::from_str(&names).unwrap_or_default();
+                    if set.insert(l.name.clone()) {
+                        let json = serde_json::to_string(&set).unwrap_or_else(|_| "[]".into());
+                        update.execute(params![id, json])?;
+                        changed += 1;
+                    }
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(changed)
     }
 
     fn max_bytes(&self) -> u64 {
@@ -580,6 +670,10 @@ impl ProfileStore {
             delete_ids(&mut conn, &ids)?;
             deleted_ids.extend(ids);
         }
+        conn.execute(
+            "DELETE FROM transactions WHERE received < ?1",
+            params![cutoff],
+        )?;
         if !deleted_ids.is_empty() {
             conn.execute_batch("PRAGMA incremental_vacuum;")?;
             let mut cache = lock(&self.cache);

@@ -167,3 +167,62 @@ fn retention_by_size_deletes_oldest_first() {
     // Inserts keep enforcing the bound without explicit calls.
     assert!(dir.path().join("nested/dir/store.db").exists());
 }
+
+#[test]
+fn transactions_link_whichever_arrives_first() {
+    use profilink_flamegraph::TransactionLink;
+    let dir = tempfile::tempdir().unwrap();
+    let store = ProfileStore::open(&cfg(&dir)).unwrap();
+    let chunks = fixture_chunks();
+    let (lo0, hi0) = sample_range(&chunks[0]);
+    let (lo1, _) = sample_range(&chunks[1]);
+    assert_ne!(chunks[0].profiler_id, chunks[1].profiler_id);
+    let meta = ChunkMeta {
+        project_id: 7,
+        transaction_names: vec![],
+        received: 0.0,
+    };
+    let link = |p: &str, start: f64, end: f64, name: &str| TransactionLink {
+        profiler_id: p.into(),
+        start,
+        end,
+        name: name.into(),
+    };
+    // Transaction first: the chunk picks its name up at insert.
+    let early = link(&chunks[0].profiler_id, lo0 + 0.1, lo0 + 0.2, "early");
+    // Not linked: another profiler, a time range before the chunk, a bad range.
+    let others = [
+        link(&chunks[1].profiler_id, lo0, lo1 + 1.0, "other profiler"),
+        link(&chunks[0].profiler_id, lo0 - 10.0, lo0 - 5.0, "before"),
+        link(&chunks[0].profiler_id, hi0, lo0, "reversed"),
+        link(&chunks[0].profiler_id, lo0, f64::NAN, "nan"),
+    ];
+    assert_eq!(store.link_transactions(&[early]).unwrap(), 0);
+    assert_eq!(store.link_transactions(&others).unwrap(), 0);
+    store.insert(&chunks[0], &meta).unwrap();
+    let names = |id: &str| {
+        store
+            .list()
+            .unwrap()
+            .into_iter()
+            .find(|i| i.chunk_id == id)
+            .map(|i| i.transaction_names)
+            .unwrap()
+    };
+    assert_eq!(names(&chunks[0].chunk_id), vec!["early".to_string()]);
+
+    // Chunk first: a later transaction updates it, once.
+    let late = link(&chunks[0].profiler_id, hi0 - 0.1, hi0 + 5.0, "late");
+    assert_eq!(store.link_transactions(std::slice::from_ref(&late)).unwrap(), 1);
+    assert_eq!(store.link_transactions(&[late]).unwrap(), 0, "idempotent");
+    assert_eq!(
+        names(&chunks[0].chunk_id),
+        vec!["early".to_string(), "late".to_string()]
+    );
+    // The other chunk saw none of them.
+    store.insert(&chunks[1], &meta).unwrap();
+    assert_eq!(
+        names(&chunks[1].chunk_id),
+        vec!["other profiler".to_string()]
+    );
+}

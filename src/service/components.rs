@@ -11,6 +11,8 @@
 //! | exporters | `otlp`, `otlp_http` | [`OtlpExporterConfig`] | `otlp_http` defaults to `protocol: http`, `127.0.0.1:4318` |
 //! | exporters | `file` | [`FileExporterConfig`] | |
 //! | extensions | `health_check` | [`HealthCheckConfig`] | |
+//! | extensions | `profile_store` | [`StoreConfig`] | keeps every chunk of every pipeline |
+//! | extensions | `flamegraph_api` | [`ApiConfig`] | needs a `profile_store` in `service.extensions` |
 //!
 //! Errors are one line naming the key, like the rest of the configuration's.
 
@@ -21,6 +23,7 @@ use profilink_exporter::sentry::routing::Router;
 use profilink_exporter::{
     FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
 };
+use profilink_flamegraph::{ApiConfig, StoreConfig};
 use profilink_receiver::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
@@ -83,6 +86,10 @@ impl ExporterSpec {
 pub enum ExtensionSpec {
     /// `health_check`.
     HealthCheck(HealthCheckConfig),
+    /// `profile_store`: the embedded store of every chunk profilink exports or receives.
+    ProfileStore(StoreConfig),
+    /// `flamegraph_api`: Sentry's flamegraph API and the viewer over the store.
+    FlamegraphApi(ApiConfig),
 }
 
 /// `processors.batch`.
@@ -259,6 +266,8 @@ pub fn read_extension(id: &str, value: &Value) -> Result<ExtensionSpec, ConfigEr
     let at = format!("extensions.{id}");
     match component_type(id) {
         "health_check" => Ok(ExtensionSpec::HealthCheck(typed(value, &at)?)),
+        "profile_store" => Ok(ExtensionSpec::ProfileStore(typed(value, &at)?)),
+        "flamegraph_api" => Ok(ExtensionSpec::FlamegraphApi(typed(value, &at)?)),
         other => Err(err(format!(
             "{at}: extension type {other:?} is not available in this version of profilink"
         ))),
@@ -306,6 +315,35 @@ impl Components {
     }
 }
 
+/// Checks the extensions listed in `service.extensions`: each is configured, at most one
+/// `profile_store` runs, and a `flamegraph_api` has a `profile_store` to serve.
+fn check_extensions(config: &Config, components: &Components) -> Result<(), ConfigError> {
+    let mut stores = Vec::new();
+    let mut apis = Vec::new();
+    for id in &config.service.extensions {
+        match components.extensions.get(id) {
+            // Undefined ids are reported by `Config` already.
+            None | Some(ExtensionSpec::HealthCheck(_)) => {}
+            Some(ExtensionSpec::ProfileStore(_)) => stores.push(id.as_str()),
+            Some(ExtensionSpec::FlamegraphApi(_)) => apis.push(id.as_str()),
+        }
+    }
+    if stores.len() > 1 {
+        return Err(err(format!(
+            "service.extensions: only one profile_store may run, found {}",
+            stores.join(", ")
+        )));
+    }
+    if let Some(api) = apis.first()
+        && stores.is_empty()
+    {
+        return Err(err(format!(
+            "service.extensions: {api} needs a profile_store extension in service.extensions"
+        )));
+    }
+    Ok(())
+}
+
 impl Plan {
     /// Reads the components of a loaded configuration and runs the checks that need them:
     /// supported signals, the log settings, and exporters not sharing a queue directory.
@@ -320,6 +358,7 @@ impl Plan {
             }
         }
         crate::telemetry::logs::check(&config.service.telemetry.logs)?;
+        check_extensions(&config, &components)?;
         let metrics = &config.service.telemetry.metrics.address;
         if metrics != "none" && metrics.trim().is_empty() {
             return Err(err(
@@ -349,6 +388,17 @@ impl Plan {
             }
         }
         Ok(Plan { config, components })
+    }
+
+    /// The `profile_store` extension the service runs, if any (the one listed in
+    /// `service.extensions`).
+    pub fn profile_store(&self) -> Option<(&str, &StoreConfig)> {
+        self.config.service.extensions.iter().find_map(|id| {
+            match self.components.extensions.get(id) {
+                Some(ExtensionSpec::ProfileStore(c)) => Some((id.as_str(), c)),
+                _ => None,
+            }
+        })
     }
 
     /// Loads a configuration file and reads it into a plan (`profilink check` and `run`).
@@ -417,6 +467,48 @@ service:
             c.extensions["health_check"],
             ExtensionSpec::HealthCheck(_)
         ));
+    }
+
+    #[test]
+    fn store_and_flamegraph_extensions() {
+        let with = |ext: &str, list: &str| {
+            BASE.replace(
+                "  health_check: {}\n",
+                &format!("  health_check: {{}}\n{ext}"),
+            )
+            .replace(
+                "extensions: [health_check]",
+                &format!("extensions: [{list}]"),
+            )
+        };
+        let text = with(
+            "  profile_store: { path: /tmp/s.db, retention: 1h }\n  flamegraph_api: { endpoint: 127.0.0.1:0 }\n",
+            "health_check, flamegraph_api, profile_store",
+        );
+        let p = plan(&text).unwrap();
+        let (id, cfg) = p.profile_store().expect("store runs");
+        assert_eq!(id, "profile_store");
+        assert_eq!(cfg.retention, Duration::from_secs(3600));
+        assert_eq!(cfg.max_size_mib, 1024, "default");
+
+        let text = with(
+            "  profile_store: {}\n  flamegraph_api: {}\n",
+            "health_check, flamegraph_api",
+        );
+        let e = plan(&text).unwrap_err().0;
+        assert!(e.contains("flamegraph_api needs a profile_store"), "{e}");
+        let text = with(
+            "  profile_store: {}\n  profile_store/2: {}\n",
+            "profile_store, profile_store/2",
+        );
+        let e = plan(&text).unwrap_err().0;
+        assert!(e.contains("only one profile_store"), "{e}");
+        let text = with("  profile_store: { retention: soon }\n", "profile_store");
+        let e = plan(&text).unwrap_err().0;
+        assert!(e.starts_with("extensions.profile_store.retention"), "{e}");
+        // Configured but not listed: not run.
+        let text = with("  profile_store: {}\n", "health_check");
+        assert!(plan(&text).unwrap().profile_store().is_none());
     }
 
     #[test]

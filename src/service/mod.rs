@@ -15,6 +15,7 @@ pub mod components;
 pub mod default_config;
 pub mod pipeline;
 pub mod sampling;
+pub mod store;
 
 use crate::config::component_type;
 use crate::telemetry::health::{self, Health, State};
@@ -22,12 +23,15 @@ use crate::telemetry::http::HttpServer;
 use crate::telemetry::metrics::{self, ExporterEntry, ReceiverEntry, Registry, ServiceCounters};
 use components::{ExporterSpec, ExtensionSpec, Plan, ReceiverSpec};
 use pipeline::{Exporter, Fanout, Pipeline};
+use profilink_exporter::ObserverSlot;
 use profilink_exporter::sentry::routing::Router;
+use profilink_flamegraph::ProfileStore;
 use profilink_receiver::{ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use store::StoreWriter;
 use tokio::sync::watch;
 
 /// How the service runs, beyond its configuration.
@@ -124,7 +128,77 @@ struct Running {
     fanouts: Vec<Arc<Fanout>>,
     pipelines: Vec<Arc<Pipeline>>,
     exporters: BTreeMap<String, Arc<Exporter>>,
+    store: Option<RunningStore>,
     telemetry: Vec<HttpServer>,
+}
+
+/// The `profile_store` extension while the service runs.
+struct RunningStore {
+    writer: Arc<StoreWriter>,
+    retention: tokio::task::JoinHandle<()>,
+}
+
+/// The chunk exporters whose merged chunks the `profile_store` keeps: one per pipeline that
+/// has chunk exporters (a `sentry` exporter when there is one, as its chunks carry their
+/// project), so that no chunk is stored twice.
+fn observed_exporters(plan: &Plan) -> std::collections::BTreeSet<String> {
+    let comps = &plan.components;
+    let mut observed = std::collections::BTreeSet::new();
+    for p in plan.config.service.pipelines.values() {
+        let chunk_exporters: Vec<&String> = p
+            .exporters
+            .iter()
+            .filter(|id| comps.exporters.get(*id).is_some_and(|e| e.takes_chunks()))
+            .collect();
+        if chunk_exporters.iter().any(|id| observed.contains(*id)) {
+            continue;
+        }
+        let pick = chunk_exporters
+            .iter()
+            .find(|id| matches!(comps.exporters.get(**id), Some(ExporterSpec::Sentry(_))))
+            .or(chunk_exporters.first());
+        if let Some(id) = pick {
+            observed.insert((*id).clone());
+        }
+    }
+    observed
+}
+
+/// How often the store's retention runs.
+const RETENTION_EVERY: Duration = Duration::from_secs(60);
+
+/// Opens the `profile_store` of `plan` (if it runs one) and starts its writer, retention task
+/// and cache warm-up.
+async fn open_store(plan: &Plan) -> Result<Option<RunningStore>, ServiceError> {
+    let Some((id, cfg)) = plan.profile_store() else {
+        return Ok(None);
+    };
+    let cfg = cfg.clone();
+    let path = cfg.path.clone();
+    let store = tokio::task::spawn_blocking(move || ProfileStore::open(&cfg))
+        .await
+        .map_err(|e| ServiceError(format!("extensions.{id}: {e}")))?
+        .map_err(|e| {
+            ServiceError(format!(
+                "extensions.{id}: cannot open {}: {e}",
+                path.display()
+            ))
+        })?;
+    let store = Arc::new(store);
+    let warm = store.clone();
+    tokio::task::spawn_blocking(move || match warm.warm_cache() {
+        Ok(n) if n > 0 => tracing::debug!(chunks = n, "profile store cache warmed"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "profile store: cache warm-up failed"),
+    });
+    let retention = store.spawn_retention_task(RETENTION_EVERY);
+    let writer = StoreWriter::start(store)
+        .map_err(|e| ServiceError(format!("extensions.{id}: cannot start its writer: {e}")))?;
+    tracing::info!(extension = %id, path = %path.display(), "keeping chunks in the profile store");
+    Ok(Some(RunningStore {
+        writer: Arc::new(writer),
+        retention,
+    }))
 }
 
 /// Runs the service of `plan` until `shutdown` resolves, then drains it. `Err` when a
@@ -171,7 +245,18 @@ async fn start(
     let comps = &plan.components;
     let mut telemetry = Vec::new();
 
+    let store = open_store(plan).await?;
     for id in &config.service.extensions {
+        if let (Some(ExtensionSpec::FlamegraphApi(c)), Some(s)) = (comps.extensions.get(id), &store)
+        {
+            let router = profilink_flamegraph::router(s.writer.store().clone(), c);
+            let server = HttpServer::start(&c.endpoint, router, waiter(telemetry_rx))
+                .await
+                .map_err(|e| ServiceError(format!("extensions.{id}: {e}")))?;
+            let addr = server.local_addr();
+            tracing::info!(extension = %id, address = %addr, "flamegraph API and viewer at http://{addr}/ui/");
+            telemetry.push(server);
+        }
         if let Some(ExtensionSpec::HealthCheck(c)) = comps.extensions.get(id) {
             let server = HttpServer::start(
                 &c.endpoint,
@@ -185,6 +270,10 @@ async fn start(
         }
     }
 
+    let observed = match &store {
+        Some(_) => observed_exporters(plan),
+        None => Default::default(),
+    };
     let mut exporters: BTreeMap<String, Arc<Exporter>> = BTreeMap::new();
     for p in config.service.pipelines.values() {
         for id in &p.exporters {
@@ -192,6 +281,18 @@ async fn start(
                 continue;
             }
             let spec = &comps.exporters[id];
+            let mut spec = spec.clone();
+            if let Some(s) = &store
+                && observed.contains(id)
+            {
+                let observer = ObserverSlot::new(s.writer.clone());
+                match &mut spec {
+                    ExporterSpec::Sentry(c) => c.observer = observer,
+                    ExporterSpec::File(c) => c.observer = observer,
+                    ExporterSpec::Otlp(_) => {}
+                }
+            }
+            let spec = &spec;
             let e = Exporter::start(id, spec)
                 .await
                 .map_err(|e| ServiceError(format!("exporters.{id}: cannot start: {e}")))?;
@@ -211,7 +312,10 @@ async fn start(
         let exps = p.exporters.iter().map(|id| exporters[id].clone()).collect();
         pipelines.insert(
             name.clone(),
-            Arc::new(Pipeline::new(name, &processors, exps, counters.clone())),
+            Arc::new(
+                Pipeline::new(name, &processors, exps, counters.clone())
+                    .with_store(store.as_ref().map(|s| s.writer.clone())),
+            ),
         );
     }
 
@@ -238,6 +342,7 @@ async fn start(
 
     let mut registry = Registry {
         counters,
+        store: store.as_ref().map(|s| s.writer.counters()),
         ..Default::default()
     };
     let mut stats: BTreeMap<String, Arc<Stats>> = BTreeMap::new();
@@ -338,6 +443,7 @@ async fn start(
         fanouts: fanouts.into_iter().map(|(_, f)| f).collect(),
         pipelines: pipelines.into_values().collect(),
         exporters,
+        store,
         telemetry,
     })
 }
@@ -348,6 +454,7 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
         fanouts,
         pipelines,
         exporters,
+        store,
         telemetry,
     } = running;
     let deadline = options.shutdown_timeout;
@@ -405,6 +512,14 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
         if let Ok(id) = r {
             tracing::info!(exporter = %id, "exporter stopped");
         }
+    }
+    if let Some(s) = store {
+        // The exporters' final flushes were offered to the store; write them before exiting.
+        let left = deadline
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(2));
+        s.writer.close(left).await;
+        s.retention.abort();
     }
     drop(telemetry);
 }

@@ -26,6 +26,7 @@
 
 use crate::service::components::{ExporterSpec, ProcessorSpec};
 use crate::service::sampling::Sampler;
+use crate::service::store::StoreWriter;
 use crate::telemetry::metrics::ServiceCounters;
 use profilink_exporter::{
     ExportChunk, ExportError, ExporterMetrics, FileExporter, OtlpExporter, Overflow, SentryExporter,
@@ -202,6 +203,7 @@ pub struct Pipeline {
     counters: Arc<ServiceCounters>,
     o2s: otlp_to_sentry::Options,
     s2o: sentry_to_otlp::Options,
+    store: Option<Arc<StoreWriter>>,
 }
 
 /// The options the service translates OTLP with: the translator's defaults, but sparse
@@ -285,7 +287,16 @@ impl Pipeline {
             counters,
             o2s: otlp_to_sentry_options(),
             s2o: sentry_to_otlp::Options::default(),
+            store: None,
         }
+    }
+
+    /// Keeps the Sentry chunks this pipeline receives in the `profile_store` when it has no
+    /// chunk exporter (with one, the exporter's merged chunks are stored instead, see
+    /// [`crate::service::store`]).
+    pub fn with_store(mut self, store: Option<Arc<StoreWriter>>) -> Self {
+        self.store = store;
+        self
     }
 
     /// The pipeline id.
@@ -461,6 +472,7 @@ impl Pipeline {
 
     async fn consume_sentry(&self, batch: SentryBatch) -> Result<(), ConsumeError> {
         let SentryBatch {
+            project_id: batch_project,
             chunks,
             v1_profiles,
             transactions,
@@ -488,6 +500,14 @@ impl Pipeline {
             &self.counters.sampling_dropped_profiles,
             (before - v1.len()) as u64,
         );
+        if let Some(store) = &self.store {
+            store.link(&transactions);
+            if self.chunk_exporters.is_empty() {
+                for c in &chunks {
+                    store.offer(c.clone(), batch_project, Vec::new());
+                }
+            }
+        }
         if chunks.is_empty() && v1.is_empty() {
             return Ok(());
         }

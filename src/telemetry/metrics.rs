@@ -27,9 +27,13 @@
 //! | `profilink_translation_dropped_samples_total` | counter | `reason` | observations lost in OTLP → Sentry translation (`expansion`, `size`) |
 //! | `profilink_sampling_dropped_chunks_total` | counter | | chunks dropped by `profile_sampling` |
 //! | `profilink_sampling_dropped_profiles_total` | counter | | OTLP profiles and V1 profiles dropped by `profile_sampling` |
+//! | `profilink_store_chunks_total` | counter | `outcome` | chunks offered to the `profile_store`: `stored`, `dropped` (its pending queue was full), `failed` (refused or not written) |
+//! | `profilink_store_link_failures_total` | counter | | batches of transactions the `profile_store` could not link to chunks |
+//! | `profilink_store_pending_bytes` | gauge | | estimated bytes of chunks waiting to be stored |
 //! | `profilink_process_resident_memory_bytes` | gauge | | resident set size (Linux) |
 //! | `profilink_build_info` | gauge | `version` | always 1 |
 
+use crate::service::store::StoreCounters;
 use axum::Router;
 use axum::routing::get;
 use profilink_exporter::ExporterMetrics;
@@ -141,6 +145,8 @@ pub struct Registry {
     pub exporters: Vec<ExporterEntry>,
     /// The pipelines' counters.
     pub counters: Arc<ServiceCounters>,
+    /// The `profile_store` writer's counters, when the store runs.
+    pub store: Option<Arc<StoreCounters>>,
 }
 
 struct Family<'a> {
@@ -374,6 +380,31 @@ impl Registry {
             f.header(name, "counter", help);
             f.sample(name, &[], load(v));
         }
+        if let Some(st) = &self.store {
+            let name = "profilink_store_chunks_total";
+            f.header(
+                name,
+                "counter",
+                "Chunks offered to the profile store, by outcome.",
+            );
+            f.sample(name, &[("outcome", "stored")], load(&st.stored));
+            f.sample(name, &[("outcome", "dropped")], load(&st.dropped));
+            f.sample(name, &[("outcome", "failed")], load(&st.failed));
+            let name = "profilink_store_link_failures_total";
+            f.header(
+                name,
+                "counter",
+                "Batches of transactions the profile store could not link.",
+            );
+            f.sample(name, &[], load(&st.failed_links));
+            let name = "profilink_store_pending_bytes";
+            f.header(
+                name,
+                "gauge",
+                "Estimated bytes of chunks waiting to be stored.",
+            );
+            f.sample(name, &[], load(&st.pending_bytes));
+        }
         if let Some(rss) = resident_memory_bytes() {
             let name = "profilink_process_resident_memory_bytes";
             f.header(name, "gauge", "Resident set size in bytes.");
@@ -455,8 +486,13 @@ mod tests {
                 metrics: m,
             }],
             counters,
+            store: Some(Arc::new(StoreCounters::default())),
         };
+        if let Some(st) = &r.store {
+            st.dropped.fetch_add(4, Ordering::Relaxed);
+        }
         let text = r.render();
+        assert!(text.contains("profilink_store_chunks_total{outcome=\"dropped\"} 4\n"));
         assert!(text.contains("# TYPE profilink_receiver_accepted_samples_total counter\n"));
         assert!(
             text.contains(

@@ -219,6 +219,10 @@ impl Sink for SentrySink {
     fn discarded(&self, meta: &ReadyMeta, reason: DiscardReason, n: u64) {
         self.discards.add(&meta.route, reason, &meta.category, n);
     }
+
+    fn project_id(&self, route: &str) -> Option<u64> {
+        self.router.route(route).project_id
+    }
 }
 
 /// Sends profile chunks to Sentry. See the module docs.
@@ -279,6 +283,7 @@ impl SentryExporter {
             retry: cfg.retry_on_failure.clone(),
             num_consumers: cfg.num_consumers,
             tick: cfg.tick,
+            observer: cfg.observer.clone(),
         };
         let pipeline = Pipeline::start(
             Arc::new(queue),

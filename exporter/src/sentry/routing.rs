@@ -23,6 +23,8 @@ pub struct Route {
     pub url: String,
     /// The `X-Sentry-Auth` header value.
     pub auth: String,
+    /// The DSN's project id, when numeric (as Sentry's are).
+    pub project_id: Option<u64>,
     limits: Mutex<RateLimits>,
 }
 
@@ -43,6 +45,7 @@ impl Route {
             dsn: dsn.trim().to_string(),
             url: parsed.envelope_api_url().to_string(),
             auth: auth.to_string(),
+            project_id: parsed.project_id().value().parse().ok(),
             limits: Mutex::new(RateLimits::default()),
         })
     }

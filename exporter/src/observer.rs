@@ -1,0 +1,92 @@
+//! A hook that sees every merged chunk an exporter queues for delivery (the service's
+//! `profile_store` keeps them for the flamegraph API).
+
+use profilink_proto::sentry::ProfileChunk;
+use std::sync::Arc;
+
+/// Sees each merged chunk once it is durably queued for delivery, with the Sentry project it
+/// goes to (`None` for exporters without a DSN, such as the file exporter).
+///
+/// Called on the exporter's engine task: implementations must not block (hand the chunk to a
+/// queue of their own and return). After a crash, chunks recovered from the queue are not
+/// seen again (they were seen when first queued).
+pub trait ChunkObserver: Send + Sync + 'static {
+    /// A merged chunk was queued.
+    fn queued(&self, project_id: Option<u64>, chunk: &ProfileChunk);
+}
+
+/// An optional shared observer.
+pub type SharedObserver = Option<Arc<dyn ChunkObserver>>;
+
+/// A config field holding an optional [`ChunkObserver`] (not read from YAML; set by the program
+/// that starts the exporter). Two slots are equal when they hold the same observer.
+#[derive(Clone, Default)]
+pub struct ObserverSlot(pub SharedObserver);
+
+impl ObserverSlot {
+    /// A slot holding `observer`.
+    pub fn new(observer: Arc<dyn ChunkObserver>) -> Self {
+        ObserverSlot(Some(observer))
+    }
+
+    /// Tells the observer, if any, that `chunk` was queued.
+    pub fn queued(&self, project_id: Option<u64>, chunk: &ProfileChunk) {
+        if let Some(o) = &self.0 {
+            o.queued(project_id, chunk);
+        }
+    }
+}
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ObserverSlot(Some)"
+        } else {
+            "ObserverSlot(None)"
+        })
+    }
+}
+
+impl PartialEq for ObserverSlot {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(Option<u64>, String)>>);
+
+    impl ChunkObserver for Seen {
+        fn queued(&self, project_id: Option<u64>, chunk: &ProfileChunk) {
+            if let Ok(mut v) = self.0.lock() {
+                v.push((project_id, chunk.chunk_id.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn slots_compare_by_identity_and_forward() {
+        let a = Arc::new(Seen::default());
+        let slot = ObserverSlot::new(a.clone());
+        assert_eq!(slot, slot.clone());
+        assert_ne!(slot, ObserverSlot::new(Arc::new(Seen::default())));
+        assert_ne!(slot, ObserverSlot::default());
+        assert_eq!(ObserverSlot::default(), ObserverSlot::default());
+        let chunk = ProfileChunk {
+            chunk_id: "c".into(),
+            ..Default::default()
+        };
+        slot.queued(Some(7), &chunk);
+        ObserverSlot::default().queued(Some(8), &chunk);
+        assert_eq!(*a.0.lock().unwrap(), vec![(Some(7), "c".to_string())]);
+    }
+}
