@@ -139,7 +139,11 @@ fn examples_pass_check() {
         let out = profilink(
             dir.path(),
             &["check", "--config", path.to_str().unwrap()],
-            &[("SENTRY_DSN", DSN), ("OTLP_BACKEND", "127.0.0.1:4317")],
+            &[
+                ("SENTRY_DSN", DSN),
+                ("OTLP_BACKEND", "127.0.0.1:4317"),
+                ("PROFILINK_API_TOKEN", "t0ken"),
+            ],
         );
         assert_eq!(
             out.status.code(),
