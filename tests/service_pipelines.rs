@@ -247,11 +247,13 @@ async fn sentry_envelopes_to_otlp() {
             r#"
 receivers:
   sentry: {{ endpoint: "{sentry}" }}
+processors:
+  profile_linking: {{ join_window: 1s }}
 exporters:
   otlp: {{ endpoint: "{backend_addr}", compression: gzip }}
 service:
   pipelines:
-    profiles/from_sentry: {{ receivers: [sentry], exporters: [otlp] }}
+    profiles/from_sentry: {{ receivers: [sentry], processors: [profile_linking], exporters: [otlp] }}
   telemetry:
     metrics: {{ address: "{metrics}" }}
 "#

@@ -7,6 +7,7 @@
 //! | receivers | `sentry` | [`SentryReceiverConfig`] | Relay-compatible envelope endpoint |
 //! | processors | `batch` | [`BatchConfig`] | |
 //! | processors | `profile_sampling` | [`SamplingConfig`] | `session_sample_rate` in `[0, 1]` |
+//! | processors | `profile_linking` | [`LinkingConfig`] | join buffer (Sentry → OTLP) and span stamping (traces) |
 //! | exporters | `sentry` | [`SentryExporterConfig`] | `dsn` required and parsed here |
 //! | exporters | `otlp`, `otlp_http` | [`OtlpExporterConfig`] | `otlp_http` defaults to `protocol: http`, `127.0.0.1:4318` |
 //! | exporters | `file` | [`FileExporterConfig`] | |
@@ -17,6 +18,7 @@
 //! Errors are one line naming the key, like the rest of the configuration's.
 
 use crate::config::{Config, ConfigError, component_type, typed};
+use crate::service::linking::LinkingConfig;
 use crate::service::sampling::SamplingConfig;
 use crate::telemetry::health::HealthCheckConfig;
 use profilink_exporter::sentry::routing::Router;
@@ -52,6 +54,8 @@ pub enum ProcessorSpec {
     Batch(BatchConfig),
     /// `profile_sampling`.
     Sampling(SamplingConfig),
+    /// `profile_linking`.
+    Linking(LinkingConfig),
 }
 
 /// An exporter's typed config.
@@ -201,6 +205,7 @@ pub fn read_processor(id: &str, value: &Value) -> Result<ProcessorSpec, ConfigEr
             }
             Ok(ProcessorSpec::Sampling(c))
         }
+        "profile_linking" => Ok(ProcessorSpec::Linking(typed(value, &at)?)),
         other => Err(err(format!(
             "{at}: processor type {other:?} is not available in this version of profilink"
         ))),

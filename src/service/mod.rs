@@ -13,15 +13,18 @@
 
 pub mod components;
 pub mod default_config;
+pub mod join;
+pub mod linking;
 pub mod pipeline;
 pub mod sampling;
+pub mod sentry_join;
 pub mod store;
 
 use crate::config::component_type;
 use crate::telemetry::health::{self, Health, State};
 use crate::telemetry::http::HttpServer;
 use crate::telemetry::metrics::{self, ExporterEntry, ReceiverEntry, Registry, ServiceCounters};
-use components::{ExporterSpec, ExtensionSpec, Plan, ReceiverSpec};
+use components::{ExporterSpec, ExtensionSpec, Plan, ProcessorSpec, ReceiverSpec};
 use pipeline::{Exporter, Fanout, Pipeline};
 use profilink_exporter::ObserverSlot;
 use profilink_exporter::sentry::routing::Router;
@@ -127,6 +130,7 @@ struct Running {
     receivers: Vec<(String, ServerHandle)>,
     fanouts: Vec<Arc<Fanout>>,
     pipelines: Vec<Arc<Pipeline>>,
+    tickers: Vec<tokio::task::JoinHandle<()>>,
     exporters: BTreeMap<String, Arc<Exporter>>,
     store: Option<RunningStore>,
     telemetry: Vec<HttpServer>,
@@ -310,11 +314,27 @@ async fn start(
             .map(|id| &comps.processors[id])
             .collect();
         let exps = p.exporters.iter().map(|id| exporters[id].clone()).collect();
+        // Pipelines fed by a Sentry receiver join chunks with their transactions.
+        let from_sentry = p
+            .receivers
+            .iter()
+            .any(|id| matches!(comps.receivers.get(id), Some(ReceiverSpec::Sentry(_))));
+        let join = from_sentry.then(|| {
+            processors
+                .iter()
+                .find_map(|p| match p {
+                    ProcessorSpec::Linking(c) => Some(c.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default()
+                .join()
+        });
         pipelines.insert(
             name.clone(),
             Arc::new(
                 Pipeline::new(name, &processors, exps, counters.clone())
-                    .with_store(store.as_ref().map(|s| s.writer.clone())),
+                    .with_store(store.as_ref().map(|s| s.writer.clone()))
+                    .with_join(join),
             ),
         );
     }
@@ -340,9 +360,32 @@ async fn start(
         fanouts.push((id.clone(), Arc::new(Fanout::new(targets))));
     }
 
+    let mut tickers = Vec::new();
+    for p in pipelines.values() {
+        if p.join_metrics().is_some() {
+            let p = p.clone();
+            let stop = waiter(receivers_rx);
+            tickers.push(tokio::spawn(async move {
+                let mut every = tokio::time::interval(sentry_join::TICK);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                tokio::pin!(stop);
+                loop {
+                    tokio::select! {
+                        _ = every.tick() => p.tick().await,
+                        _ = &mut stop => break,
+                    }
+                }
+            }));
+        }
+    }
+
     let mut registry = Registry {
         counters,
         store: store.as_ref().map(|s| s.writer.counters()),
+        joins: pipelines
+            .iter()
+            .filter_map(|(name, p)| p.join_metrics().map(|m| (name.clone(), m)))
+            .collect(),
         ..Default::default()
     };
     let mut stats: BTreeMap<String, Arc<Stats>> = BTreeMap::new();
@@ -442,6 +485,7 @@ async fn start(
         receivers,
         fanouts: fanouts.into_iter().map(|(_, f)| f).collect(),
         pipelines: pipelines.into_values().collect(),
+        tickers,
         exporters,
         store,
         telemetry,
@@ -453,6 +497,7 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
         receivers,
         fanouts,
         pipelines,
+        tickers,
         exporters,
         store,
         telemetry,
@@ -473,6 +518,13 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
         }
     }
     drop(fanouts);
+    // Receivers are done: release what the join buffers hold before the exporters stop.
+    for t in tickers {
+        let _ = t.await;
+    }
+    for p in &pipelines {
+        p.flush_join().await;
+    }
     drop(pipelines);
 
     // The receivers' tasks held the last other references; wait briefly for them to go.

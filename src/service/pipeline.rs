@@ -25,7 +25,9 @@
 //! request body is even read while a queue is full.
 
 use crate::service::components::{ExporterSpec, ProcessorSpec};
+use crate::service::join::{JoinConfig, Release};
 use crate::service::sampling::Sampler;
+use crate::service::sentry_join::{JoinMetrics, SentryJoin};
 use crate::service::store::StoreWriter;
 use crate::telemetry::metrics::ServiceCounters;
 use profilink_exporter::{
@@ -35,7 +37,7 @@ use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesData, Resource
 use profilink_proto::sentry::ProfileChunk;
 use profilink_receiver::{Batch, ConsumeError, Consumer, Payload, SentryBatch};
 use profilink_translator::dictionary::Dictionary;
-use profilink_translator::linking::{NoLinks, TransactionLinks};
+use profilink_translator::linking::{NoLinks, TransactionLinks, span_intervals};
 use profilink_translator::otlp_to_sentry::{
     self, ProcessIdentity, SparseThreadPolicy, derive_profiler_id,
 };
@@ -204,6 +206,7 @@ pub struct Pipeline {
     o2s: otlp_to_sentry::Options,
     s2o: sentry_to_otlp::Options,
     store: Option<Arc<StoreWriter>>,
+    join: Option<SentryJoin>,
 }
 
 /// The options the service translates OTLP with: the translator's defaults, but sparse
@@ -267,7 +270,7 @@ impl Pipeline {
             .iter()
             .filter_map(|p| match p {
                 ProcessorSpec::Sampling(c) => Some(Sampler::new(c)),
-                ProcessorSpec::Batch(_) => None,
+                ProcessorSpec::Batch(_) | ProcessorSpec::Linking(_) => None,
             })
             .collect();
         let (chunk_exporters, otlp_exporters): (Vec<_>, Vec<_>) =
@@ -288,6 +291,95 @@ impl Pipeline {
             o2s: otlp_to_sentry_options(),
             s2o: sentry_to_otlp::Options::default(),
             store: None,
+            join: None,
+        }
+    }
+
+    /// Holds received Sentry chunks in a join buffer with `cfg` until their transactions
+    /// arrive, when the pipeline has OTLP exporters (see [`crate::service::join`]). Without it
+    /// chunks are linked only to the transactions of their own envelope.
+    pub fn with_join(mut self, cfg: Option<JoinConfig>) -> Self {
+        self.join = cfg
+            .filter(|_| !self.otlp_exporters.is_empty())
+            .map(SentryJoin::new);
+        self
+    }
+
+    /// The join buffer's counters, when the pipeline joins.
+    pub fn join_metrics(&self) -> Option<Arc<JoinMetrics>> {
+        self.join.as_ref().map(SentryJoin::metrics)
+    }
+
+    /// Translates released chunks (each profiler session with the links of its spans) and
+    /// hands them to the OTLP exporters; what they refuse is parked and retried by
+    /// [`Pipeline::tick`].
+    async fn release(&self, releases: Vec<Release>) {
+        let Some(join) = &self.join else {
+            return;
+        };
+        let mut reqs = Vec::with_capacity(releases.len());
+        for r in releases {
+            let (projects, chunks): (Vec<u64>, Vec<ProfileChunk>) = r.chunks.into_iter().unzip();
+            drop(projects);
+            let t = sentry_to_otlp::translate(
+                &SentryInput {
+                    chunks: &chunks,
+                    v1_profiles: &[],
+                },
+                &r.links,
+                &self.s2o,
+            );
+            self.count_sentry_translation(&t, chunks.len());
+            if !t.request.resource_profiles.is_empty() {
+                reqs.push(t.request);
+            }
+        }
+        self.export_or_park(join, reqs).await;
+    }
+
+    async fn export_or_park(&self, join: &SentryJoin, reqs: Vec<ExportProfilesServiceRequest>) {
+        let mut failed = false;
+        for req in reqs {
+            if failed {
+                join.park(req);
+                continue;
+            }
+            if let Err(e) = self.export_otlp(req.clone()).await {
+                tracing::debug!(pipeline = %self.name, error = ?e, "OTLP exporter refused linked profiles; retrying");
+                failed = true;
+                join.park(req);
+            }
+        }
+    }
+
+    /// Retries parked requests and releases the chunks whose window ran out (run every
+    /// [`TICK`] by the service).
+    pub async fn tick(&self) {
+        let Some(join) = &self.join else {
+            return;
+        };
+        let parked = join.unpark();
+        if !parked.is_empty() {
+            self.export_or_park(join, parked).await;
+        }
+        let due = join.due();
+        if !due.is_empty() {
+            self.release(due).await;
+        }
+    }
+
+    /// Releases every held chunk (shutdown, before the exporters stop).
+    pub async fn flush_join(&self) {
+        let Some(join) = &self.join else {
+            return;
+        };
+        let parked = join.unpark();
+        self.export_or_park(join, parked).await;
+        let all = join.all();
+        self.release(all).await;
+        let left = join.unpark();
+        if !left.is_empty() {
+            tracing::warn!(pipeline = %self.name, requests = left.len(), "OTLP exporters refused linked profiles at shutdown; dropped");
         }
     }
 
@@ -310,7 +402,9 @@ impl Pipeline {
 
     /// Refuses while an exporter's queue is full.
     pub fn check_ready(&self) -> Result<(), ConsumeError> {
-        if self.chunk_exporters.iter().any(|e| e.is_full()) {
+        if self.chunk_exporters.iter().any(|e| e.is_full())
+            || self.join.as_ref().is_some_and(SentryJoin::is_full)
+        {
             return Err(ConsumeError::Full {
                 retry_after: FULL_RETRY_AFTER,
             });
@@ -479,7 +573,7 @@ impl Pipeline {
             ..
         } = batch;
         let before = chunks.len();
-        let chunks: Vec<ProfileChunk> = chunks
+        let mut chunks: Vec<ProfileChunk> = chunks
             .into_iter()
             .filter(|c| self.keep(&c.profiler_id))
             .collect();
@@ -508,23 +602,36 @@ impl Pipeline {
                 }
             }
         }
+        let mut released = Vec::new();
+        if let Some(join) = &self.join {
+            // Chunks wait for their transactions; V1 profiles come with theirs.
+            let spans = transactions.iter().flat_map(span_intervals).collect();
+            let held = if self.chunk_exporters.is_empty() {
+                std::mem::take(&mut chunks)
+            } else {
+                chunks.clone()
+            };
+            released = join.add(held, batch_project, spans);
+        }
         if chunks.is_empty() && v1.is_empty() {
+            self.release(released).await;
             return Ok(());
         }
 
-        let otlp = if self.otlp_exporters.is_empty() {
+        let otlp_chunks: &[ProfileChunk] = if self.join.is_some() { &[] } else { &chunks };
+        let otlp = if self.otlp_exporters.is_empty() || (otlp_chunks.is_empty() && v1.is_empty()) {
             None
         } else {
             let links = TransactionLinks::new(&transactions);
             let t = sentry_to_otlp::translate(
                 &SentryInput {
-                    chunks: &chunks,
+                    chunks: otlp_chunks,
                     v1_profiles: &v1,
                 },
                 &links,
                 &self.s2o,
             );
-            self.count_sentry_translation(&t, chunks.len() + v1.len());
+            self.count_sentry_translation(&t, otlp_chunks.len() + v1.len());
             Some(t.request)
         };
 
@@ -539,6 +646,7 @@ impl Pipeline {
         if let Some(req) = otlp {
             self.export_otlp(req).await?;
         }
+        self.release(released).await;
         Ok(())
     }
 

@@ -77,7 +77,7 @@ impl std::fmt::Debug for Job {
 }
 
 /// Estimated in-memory size of a chunk, for the pending bound.
-fn estimated_bytes(chunk: &ProfileChunk) -> u64 {
+pub(crate) fn estimated_bytes(chunk: &ProfileChunk) -> u64 {
     let p = &chunk.profile;
     let stacks: usize = p.stacks.iter().map(Vec::len).sum();
     (p.samples.len() * 48 + p.frames.len() * 160 + stacks * 8 + 1024) as u64

@@ -30,9 +30,15 @@
 //! | `profilink_store_chunks_total` | counter | `outcome` | chunks offered to the `profile_store`: `stored`, `dropped` (its pending queue was full), `failed` (refused or not written) |
 //! | `profilink_store_link_failures_total` | counter | | batches of transactions the `profile_store` could not link to chunks |
 //! | `profilink_store_pending_bytes` | gauge | | estimated bytes of chunks waiting to be stored |
+//! | `profilink_join_released_chunks_total` | counter | `pipeline`, `reason` | chunks released by a Sentry → OTLP pipeline's join buffer: `covered` (a span past their end arrived), `window`, `overflow` (bounds), `shutdown` |
+//! | `profilink_join_unlinked_chunks_total` | counter | `pipeline` | chunks released with no span of their profiler overlapping them |
+//! | `profilink_join_evicted_spans_total` | counter | `pipeline` | spans forgotten early to stay within `max_spans` |
+//! | `profilink_join_dropped_requests_total` | counter | `pipeline` | linked requests dropped while OTLP exporters refused |
+//! | `profilink_join_held_bytes`, `profilink_join_held_chunks`, `profilink_join_kept_spans` | gauge | `pipeline` | the join buffer's size |
 //! | `profilink_process_resident_memory_bytes` | gauge | | resident set size (Linux) |
 //! | `profilink_build_info` | gauge | `version` | always 1 |
 
+use crate::service::sentry_join::JoinMetrics;
 use crate::service::store::StoreCounters;
 use axum::Router;
 use axum::routing::get;
@@ -42,6 +48,9 @@ use profilink_translator::TranslateError;
 use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Reads one counter of a [`JoinMetrics`].
+type JoinField = fn(&JoinMetrics) -> &AtomicU64;
 
 /// Translation error reasons, in counter order.
 pub const TRANSLATION_ERROR_REASONS: [&str; 5] = [
@@ -147,6 +156,8 @@ pub struct Registry {
     pub counters: Arc<ServiceCounters>,
     /// The `profile_store` writer's counters, when the store runs.
     pub store: Option<Arc<StoreCounters>>,
+    /// The join buffers of Sentry → OTLP pipelines, by pipeline.
+    pub joins: Vec<(String, Arc<JoinMetrics>)>,
 }
 
 struct Family<'a> {
@@ -405,6 +416,70 @@ impl Registry {
             );
             f.sample(name, &[], load(&st.pending_bytes));
         }
+        if !self.joins.is_empty() {
+            let name = "profilink_join_released_chunks_total";
+            f.header(
+                name,
+                "counter",
+                "Chunks released by the trace-linking join buffer, by reason.",
+            );
+            for (p, m) in &self.joins {
+                for (reason, v) in [
+                    ("covered", &m.released_covered),
+                    ("window", &m.released_window),
+                    ("overflow", &m.released_overflow),
+                    ("shutdown", &m.released_shutdown),
+                ] {
+                    f.sample(name, &[("pipeline", p), ("reason", reason)], load(v));
+                }
+            }
+            let counters: [(&str, &str, JoinField); 3] = [
+                (
+                    "profilink_join_unlinked_chunks_total",
+                    "Chunks released with no span of their profiler overlapping them.",
+                    |m| &m.unlinked,
+                ),
+                (
+                    "profilink_join_evicted_spans_total",
+                    "Spans forgotten early to stay within max_spans.",
+                    |m| &m.spans_evicted,
+                ),
+                (
+                    "profilink_join_dropped_requests_total",
+                    "Linked OTLP requests dropped because too many waited for a refusing exporter.",
+                    |m| &m.dropped_requests,
+                ),
+            ];
+            for (name, help, get) in counters {
+                f.header(name, "counter", help);
+                for (p, m) in &self.joins {
+                    f.sample(name, &[("pipeline", p)], load(get(m)));
+                }
+            }
+            let gauges: [(&str, &str, JoinField); 3] = [
+                (
+                    "profilink_join_held_bytes",
+                    "Estimated bytes of chunks held by the join buffer.",
+                    |m| &m.held_bytes,
+                ),
+                (
+                    "profilink_join_held_chunks",
+                    "Chunks held by the join buffer.",
+                    |m| &m.held_chunks,
+                ),
+                (
+                    "profilink_join_kept_spans",
+                    "Spans kept by the join buffer for linking.",
+                    |m| &m.kept_spans,
+                ),
+            ];
+            for (name, help, get) in gauges {
+                f.header(name, "gauge", help);
+                for (p, m) in &self.joins {
+                    f.sample(name, &[("pipeline", p)], load(get(m)));
+                }
+            }
+        }
         if let Some(rss) = resident_memory_bytes() {
             let name = "profilink_process_resident_memory_bytes";
             f.header(name, "gauge", "Resident set size in bytes.");
@@ -487,12 +562,22 @@ mod tests {
             }],
             counters,
             store: Some(Arc::new(StoreCounters::default())),
+            joins: vec![("profiles/x".into(), Arc::new(JoinMetrics::default()))],
         };
+        r.joins[0].1.released_window.fetch_add(3, Ordering::Relaxed);
         if let Some(st) = &r.store {
             st.dropped.fetch_add(4, Ordering::Relaxed);
         }
         let text = r.render();
         assert!(text.contains("profilink_store_chunks_total{outcome=\"dropped\"} 4\n"));
+        assert_eq!(
+            scrape(
+                &text,
+                "profilink_join_released_chunks_total",
+                &[("pipeline", "profiles/x"), ("reason", "window")]
+            ),
+            Some(3)
+        );
         assert!(text.contains("# TYPE profilink_receiver_accepted_samples_total counter\n"));
         assert!(
             text.contains(
