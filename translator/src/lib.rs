@@ -12,6 +12,7 @@ pub mod linking;
 pub mod otlp_to_sentry;
 pub mod sample_link;
 pub mod sentry_to_otlp;
+pub mod span_stamping;
 
 pub use error::TranslateError;
 pub use sample_link::SampleLink;
