@@ -10,6 +10,8 @@
 //!   files atomically.
 //! * [`otlp::OtlpExporter`]: OTLP gRPC or HTTP with the OTLP retry rules and partial-success
 //!   accounting.
+//! * [`traces::TracesExporter`]: OTLP traces to an OTLP endpoint (gRPC / HTTP) or to Sentry's
+//!   OTLP traces endpoint (DSN key auth, rate limits, request splitting).
 //!
 //! Life cycle of every exporter: `start(config)` → `export(...)` any number of times (from any
 //! task) → `shutdown(deadline)`. Dropping an exporter without `shutdown` stops it like a crash:
@@ -28,6 +30,7 @@ pub mod pipeline;
 pub mod queue;
 pub mod retry;
 pub mod sentry;
+pub mod traces;
 
 use profilink_proto::sentry::ProfileChunk;
 use std::collections::BTreeMap;
@@ -45,6 +48,10 @@ pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
 pub use sentry::SentryExporter;
+pub use traces::{
+    OtlpTracesConfig, SentryTracesConfig, TracesExporter, TracesExporterConfig, TracesMetrics,
+    TracesMetricsSnapshot, TracesQueueConfig,
+};
 
 /// The SDK name profilink reports (`sdk.name`, `sentry_client`).
 pub const SDK_NAME: &str = "profilink";
