@@ -16,6 +16,17 @@ pub use opentelemetry_proto::tonic::profiles::v1development::{
 };
 pub use opentelemetry_proto::tonic::resource::v1::Resource;
 
+// OTLP traces (stable `v1`), for trace linking: the collector service and the data model.
+// `span::{Event, Link, SpanKind}` and `status::StatusCode` are reached through their modules
+// (`span::Link` is not the profiles `Link`).
+pub use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+    trace_service_client, trace_service_server,
+};
+pub use opentelemetry_proto::tonic::trace::v1::{
+    ResourceSpans, ScopeSpans, Span, SpanFlags, Status, TracesData, span, status,
+};
+
 /// The gRPC method path of the OTLP profiles export service.
 pub const EXPORT_PATH: &str =
     "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";

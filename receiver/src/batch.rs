@@ -1,8 +1,8 @@
 //! What the receivers hand to the pipeline: [`Batch`], the [`Consumer`] trait it goes through,
 //! and [`ChannelConsumer`], a bounded-channel consumer that never waits.
 
-use profilink_proto::otlp::{Profile, ProfilesData};
-use profilink_proto::sentry::{ProfileChunk, SampleProfileV1, Transaction};
+use profilink_proto::otlp::{ExportTraceServiceRequest, Profile, ProfilesData};
+use profilink_proto::sentry::{ProfileChunk, SampleProfileV1, SpanItem, Transaction};
 use std::future::Future;
 use std::time::Duration;
 use thiserror::Error;
@@ -18,9 +18,10 @@ pub struct Batch {
     /// The data.
     pub payload: Payload,
     /// Number of observations: one per timestamp or value of an OTLP sample, one per sample of a
-    /// Sentry chunk or V1 profile.
+    /// Sentry chunk or V1 profile; 0 for traces.
     pub samples: u64,
-    /// Number of profiles: OTLP `Profile` messages, or Sentry chunks plus V1 profiles.
+    /// Number of profiles: OTLP `Profile` messages, or Sentry chunks plus V1 profiles; 0 for
+    /// traces (see [`trace_span_count`] for their spans).
     pub profiles: u64,
 }
 
@@ -31,6 +32,10 @@ pub enum Payload {
     Otlp(ProfilesData),
     /// The profiling content of one Sentry envelope.
     Sentry(SentryBatch),
+    /// OTLP traces (`receiver: "otlp"`): the request's valid spans, as the export request the
+    /// traces exporters send on (same wire layout as `TracesData`). Only offered to consumers
+    /// whose [`Consumer::accepts_traces`] is true; never empty.
+    Traces(ExportTraceServiceRequest),
 }
 
 /// The profiling content of one Sentry envelope.
@@ -48,6 +53,12 @@ pub struct SentryBatch {
     /// `transaction` items not paired with a V1 profile (they carry the trace links of
     /// continuous profiling: `contexts.profile.profiler_id`, `thread.id`).
     pub transactions: Vec<Transaction>,
+    /// Spans of `span` items (span streaming: V2 span containers and legacy single spans),
+    /// parsed; they carry `sentry.profiler_id` and `thread.id` like transactions do.
+    pub spans: Vec<SpanItem>,
+    /// Spans of `span` items that could not be read (whole items that are not JSON count as
+    /// their `item_count` header, or 1): skipped, as Relay drops them with an outcome.
+    pub invalid_spans: u64,
     /// Items of any other type (and chunk items in a format not parsed here, such as
     /// Perfetto), accepted and counted only.
     pub other_items: u64,
@@ -87,14 +98,25 @@ pub trait Consumer: Send + Sync + 'static {
     fn check_ready(&self) -> Result<(), ConsumeError> {
         Ok(())
     }
+
+    /// Whether this consumer takes OTLP traces ([`Payload::Traces`]). When false (the default),
+    /// the receivers refuse traces as the Collector does for a receiver no traces pipeline
+    /// uses: gRPC `UNIMPLEMENTED` for `TraceService/Export`, HTTP 404 for `/v1/traces`, before
+    /// authentication and without reading the body.
+    fn accepts_traces(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Consumer`] that puts batches into a bounded tokio channel with `try_send`: a full
 /// channel is [`ConsumeError::Full`], a closed one [`ConsumeError::Internal`].
+///
+/// It takes traces only when built [`with_traces`](ChannelConsumer::with_traces)`(true)`.
 #[derive(Debug, Clone)]
 pub struct ChannelConsumer {
     sender: mpsc::Sender<Batch>,
     retry_after: Duration,
+    traces: bool,
 }
 
 /// The default `retry_after` of [`ChannelConsumer`].
@@ -109,6 +131,7 @@ impl ChannelConsumer {
             ChannelConsumer {
                 sender,
                 retry_after: DEFAULT_RETRY_AFTER,
+                traces: false,
             },
             receiver,
         )
@@ -118,6 +141,14 @@ impl ChannelConsumer {
     #[must_use]
     pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
         self.retry_after = retry_after;
+        self
+    }
+
+    /// Sets whether the consumer takes OTLP traces ([`Consumer::accepts_traces`]); default
+    /// false.
+    #[must_use]
+    pub fn with_traces(mut self, accept: bool) -> Self {
+        self.traces = accept;
         self
     }
 }
@@ -147,6 +178,20 @@ impl Consumer for ChannelConsumer {
             Ok(())
         }
     }
+
+    fn accepts_traces(&self) -> bool {
+        self.traces
+    }
+}
+
+/// Spans in an OTLP traces request.
+pub fn trace_span_count(request: &ExportTraceServiceRequest) -> u64 {
+    request
+        .resource_spans
+        .iter()
+        .flat_map(|rs| &rs.scope_spans)
+        .map(|ss| ss.spans.len() as u64)
+        .sum()
 }
 
 /// Observations in one OTLP profile: per sample, the number of timestamps or values

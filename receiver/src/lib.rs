@@ -1,7 +1,9 @@
 //! profilink receivers: the doors agents and SDKs send profiles to.
 //!
-//! * [`otlp_grpc`]: OTLP/gRPC `ProfilesService/Export` (default `127.0.0.1:4317`).
-//! * [`otlp_http`]: OTLP/HTTP `POST /v1development/profiles` (default `127.0.0.1:4318`).
+//! * [`otlp_grpc`]: OTLP/gRPC `ProfilesService/Export`, and `TraceService/Export` when the
+//!   consumer takes traces (default `127.0.0.1:4317`).
+//! * [`otlp_http`]: OTLP/HTTP `POST /v1development/profiles`, and `POST /v1/traces` when the
+//!   consumer takes traces (default `127.0.0.1:4318`).
 //! * [`sentry_envelope`]: Sentry's `POST /api/{project_id}/envelope/` (default `127.0.0.1:9000`).
 //!
 //! Each server takes its config ([`config`]), an `Arc` of a [`Consumer`] (the pipeline), an
@@ -53,6 +55,13 @@
 //! | unknown method / path | `UNIMPLEMENTED` | 404 |
 //! | other HTTP method on the path | — | 405 (`Allow: POST`) |
 //!
+//! OTLP traces follow the same table, with spans for profiles: a span whose `trace_id` is not
+//! 16 bytes, `span_id` not 8 bytes or `parent_span_id` neither empty nor 8 bytes is rejected
+//! (`partial_success.rejected_spans`), the others go on ([`otlp_traces`]). A consumer that does
+//! not take traces ([`Consumer::accepts_traces`], the default) makes `TraceService/Export`
+//! `UNIMPLEMENTED` and `/v1/traces` 404, as a Collector without a traces pipeline on the
+//! receiver answers.
+//!
 //! Sentry envelopes (error bodies `{"detail":"…"}`, as Relay):
 //!
 //! | case | HTTP |
@@ -68,6 +77,7 @@
 //! | empty body, corrupt compression, malformed envelope (bad item `length`…), bad `event_id` / `sent_at` | 400 |
 //! | more than 500 items | 400 |
 //! | a chunk, V1 profile or transaction that is not valid JSON for its type | 400 (item index + JSON path) |
+//! | a `span` item (or a span in it) that cannot be read | 200; the span is skipped and counted ([`SentryBatch::invalid_spans`]) |
 //! | pipeline full | 429 + `Retry-After` |
 //! | pipeline rejected / failed | 400 / 503 |
 //! | path without the trailing slash, other paths | 404 |
@@ -81,16 +91,21 @@ pub mod decompress;
 pub mod otlp_grpc;
 pub mod otlp_http;
 pub mod otlp_ingest;
+pub mod otlp_traces;
 pub mod sentry_auth;
 pub mod sentry_envelope;
 pub mod server;
 pub mod stats;
 pub mod tls;
 
-pub use batch::{Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch};
+pub use batch::{
+    Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch, trace_span_count,
+};
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
-pub use otlp_grpc::{OtlpGrpcHandler, OtlpGrpcService, serve_otlp_grpc};
-pub use otlp_http::{otlp_http_router, serve_otlp_http};
+pub use otlp_grpc::{
+    OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH, serve_otlp_grpc,
+};
+pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
 pub use sentry_envelope::{sentry_router, serve_sentry};
 pub use server::{ReceiverError, ServerHandle};
 pub use stats::{Counters, CountersSnapshot, Stats};

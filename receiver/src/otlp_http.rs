@@ -1,5 +1,5 @@
-//! The OTLP/HTTP receiver: `POST /v1development/profiles`, as the Collector's otlpreceiver
-//! serves it.
+//! The OTLP/HTTP receiver: `POST /v1development/profiles` and, for consumers that take traces,
+//! `POST /v1/traces`, as the Collector's otlpreceiver serves them.
 //!
 //! * `Content-Type` `application/x-protobuf` (or `application/protobuf`) or `application/json`
 //!   (OTLP/JSON); parameters such as `charset` are ignored. Others: 415.
@@ -7,17 +7,21 @@
 //!   the Collector answers.
 //! * The size limit applies after decompression; decompression is streamed and stops at the
 //!   limit (413).
-//! * Success: 200 with an `ExportProfilesServiceResponse` in the request's format
-//!   (`partial_success` only when profiles were rejected).
+//! * Success: 200 with an `ExportProfilesServiceResponse` / `ExportTraceServiceResponse` in
+//!   the request's format (`partial_success` only when profiles / spans were rejected).
 //! * Errors carry a `google.rpc.Status` in the request's format (protobuf, or JSON
 //!   `{"code":3,"message":"…"}`); a full pipeline is 503 with `Retry-After` and a
 //!   `google.rpc.RetryInfo` detail.
 //! * Other paths: 404; other methods on the path: 405 with `Allow: POST`.
+//! * `/v1/traces` when the consumer does not take traces ([`Consumer::accepts_traces`] is
+//!   false): 404 for every method, before authentication, as a Collector whose traces pipelines
+//!   do not use the receiver; not counted.
 
 use crate::batch::{ConsumeError, Consumer};
 use crate::config::OtlpHttpConfig;
 use crate::decompress::{self, BodyError, Encoding};
 use crate::otlp_ingest::{self, ExportError};
+use crate::otlp_traces;
 use crate::server::{self, ReceiverError, ServerHandle};
 use crate::stats::{Counters, Stats};
 use axum::Router;
@@ -25,10 +29,10 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode};
-use profilink_proto::otlp::{ExportProfilesServiceRequest, HTTP_PATH};
+use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportTraceServiceRequest, HTTP_PATH};
 use profilink_proto::otlp_json;
 use prost::Message;
 use std::future::Future;
@@ -36,6 +40,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
+
+/// The OTLP/HTTP path for traces.
+pub const TRACES_HTTP_PATH: &str = "/v1/traces";
 
 /// Encodings the OTLP/HTTP receiver accepts.
 pub const ACCEPTED_ENCODINGS: &[Encoding] = &[Encoding::Gzip, Encoding::Deflate, Encoding::Zstd];
@@ -87,8 +94,8 @@ struct HttpState<C> {
     bearer_token: Option<String>,
 }
 
-/// The OTLP/HTTP routes (`POST /v1development/profiles`, 404 elsewhere), for serving alone
-/// ([`serve_otlp_http`]) or merged into another router.
+/// The OTLP/HTTP routes (`POST /v1development/profiles`, `POST /v1/traces`, 404 elsewhere), for
+/// serving alone ([`serve_otlp_http`]) or merged into another router.
 pub fn otlp_http_router<C: Consumer>(
     config: &OtlpHttpConfig,
     consumer: Arc<C>,
@@ -102,6 +109,10 @@ pub fn otlp_http_router<C: Consumer>(
     });
     Router::new()
         .route(HTTP_PATH, post(handle::<C>))
+        .route(
+            TRACES_HTTP_PATH,
+            post(handle_traces::<C>).fallback(traces_other_method::<C>),
+        )
         .with_state(state)
 }
 
@@ -128,10 +139,52 @@ where
     .await
 }
 
+/// Which export service a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    Profiles,
+    Traces,
+}
+
 async fn handle<C: Consumer>(State(state): State<Arc<HttpState<C>>>, request: Request) -> Response {
+    respond(&state, request, Signal::Profiles).await
+}
+
+async fn handle_traces<C: Consumer>(
+    State(state): State<Arc<HttpState<C>>>,
+    request: Request,
+) -> Response {
+    if !state.consumer.accepts_traces() {
+        let mut body = request.into_body();
+        decompress::drain(&mut body, DRAIN_MAX, DRAIN_TIMEOUT).await;
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    respond(&state, request, Signal::Traces).await
+}
+
+/// Other methods on `/v1/traces`: 405 when traces are taken, else 404 (no route).
+async fn traces_other_method<C: Consumer>(State(state): State<Arc<HttpState<C>>>) -> Response {
+    if state.consumer.accepts_traces() {
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(ALLOW, HeaderValue::from_static("POST"))],
+        )
+            .into_response()
+    } else {
+        StatusCode::NOT_FOUND.into_response()
+    }
+}
+
+async fn respond<C: Consumer>(state: &HttpState<C>, request: Request, signal: Signal) -> Response {
     let counters = &state.stats.otlp_http;
     let (parts, mut body) = request.into_parts();
-    let response = process(&state, counters, &parts, &mut body).await;
+    let response = match read_request(state, &parts, &mut body).await {
+        Ok((format, bytes)) => match signal {
+            Signal::Profiles => export_profiles(state, counters, format, bytes).await,
+            Signal::Traces => export_traces(state, counters, format, bytes).await,
+        },
+        Err(response) => response,
+    };
     // Whatever was refused early, let an HTTP/1.1 client finish sending so it reads the answer.
     decompress::drain(&mut body, DRAIN_MAX, DRAIN_TIMEOUT).await;
     if response.status().is_success() {
@@ -142,60 +195,87 @@ async fn handle<C: Consumer>(State(state): State<Arc<HttpState<C>>>, request: Re
     response
 }
 
-async fn process<C: Consumer>(
+/// Everything before decoding, common to both signals: auth, media type, encoding, size,
+/// readiness, the decompressed body.
+async fn read_request<C: Consumer>(
     state: &HttpState<C>,
-    counters: &Counters,
     parts: &Parts,
     body: &mut Body,
-) -> Response {
+) -> Result<(Format, Vec<u8>), Response> {
     if let Some(token) = &state.bearer_token
         && !crate::bearer::authorized(&parts.headers, token)
     {
-        return (
+        return Err((
             StatusCode::UNAUTHORIZED,
             [(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))],
             "missing or invalid bearer token",
         )
-            .into_response();
+            .into_response());
     }
     let Some(format) = Format::from_headers(&parts.headers) else {
-        return (
+        return Err((
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported media type, supported: [application/json, application/x-protobuf]",
         )
-            .into_response();
+            .into_response());
     };
-    let encoding = match Encoding::from_headers(&parts.headers, ACCEPTED_ENCODINGS) {
-        Ok(e) => e,
-        Err(value) => {
-            return status_response(
-                format,
-                StatusCode::BAD_REQUEST,
-                Code::InvalidArgument,
-                &format!("unsupported Content-Encoding: {value:?}"),
-                None,
-            );
-        }
-    };
+    let encoding = Encoding::from_headers(&parts.headers, ACCEPTED_ENCODINGS).map_err(|value| {
+        status_response(
+            format,
+            StatusCode::BAD_REQUEST,
+            Code::InvalidArgument,
+            &format!("unsupported Content-Encoding: {value:?}"),
+            None,
+        )
+    })?;
     if content_length(&parts.headers).is_some_and(|len| len > state.limit as u64) {
-        return too_large(format, state.limit);
+        return Err(too_large(format, state.limit));
     }
     if let Err(e) = state.consumer.check_ready() {
-        return consume_error_response(format, &e);
+        return Err(consume_error_response(format, &e));
     }
-    let bytes = match decompress::read_body(body, encoding, state.limit).await {
-        Ok(b) => b,
-        Err(BodyError::TooLarge { limit }) => return too_large(format, limit),
-        Err(e) => {
-            return status_response(
-                format,
-                StatusCode::BAD_REQUEST,
-                Code::InvalidArgument,
-                &e.to_string(),
-                None,
-            );
-        }
-    };
+    match decompress::read_body(body, encoding, state.limit).await {
+        Ok(bytes) => Ok((format, bytes)),
+        Err(BodyError::TooLarge { limit }) => Err(too_large(format, limit)),
+        Err(e) => Err(status_response(
+            format,
+            StatusCode::BAD_REQUEST,
+            Code::InvalidArgument,
+            &e.to_string(),
+            None,
+        )),
+    }
+}
+
+fn invalid_body(format: Format, message: &str) -> Response {
+    tracing::debug!(%message, "OTLP/HTTP request refused");
+    status_response(
+        format,
+        StatusCode::BAD_REQUEST,
+        Code::InvalidArgument,
+        message,
+        None,
+    )
+}
+
+fn ok_response(format: Format, body: Vec<u8>) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            CONTENT_TYPE,
+            HeaderValue::from_static(format.content_type()),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+async fn export_profiles<C: Consumer>(
+    state: &HttpState<C>,
+    counters: &Counters,
+    format: Format,
+    bytes: Vec<u8>,
+) -> Response {
     let request = match format {
         Format::Protobuf(_) => ExportProfilesServiceRequest::decode(bytes.as_slice())
             .map_err(|e| format!("cannot decode ExportProfilesServiceRequest: {e}")),
@@ -205,33 +285,16 @@ async fn process<C: Consumer>(
     drop(bytes);
     let request = match request {
         Ok(r) => r,
-        Err(message) => {
-            tracing::debug!(%message, "OTLP/HTTP request refused");
-            return status_response(
-                format,
-                StatusCode::BAD_REQUEST,
-                Code::InvalidArgument,
-                &message,
-                None,
-            );
-        }
+        Err(message) => return invalid_body(format, &message),
     };
     match otlp_ingest::export(&*state.consumer, counters, "http", request).await {
-        Ok(response) => {
-            let body = match format {
+        Ok(response) => ok_response(
+            format,
+            match format {
                 Format::Protobuf(_) => response.encode_to_vec(),
                 Format::Json => otlp_json::encode_response(&response),
-            };
-            (
-                StatusCode::OK,
-                [(
-                    CONTENT_TYPE,
-                    HeaderValue::from_static(format.content_type()),
-                )],
-                body,
-            )
-                .into_response()
-        }
+            },
+        ),
         Err(ExportError::Invalid(message)) => status_response(
             format,
             StatusCode::BAD_REQUEST,
@@ -240,6 +303,35 @@ async fn process<C: Consumer>(
             None,
         ),
         Err(ExportError::Consumer(e)) => consume_error_response(format, &e),
+    }
+}
+
+async fn export_traces<C: Consumer>(
+    state: &HttpState<C>,
+    counters: &Counters,
+    format: Format,
+    bytes: Vec<u8>,
+) -> Response {
+    let request = match format {
+        Format::Protobuf(_) => ExportTraceServiceRequest::decode(bytes.as_slice())
+            .map_err(|e| format!("cannot decode ExportTraceServiceRequest: {e}")),
+        Format::Json => otlp_json::decode_traces_request(&bytes)
+            .map_err(|e| format!("cannot decode OTLP/JSON ExportTraceServiceRequest: {e}")),
+    };
+    drop(bytes);
+    let request = match request {
+        Ok(r) => r,
+        Err(message) => return invalid_body(format, &message),
+    };
+    match otlp_traces::export_traces(&*state.consumer, counters, "http", request).await {
+        Ok(response) => ok_response(
+            format,
+            match format {
+                Format::Protobuf(_) => response.encode_to_vec(),
+                Format::Json => otlp_json::encode_traces_response(&response),
+            },
+        ),
+        Err(e) => consume_error_response(format, &e),
     }
 }
 

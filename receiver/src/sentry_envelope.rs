@@ -21,7 +21,15 @@
 //!    Perfetto chunks (`content_type: application/x-perfetto-trace` or a `meta_length`
 //!    header) and all other item types are accepted and counted in
 //!    [`SentryBatch::other_items`].
-//! 7. The batch goes to the consumer: full is 429 with `Retry-After`, rejected 400, an internal
+//!    `span` items (span streaming: V2 span containers
+//!    `application/vnd.sentry.items.span.v2+json` and legacy single spans) are parsed into
+//!    [`SentryBatch::spans`] (see [`profilink_proto::sentry::span_item`]). Unlike the types
+//!    above, **an unreadable span never fails the envelope**: it is skipped and counted in
+//!    [`SentryBatch::invalid_spans`] and the `refused_spans` counter, as Relay accepts the
+//!    envelope and drops such spans later with an outcome (a whole item that is not JSON
+//!    counts its `item_count` header, or 1).
+//! 7. The batch goes to the consumer when it holds chunks, profiles, transactions or spans:
+//!    full is 429 with `Retry-After`, rejected 400, an internal
 //!    error 503. Success is 200 `{"id":"<event_id>"}`, or `{}` when the envelope has no
 //!    `event_id`.
 //!
@@ -43,7 +51,9 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use profilink_proto::sentry::envelope::MAX_ENVELOPE_ITEMS;
-use profilink_proto::sentry::{Envelope, EnvelopeItem, ProfileChunk, SampleProfileV1, Transaction};
+use profilink_proto::sentry::{
+    Envelope, EnvelopeItem, ProfileChunk, SampleProfileV1, Transaction, parse_span_item,
+};
 use profilink_proto::validate::MAX_CHUNK_BYTES;
 use serde_json::Value;
 use std::future::Future;
@@ -121,9 +131,10 @@ struct Refusal {
     status: StatusCode,
     detail: String,
     retry_after: Option<Duration>,
-    /// Profiles and samples known to be refused (for the counters).
+    /// Profiles, samples and spans known to be refused (for the counters).
     profiles: u64,
     samples: u64,
+    spans: u64,
 }
 
 impl Refusal {
@@ -134,6 +145,7 @@ impl Refusal {
             retry_after: None,
             profiles: 0,
             samples: 0,
+            spans: 0,
         }
     }
 
@@ -144,6 +156,11 @@ impl Refusal {
     fn counted(mut self, profiles: u64, samples: u64) -> Self {
         self.profiles = profiles;
         self.samples = samples;
+        self
+    }
+
+    fn counted_spans(mut self, spans: u64) -> Self {
+        self.spans = spans;
         self
     }
 
@@ -224,6 +241,7 @@ async fn handle<C: Consumer>(
         Err(refusal) => {
             counters.request_refused();
             counters.refuse(refusal.profiles, refusal.samples);
+            counters.refuse_spans(refusal.spans);
             tracing::debug!(status = refusal.status.as_u16(), detail = %refusal.detail, "envelope refused");
             refusal.into_response()
         }
@@ -292,7 +310,9 @@ async fn process<C: Consumer>(
         )
         .sum::<u64>();
     let counters = &state.stats.sentry_http;
-    if profiles > 0 || !batch.transactions.is_empty() {
+    let spans = batch.spans.len() as u64;
+    let invalid_spans = batch.invalid_spans;
+    if profiles > 0 || !batch.transactions.is_empty() || spans > 0 {
         let batch = Batch {
             receiver: "sentry",
             transport: "http",
@@ -301,10 +321,14 @@ async fn process<C: Consumer>(
             profiles,
         };
         if let Err(e) = state.consumer.consume(batch).await {
-            return Err(consume_refusal(&e).counted(profiles, samples));
+            return Err(consume_refusal(&e)
+                .counted(profiles, samples)
+                .counted_spans(spans + invalid_spans));
         }
     }
     counters.accept(profiles, samples);
+    counters.accept_spans(spans);
+    counters.refuse_spans(invalid_spans);
     let body = match event_id {
         Some(id) => serde_json::json!({ "id": id }),
         None => serde_json::json!({}),
@@ -510,6 +534,7 @@ fn parse_items(
             "transaction" => {
                 transactions.push(Transaction::from_json(&item.payload).map_err(invalid)?)
             }
+            "span" => read_spans(index, item, &mut batch),
             _ => batch.other_items += 1,
         }
     }
@@ -534,6 +559,35 @@ fn parse_items(
     }
     batch.transactions = transactions.into_iter().flatten().collect();
     Ok(batch)
+}
+
+/// Reads a `span` item into `batch.spans`; what cannot be read is counted in
+/// `batch.invalid_spans` and skipped (never an error: see the module docs).
+fn read_spans(index: usize, item: &EnvelopeItem, batch: &mut SentryBatch) {
+    let content_type = item.headers.get("content_type").and_then(Value::as_str);
+    match parse_span_item(&item.payload, content_type) {
+        Ok(spans) => {
+            for span in spans {
+                match span {
+                    Ok(span) => batch.spans.push(span),
+                    Err(e) => {
+                        batch.invalid_spans += 1;
+                        tracing::debug!(item = index, path = %e.path, message = %e.message, "invalid span skipped");
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            let count = item
+                .headers
+                .get("item_count")
+                .and_then(Value::as_u64)
+                .filter(|&n| n > 0)
+                .unwrap_or(1);
+            batch.invalid_spans = batch.invalid_spans.saturating_add(count);
+            tracing::debug!(item = index, spans = count, path = %e.path, message = %e.message, "unreadable span item skipped");
+        }
+    }
 }
 
 async fn read(body: &mut Body, encoding: Encoding, limit: usize) -> Result<Vec<u8>, Refusal> {

@@ -14,7 +14,14 @@ pub struct Counters {
     pub accepted_profiles: AtomicU64,
     /// Profiles refused (invalid, or refused by the consumer).
     pub refused_profiles: AtomicU64,
-    /// Requests answered with success (including partial success).
+    /// Spans handed to the consumer (and accepted by it): OTLP trace spans, or the spans of
+    /// Sentry `span` items.
+    pub accepted_spans: AtomicU64,
+    /// Spans refused: invalid spans (OTLP `rejected_spans`, unreadable Sentry span items), or
+    /// all spans of a request the consumer refused. Requests refused before decoding (auth,
+    /// size, full pipeline, traces not accepted) count no spans.
+    pub refused_spans: AtomicU64,
+    /// Requests answered with success (including partial success), profiles and traces alike.
     pub accepted_requests: AtomicU64,
     /// Requests answered with an error (bad input, auth, size, full pipeline…).
     pub refused_requests: AtomicU64,
@@ -34,6 +41,16 @@ impl Counters {
         self.refused_samples.fetch_add(samples, Ordering::Relaxed);
     }
 
+    /// Counts accepted spans.
+    pub fn accept_spans(&self, spans: u64) {
+        self.accepted_spans.fetch_add(spans, Ordering::Relaxed);
+    }
+
+    /// Counts refused spans (not the request itself).
+    pub fn refuse_spans(&self, spans: u64) {
+        self.refused_spans.fetch_add(spans, Ordering::Relaxed);
+    }
+
     /// Counts a request answered with success.
     pub fn request_accepted(&self) {
         self.accepted_requests.fetch_add(1, Ordering::Relaxed);
@@ -51,6 +68,8 @@ impl Counters {
             refused_samples: self.refused_samples.load(Ordering::Relaxed),
             accepted_profiles: self.accepted_profiles.load(Ordering::Relaxed),
             refused_profiles: self.refused_profiles.load(Ordering::Relaxed),
+            accepted_spans: self.accepted_spans.load(Ordering::Relaxed),
+            refused_spans: self.refused_spans.load(Ordering::Relaxed),
             accepted_requests: self.accepted_requests.load(Ordering::Relaxed),
             refused_requests: self.refused_requests.load(Ordering::Relaxed),
         }
@@ -68,6 +87,10 @@ pub struct CountersSnapshot {
     pub accepted_profiles: u64,
     /// See [`Counters::refused_profiles`].
     pub refused_profiles: u64,
+    /// See [`Counters::accepted_spans`].
+    pub accepted_spans: u64,
+    /// See [`Counters::refused_spans`].
+    pub refused_spans: u64,
     /// See [`Counters::accepted_requests`].
     pub accepted_requests: u64,
     /// See [`Counters::refused_requests`].

@@ -602,3 +602,7 @@ fn kvlist_value(p: &mut Parser<'_>) -> Result<KeyValueList> {
     }
     Ok(m)
 }
+
+// The OTLP traces messages, decoded with the helpers above.
+#[path = "traces_decode.rs"]
+pub(super) mod traces;

@@ -369,3 +369,7 @@ fn any_value_msg(out: &mut Vec<u8>, m: &AnyValue) {
     }
     o.end();
 }
+
+// The OTLP traces messages, encoded with the helpers above.
+#[path = "traces_encode.rs"]
+pub(super) mod traces;

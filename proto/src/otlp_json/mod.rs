@@ -65,8 +65,13 @@ mod decode;
 mod encode;
 mod numbers;
 mod parser;
+mod traces;
 
 pub use parser::MAX_ANY_VALUE_DEPTH;
+pub use traces::{
+    decode_traces_data, decode_traces_request, decode_traces_response, encode_traces_data,
+    encode_traces_request, encode_traces_response,
+};
 
 use crate::otlp::{ExportProfilesServiceRequest, ExportProfilesServiceResponse, ProfilesData};
 use thiserror::Error;

@@ -7,6 +7,7 @@ pub mod chunk;
 mod de;
 pub mod envelope;
 pub mod ids;
+pub mod span_item;
 pub mod timestamp;
 pub mod transaction;
 pub mod v1;
@@ -16,6 +17,7 @@ pub use chunk::{
     ProfileChunk, ProfileData, Sample, ThreadMetadata,
 };
 pub use envelope::{Envelope, EnvelopeError, EnvelopeItem};
+pub use span_item::{SpanFormat, SpanItem, is_span_container, parse_span_item};
 pub use timestamp::Timestamp;
 pub use transaction::{ProfileContext, Span, TraceContext, Transaction};
 pub use v1::{

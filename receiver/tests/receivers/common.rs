@@ -3,8 +3,8 @@
 
 use bytes::BufMut;
 use profilink_proto::otlp::{
-    EXPORT_PATH, ExportProfilesServiceRequest, ExportProfilesServiceResponse, ProfilesData,
-    data_from_request,
+    EXPORT_PATH, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+    ExportTraceServiceRequest, ProfilesData, data_from_request,
 };
 use profilink_receiver::batch::Batch;
 use profilink_receiver::{
@@ -119,6 +119,7 @@ impl Running {
 
 fn parts(
     capacity: usize,
+    traces: bool,
 ) -> (
     Arc<ChannelConsumer>,
     mpsc::Receiver<Batch>,
@@ -127,6 +128,7 @@ fn parts(
     impl Future<Output = ()> + Send + 'static,
 ) {
     let (consumer, batches) = ChannelConsumer::new(capacity);
+    let consumer = consumer.with_traces(traces);
     let (stop, stopped) = oneshot::channel::<()>();
     let shutdown = async move {
         let _ = stopped.await;
@@ -141,7 +143,12 @@ fn parts(
 }
 
 pub async fn start_grpc(config: OtlpGrpcConfig, capacity: usize) -> Running {
-    let (consumer, batches, stats, stop, shutdown) = parts(capacity);
+    start_grpc_with(config, capacity, false).await
+}
+
+/// A gRPC server whose consumer takes traces when `traces` is true.
+pub async fn start_grpc_with(config: OtlpGrpcConfig, capacity: usize, traces: bool) -> Running {
+    let (consumer, batches, stats, stop, shutdown) = parts(capacity, traces);
     let config = OtlpGrpcConfig {
         endpoint: "127.0.0.1:0".into(),
         ..config
@@ -159,7 +166,12 @@ pub async fn start_grpc(config: OtlpGrpcConfig, capacity: usize) -> Running {
 }
 
 pub async fn start_http(config: OtlpHttpConfig, capacity: usize) -> Running {
-    let (consumer, batches, stats, stop, shutdown) = parts(capacity);
+    start_http_with(config, capacity, false).await
+}
+
+/// An HTTP server whose consumer takes traces when `traces` is true.
+pub async fn start_http_with(config: OtlpHttpConfig, capacity: usize, traces: bool) -> Running {
+    let (consumer, batches, stats, stop, shutdown) = parts(capacity, traces);
     let config = OtlpHttpConfig {
         endpoint: "127.0.0.1:0".into(),
         ..config
@@ -177,7 +189,7 @@ pub async fn start_http(config: OtlpHttpConfig, capacity: usize) -> Running {
 }
 
 pub async fn start_sentry(config: SentryReceiverConfig, capacity: usize) -> Running {
-    let (consumer, batches, stats, stop, shutdown) = parts(capacity);
+    let (consumer, batches, stats, stop, shutdown) = parts(capacity, false);
     let config = SentryReceiverConfig {
         endpoint: "127.0.0.1:0".into(),
         ..config
@@ -198,7 +210,7 @@ pub async fn start_sentry(config: SentryReceiverConfig, capacity: usize) -> Runn
 pub fn otlp_payload(batch: Batch) -> ProfilesData {
     match batch.payload {
         Payload::Otlp(data) => data,
-        Payload::Sentry(_) => panic!("expected an OTLP batch"),
+        Payload::Sentry(_) | Payload::Traces(_) => panic!("expected an OTLP profiles batch"),
     }
 }
 
@@ -206,7 +218,19 @@ pub fn otlp_payload(batch: Batch) -> ProfilesData {
 pub fn sentry_payload(batch: Batch) -> SentryBatch {
     match batch.payload {
         Payload::Sentry(data) => data,
-        Payload::Otlp(_) => panic!("expected a Sentry batch"),
+        Payload::Otlp(_) | Payload::Traces(_) => panic!("expected a Sentry batch"),
+    }
+}
+
+/// The OTLP traces of a batch.
+pub fn traces_payload(batch: Batch) -> ExportTraceServiceRequest {
+    assert_eq!(
+        (batch.receiver, batch.samples, batch.profiles),
+        ("otlp", 0, 0)
+    );
+    match batch.payload {
+        Payload::Traces(request) => request,
+        Payload::Otlp(_) | Payload::Sentry(_) => panic!("expected an OTLP traces batch"),
     }
 }
 

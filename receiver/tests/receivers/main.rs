@@ -6,3 +6,4 @@ mod otlp_grpc;
 mod otlp_http;
 mod sentry;
 mod tls;
+mod traces;

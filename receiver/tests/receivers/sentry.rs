@@ -507,3 +507,150 @@ async fn size_limits_apply_after_decompression() {
     server.assert_no_batch();
     server.stop().await;
 }
+
+/// An envelope of `(item header, payload)` pairs, with `length` headers.
+fn envelope(items: &[(serde_json::Value, Vec<u8>)]) -> Vec<u8> {
+    let mut out = br#"{"sent_at":"2026-11-22T03:11:04Z"}"#.to_vec();
+    out.push(b'\n');
+    for (header, payload) in items {
+        let mut header = header.clone();
+        header["length"] = payload.len().into();
+        out.extend(serde_json::to_vec(&header).unwrap());
+        out.push(b'\n');
+        out.extend(payload);
+        out.push(b'\n');
+    }
+    out
+}
+
+#[tokio::test]
+async fn span_items_of_both_content_types_yield_spans() {
+    use profilink_proto::sentry::SpanFormat;
+    use serde_json::json;
+    let mut server = start_sentry(SentryReceiverConfig::default(), 4).await;
+    let client = reqwest::Client::new();
+    let profiler_id = "7ffb3319b3ff432ebf7a635f28b29a80";
+    let container = json!({"items": [
+        {
+            "trace_id": "6cf173d587eb48568a9b2e12dcfbea52", "span_id": "438f40bd3b4a41ee",
+            "name": "GET /users", "status": "ok", "is_segment": true,
+            "start_timestamp": 1795317063.5, "end_timestamp": 1795317063.75,
+            "attributes": {
+                "sentry.profiler_id": {"type": "string", "value": profiler_id},
+                "thread.id": {"type": "string", "value": "140234"},
+                "thread.name": {"type": "string", "value": "MainThread"}
+            }
+        },
+        {
+            "trace_id": "6cf173d587eb48568a9b2e12dcfbea52", "span_id": "f1196292f76e45c0",
+            "parent_span_id": "438f40bd3b4a41ee", "name": "SELECT",
+            "start_timestamp": "2026-11-22T03:11:03.6Z", "end_timestamp": "2026-11-22T03:11:03.7Z",
+            "attributes": {"sentry.profiler_id": {"type": "string", "value": profiler_id},
+                           "thread.id": {"type": "integer", "value": 140235}}
+        },
+        {"trace_id": "6cf173d587eb48568a9b2e12dcfbea52", "span_id": "nope",
+         "start_timestamp": 1.0, "end_timestamp": 2.0}
+    ]});
+    let legacy = json!({
+        "trace_id": "4c79f60c11214eb38604f4ae0781bfb2", "span_id": "fa90fdead5f74052",
+        "op": "ui.interaction.click", "start_timestamp": 1795317064.0, "timestamp": 1795317064.5,
+        "data": {"profiler_id": profiler_id, "thread.id": 1, "thread.name": "main"}
+    });
+    let body = envelope(&[
+        (
+            json!({"type": "span", "item_count": 3,
+                   "content_type": "application/vnd.sentry.items.span.v2+json"}),
+            container.to_string().into_bytes(),
+        ),
+        (json!({"type": "span"}), legacy.to_string().into_bytes()),
+        (
+            json!({"type": "span", "content_type": "application/json"}),
+            legacy.to_string().into_bytes(),
+        ),
+        (
+            json!({"type": "span", "item_count": 4,
+                   "content_type": "application/vnd.sentry.items.span.v2+json"}),
+            b"{not json".to_vec(),
+        ),
+        (json!({"type": "span"}), b"[1, 2]".to_vec()),
+    ]);
+    let r = sdk_post(&client, &url(&server), body).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(json(r).await, json!({}));
+    let batch = sentry_payload(server.next_batch().await);
+    assert!(batch.chunks.is_empty() && batch.transactions.is_empty());
+    assert_eq!(batch.other_items, 0);
+    // 3 - 1 invalid in the container, 2 legacy; 1 + 4 + 1 unreadable.
+    assert_eq!(batch.invalid_spans, 6);
+    /// Format, span id, profiler id, thread id, start.
+    type Summary<'a> = (
+        SpanFormat,
+        &'a str,
+        Option<&'a str>,
+        Option<String>,
+        Option<u64>,
+    );
+    let summary: Vec<Summary<'_>> = batch
+        .spans
+        .iter()
+        .map(|s| {
+            (
+                s.format,
+                s.span_id.as_str(),
+                s.profiler_id(),
+                s.thread_id(),
+                s.start_unix_nanos(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                SpanFormat::V2,
+                "438f40bd3b4a41ee",
+                Some(profiler_id),
+                Some("140234".to_string()),
+                Some(1_795_317_063_500_000_000)
+            ),
+            (
+                SpanFormat::V2,
+                "f1196292f76e45c0",
+                Some(profiler_id),
+                Some("140235".to_string()),
+                Some(1_795_317_063_600_000_000)
+            ),
+            (
+                SpanFormat::Legacy,
+                "fa90fdead5f74052",
+                Some(profiler_id),
+                Some("1".to_string()),
+                Some(1_795_317_064_000_000_000)
+            ),
+            (
+                SpanFormat::Legacy,
+                "fa90fdead5f74052",
+                Some(profiler_id),
+                Some("1".to_string()),
+                Some(1_795_317_064_000_000_000)
+            ),
+        ]
+    );
+    assert_eq!(batch.spans[0].thread_name(), Some("MainThread"));
+    assert_eq!(
+        batch.spans[1].parent_span_id.as_deref(),
+        Some("438f40bd3b4a41ee")
+    );
+
+    // Only unreadable spans: still 200, nothing for the consumer, counted.
+    let body = envelope(&[(json!({"type": "span"}), b"oops".to_vec())]);
+    let r = sdk_post(&client, &url(&server), body).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    server.assert_no_batch();
+
+    let c = server.stats.sentry_http.snapshot();
+    assert_eq!((c.accepted_spans, c.refused_spans), (4, 7));
+    assert_eq!((c.accepted_requests, c.refused_requests), (2, 0));
+    assert_eq!(c.accepted_profiles, 0);
+    server.stop().await;
+}

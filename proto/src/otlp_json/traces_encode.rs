@@ -1,0 +1,103 @@
+//! prost messages → OTLP/JSON for the OTLP traces protos, with the same rules and helpers as
+//! the profiles encoder (this module is a child of [`super`] to share them): keys in
+//! field-number order, trace and span ids as lowercase hex, 64-bit integers as strings, enums
+//! as integers, defaults omitted, present messages written (as `{}` when empty).
+
+use super::{Obj, key_value, resource, scope};
+use crate::otlp::{
+    ExportTracePartialSuccess, ExportTraceServiceResponse, ResourceSpans, ScopeSpans, Span, Status,
+    span,
+};
+
+/// Encodes a `TracesData` / `ExportTraceServiceRequest` document.
+pub fn traces_data(resource_spans: &[ResourceSpans]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1024);
+    let mut o = Obj::new(&mut out);
+    o.list("resourceSpans", resource_spans, resource_spans_msg);
+    o.end();
+    out
+}
+
+/// Encodes an `ExportTraceServiceResponse` document.
+pub fn response(resp: &ExportTraceServiceResponse) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut o = Obj::new(&mut out);
+    o.msg(
+        "partialSuccess",
+        resp.partial_success.as_ref(),
+        partial_success,
+    );
+    o.end();
+    out
+}
+
+fn partial_success(out: &mut Vec<u8>, m: &ExportTracePartialSuccess) {
+    let mut o = Obj::new(out);
+    o.i64("rejectedSpans", m.rejected_spans);
+    o.string("errorMessage", &m.error_message);
+    o.end();
+}
+
+fn resource_spans_msg(out: &mut Vec<u8>, m: &ResourceSpans) {
+    let mut o = Obj::new(out);
+    o.msg("resource", m.resource.as_ref(), resource);
+    o.list("scopeSpans", &m.scope_spans, scope_spans);
+    o.string("schemaUrl", &m.schema_url);
+    o.end();
+}
+
+fn scope_spans(out: &mut Vec<u8>, m: &ScopeSpans) {
+    let mut o = Obj::new(out);
+    o.msg("scope", m.scope.as_ref(), scope);
+    o.list("spans", &m.spans, span_msg);
+    o.string("schemaUrl", &m.schema_url);
+    o.end();
+}
+
+fn span_msg(out: &mut Vec<u8>, m: &Span) {
+    let mut o = Obj::new(out);
+    o.hex("traceId", &m.trace_id);
+    o.hex("spanId", &m.span_id);
+    o.string("traceState", &m.trace_state);
+    o.hex("parentSpanId", &m.parent_span_id);
+    o.string("name", &m.name);
+    o.i32("kind", m.kind);
+    o.u64("startTimeUnixNano", m.start_time_unix_nano);
+    o.u64("endTimeUnixNano", m.end_time_unix_nano);
+    o.list("attributes", &m.attributes, key_value);
+    o.u32("droppedAttributesCount", m.dropped_attributes_count);
+    o.list("events", &m.events, event);
+    o.u32("droppedEventsCount", m.dropped_events_count);
+    o.list("links", &m.links, link);
+    o.u32("droppedLinksCount", m.dropped_links_count);
+    o.msg("status", m.status.as_ref(), status_msg);
+    o.u32("flags", m.flags);
+    o.end();
+}
+
+fn event(out: &mut Vec<u8>, m: &span::Event) {
+    let mut o = Obj::new(out);
+    o.u64("timeUnixNano", m.time_unix_nano);
+    o.string("name", &m.name);
+    o.list("attributes", &m.attributes, key_value);
+    o.u32("droppedAttributesCount", m.dropped_attributes_count);
+    o.end();
+}
+
+fn link(out: &mut Vec<u8>, m: &span::Link) {
+    let mut o = Obj::new(out);
+    o.hex("traceId", &m.trace_id);
+    o.hex("spanId", &m.span_id);
+    o.string("traceState", &m.trace_state);
+    o.list("attributes", &m.attributes, key_value);
+    o.u32("droppedAttributesCount", m.dropped_attributes_count);
+    o.u32("flags", m.flags);
+    o.end();
+}
+
+fn status_msg(out: &mut Vec<u8>, m: &Status) {
+    let mut o = Obj::new(out);
+    o.string("message", &m.message);
+    o.i32("code", m.code);
+    o.end();
+}
