@@ -320,6 +320,43 @@ impl Components {
     }
 }
 
+/// Checks a `traces` pipeline: OTLP receivers, `batch`/`profile_linking` processors, and
+/// exporters that can send traces.
+fn check_traces_pipeline(
+    name: &str,
+    p: &crate::config::Pipeline,
+    components: &Components,
+) -> Result<(), ConfigError> {
+    let at = format!("service.pipelines.{name}");
+    for id in &p.receivers {
+        if !matches!(
+            components.receivers.get(id),
+            Some(ReceiverSpec::Otlp { .. })
+        ) {
+            return Err(err(format!(
+                "{at}.receivers: {id} cannot receive traces (use an otlp receiver)"
+            )));
+        }
+    }
+    for id in &p.processors {
+        if matches!(
+            components.processors.get(id),
+            Some(ProcessorSpec::Sampling(_))
+        ) {
+            return Err(err(format!(
+                "{at}.processors: {id} applies to profiles pipelines only"
+            )));
+        }
+    }
+    for id in &p.exporters {
+        if let Some(spec) = components.exporters.get(id) {
+            crate::service::traces::traces_exporter_config(spec)
+                .map_err(|e| err(format!("{at}.exporters: {id}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks the extensions listed in `service.extensions`: each is configured, at most one
 /// `profile_store` runs, and a `flamegraph_api` has a `profile_store` to serve.
 fn check_extensions(config: &Config, components: &Components) -> Result<(), ConfigError> {
@@ -354,12 +391,16 @@ impl Plan {
     /// supported signals, the log settings, and exporters not sharing a queue directory.
     pub fn new(config: Config) -> Result<Plan, ConfigError> {
         let components = Components::read(&config)?;
-        for name in config.service.pipelines.keys() {
-            if component_type(name) != "profiles" {
-                return Err(err(format!(
-                    "service.pipelines.{name}: only profiles pipelines are available in this \
-                     version of profilink"
-                )));
+        for (name, p) in &config.service.pipelines {
+            match component_type(name) {
+                "profiles" => {}
+                "traces" => check_traces_pipeline(name, p, &components)?,
+                other => {
+                    return Err(err(format!(
+                        "service.pipelines.{name}: {other:?} pipelines are not available; use \
+                         profiles or traces"
+                    )));
+                }
             }
         }
         crate::telemetry::logs::check(&config.service.telemetry.logs)?;
@@ -472,6 +513,45 @@ service:
             c.extensions["health_check"],
             ExtensionSpec::HealthCheck(_)
         ));
+    }
+
+    #[test]
+    fn traces_pipelines_are_checked() {
+        let with = |extra: &str| {
+            BASE.replace(
+                "    profiles: { receivers: [otlp]",
+                &format!("{extra}\n    profiles: {{ receivers: [otlp]"),
+            )
+        };
+        let ok = with(
+            "    traces: { receivers: [otlp], processors: [batch], exporters: [sentry, otlp_http] }",
+        )
+        .replace("processors:\n", "processors:\n  profile_linking: { wait: 2s }\n");
+        let p = plan(&ok).unwrap();
+        assert!(matches!(
+            p.components.processors["profile_linking"],
+            ProcessorSpec::Linking(ref c) if c.wait == Duration::from_secs(2)
+        ));
+        let cases = [
+            (
+                with("    traces: { receivers: [otlp], exporters: [file] }"),
+                "service.pipelines.traces.exporters: file: a file exporter cannot export traces",
+            ),
+            (
+                with(
+                    "    traces: { receivers: [otlp], processors: [profile_sampling], exporters: [sentry] }",
+                ),
+                "service.pipelines.traces.processors: profile_sampling applies to profiles pipelines only",
+            ),
+            (
+                with("    logs: { receivers: [otlp], exporters: [sentry] }"),
+                "service.pipelines.logs: unknown signal \"logs\"",
+            ),
+        ];
+        for (text, expected) in cases {
+            let e = plan(&text).unwrap_err().0;
+            assert!(e.contains(expected), "{e:?} should contain {expected:?}");
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod sampling;
 pub mod sentry_join;
 pub mod store;
+pub mod traces;
 
 use crate::config::component_type;
 use crate::telemetry::health::{self, Health, State};
@@ -36,6 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::StoreWriter;
 use tokio::sync::watch;
+use traces::{TracesOut, TracesPipeline};
 
 /// How the service runs, beyond its configuration.
 #[derive(Debug, Clone)]
@@ -130,6 +132,8 @@ struct Running {
     receivers: Vec<(String, ServerHandle)>,
     fanouts: Vec<Arc<Fanout>>,
     pipelines: Vec<Arc<Pipeline>>,
+    traces_pipelines: Vec<Arc<TracesPipeline>>,
+    traces_outs: BTreeMap<String, Arc<TracesOut>>,
     tickers: Vec<tokio::task::JoinHandle<()>>,
     exporters: BTreeMap<String, Arc<Exporter>>,
     store: Option<RunningStore>,
@@ -278,8 +282,12 @@ async fn start(
         Some(_) => observed_exporters(plan),
         None => Default::default(),
     };
+    let is_traces = |name: &str| component_type(name) == "traces";
     let mut exporters: BTreeMap<String, Arc<Exporter>> = BTreeMap::new();
-    for p in config.service.pipelines.values() {
+    for (name, p) in &config.service.pipelines {
+        if is_traces(name) {
+            continue;
+        }
         for id in &p.exporters {
             if exporters.contains_key(id) {
                 continue;
@@ -305,9 +313,58 @@ async fn start(
         }
     }
 
+    // Traces: their exporters, the span → thread memory the stamping reads, the pipelines.
+    let linking = config
+        .service
+        .pipelines
+        .iter()
+        .filter(|(name, _)| is_traces(name))
+        .flat_map(|(_, p)| p.processors.iter())
+        .find_map(|id| match comps.processors.get(id) {
+            Some(ProcessorSpec::Linking(c)) => Some(c.clone()),
+            _ => None,
+        });
+    let known = linking.as_ref().map(traces::span_threads);
+    let mut traces_outs: BTreeMap<String, Arc<TracesOut>> = BTreeMap::new();
+    let mut traces_pipelines: BTreeMap<String, Arc<TracesPipeline>> = BTreeMap::new();
+    for (name, p) in config
+        .service
+        .pipelines
+        .iter()
+        .filter(|(n, _)| is_traces(n))
+    {
+        let mut outs = Vec::new();
+        for id in &p.exporters {
+            if !traces_outs.contains_key(id) {
+                let out = TracesOut::start(id, &comps.exporters[id])
+                    .await
+                    .map_err(|e| {
+                        ServiceError(format!("exporters.{id}: cannot start for traces: {e}"))
+                    })?;
+                tracing::info!(exporter = %id, "sending traces to {}", out.destination());
+                traces_outs.insert(id.clone(), Arc::new(out));
+            }
+            outs.push(traces_outs[id].clone());
+        }
+        let stamping = p
+            .processors
+            .iter()
+            .find_map(|id| match comps.processors.get(id) {
+                Some(ProcessorSpec::Linking(c)) => known.clone().map(|k| (c.clone(), k)),
+                _ => None,
+            });
+        traces_pipelines.insert(
+            name.clone(),
+            Arc::new(TracesPipeline::new(name, outs, stamping)),
+        );
+    }
+
     let counters = Arc::new(ServiceCounters::default());
     let mut pipelines: BTreeMap<String, Arc<Pipeline>> = BTreeMap::new();
     for (name, p) in &config.service.pipelines {
+        if is_traces(name) {
+            continue;
+        }
         let processors: Vec<_> = p
             .processors
             .iter()
@@ -334,7 +391,8 @@ async fn start(
             Arc::new(
                 Pipeline::new(name, &processors, exps, counters.clone())
                     .with_store(store.as_ref().map(|s| s.writer.clone()))
-                    .with_join(join),
+                    .with_join(join)
+                    .with_span_threads(known.clone()),
             ),
         );
     }
@@ -350,14 +408,21 @@ async fn start(
     receiver_ids.sort();
     receiver_ids.dedup();
     for id in receiver_ids {
-        let targets = config
-            .service
-            .pipelines
-            .iter()
-            .filter(|(_, p)| p.receivers.contains(id))
-            .map(|(name, _)| pipelines[name].clone())
+        let listing = || {
+            config
+                .service
+                .pipelines
+                .iter()
+                .filter(|(_, p)| p.receivers.contains(id))
+                .map(|(name, _)| name)
+        };
+        let targets = listing()
+            .filter_map(|n| pipelines.get(n).cloned())
             .collect();
-        fanouts.push((id.clone(), Arc::new(Fanout::new(targets))));
+        let traces = listing()
+            .filter_map(|n| traces_pipelines.get(n).cloned())
+            .collect();
+        fanouts.push((id.clone(), Arc::new(Fanout::with_traces(targets, traces))));
     }
 
     let mut tickers = Vec::new();
@@ -379,12 +444,36 @@ async fn start(
         }
     }
 
+    for p in traces_pipelines.values().filter(|p| p.waits()) {
+        let p = p.clone();
+        let stop = waiter(receivers_rx);
+        tickers.push(tokio::spawn(async move {
+            let mut every = tokio::time::interval(traces::TICK);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => p.release(false).await,
+                    _ = &mut stop => break,
+                }
+            }
+        }));
+    }
+
     let mut registry = Registry {
         counters,
         store: store.as_ref().map(|s| s.writer.counters()),
         joins: pipelines
             .iter()
             .filter_map(|(name, p)| p.join_metrics().map(|m| (name.clone(), m)))
+            .collect(),
+        traces_exporters: traces_outs
+            .iter()
+            .map(|(id, o)| (id.clone(), o.metrics()))
+            .collect(),
+        stamping: traces_pipelines
+            .iter()
+            .map(|(name, p)| (name.clone(), p.counters()))
             .collect(),
         ..Default::default()
     };
@@ -485,6 +574,8 @@ async fn start(
         receivers,
         fanouts: fanouts.into_iter().map(|(_, f)| f).collect(),
         pipelines: pipelines.into_values().collect(),
+        traces_pipelines: traces_pipelines.into_values().collect(),
+        traces_outs,
         tickers,
         exporters,
         store,
@@ -497,6 +588,8 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
         receivers,
         fanouts,
         pipelines,
+        traces_pipelines,
+        traces_outs,
         tickers,
         exporters,
         store,
@@ -525,7 +618,11 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
     for p in &pipelines {
         p.flush_join().await;
     }
+    for p in &traces_pipelines {
+        p.release(true).await;
+    }
     drop(pipelines);
+    drop(traces_pipelines);
 
     // The receivers' tasks held the last other references; wait briefly for them to go.
     let mut owned = Vec::new();
@@ -554,6 +651,17 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
         .saturating_sub(started.elapsed())
         .max(Duration::from_millis(500));
     let mut set = tokio::task::JoinSet::new();
+    for (id, out) in traces_outs {
+        match Arc::try_unwrap(out) {
+            Ok(out) => {
+                set.spawn(async move {
+                    out.shutdown(left).await;
+                    format!("{id} (traces)")
+                });
+            }
+            Err(_) => tracing::warn!(exporter = %id, "traces exporter still in use; not flushed"),
+        }
+    }
     for (id, e) in owned {
         set.spawn(async move {
             e.shutdown(left).await;

@@ -29,6 +29,7 @@ use crate::service::join::{JoinConfig, Release};
 use crate::service::sampling::Sampler;
 use crate::service::sentry_join::{JoinMetrics, SentryJoin};
 use crate::service::store::StoreWriter;
+use crate::service::traces::{SharedSpanThreads, TracesPipeline};
 use crate::telemetry::metrics::ServiceCounters;
 use profilink_exporter::{
     ExportChunk, ExportError, ExporterMetrics, FileExporter, OtlpExporter, Overflow, SentryExporter,
@@ -37,7 +38,9 @@ use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesData, Resource
 use profilink_proto::sentry::ProfileChunk;
 use profilink_receiver::{Batch, ConsumeError, Consumer, Payload, SentryBatch};
 use profilink_translator::dictionary::Dictionary;
-use profilink_translator::linking::{NoLinks, TransactionLinks, span_intervals};
+use profilink_translator::linking::{
+    NoLinks, TransactionLinks, span_intervals, span_item_interval,
+};
 use profilink_translator::otlp_to_sentry::{
     self, ProcessIdentity, SparseThreadPolicy, derive_profiler_id,
 };
@@ -207,6 +210,7 @@ pub struct Pipeline {
     s2o: sentry_to_otlp::Options,
     store: Option<Arc<StoreWriter>>,
     join: Option<SentryJoin>,
+    span_threads: Option<SharedSpanThreads>,
 }
 
 /// The options the service translates OTLP with: the translator's defaults, but sparse
@@ -292,7 +296,15 @@ impl Pipeline {
             s2o: sentry_to_otlp::Options::default(),
             store: None,
             join: None,
+            span_threads: None,
         }
+    }
+
+    /// Remembers, for the `traces` pipelines' stamping, where the samples linked to each span
+    /// ran (from the OTLP this pipeline translates to chunks).
+    pub fn with_span_threads(mut self, known: Option<SharedSpanThreads>) -> Self {
+        self.span_threads = known;
+        self
     }
 
     /// Holds received Sentry chunks in a join buffer with `cfg` until their transactions
@@ -417,6 +429,8 @@ impl Pipeline {
         match payload {
             Payload::Otlp(data) => self.consume_otlp(data).await,
             Payload::Sentry(batch) => self.consume_sentry(batch).await,
+            // Traces go to traces pipelines (see `Fanout`).
+            Payload::Traces(_) => Ok(()),
         }
     }
 
@@ -462,6 +476,12 @@ impl Pipeline {
     ) {
         let c = &self.counters;
         let t = otlp_to_sentry::translate(dict, rps, &self.o2s);
+        if let Some(known) = &self.span_threads
+            && !t.links.is_empty()
+        {
+            let mut k = known.lock().unwrap_or_else(|p| p.into_inner());
+            k.record(&t.links, std::time::Instant::now());
+        }
         for r in &t.rejected {
             c.translation_error(&r.error);
             tracing::debug!(pipeline = %self.name, path = %r.path, error = %r.error, "profile not translated");
@@ -570,6 +590,7 @@ impl Pipeline {
             chunks,
             v1_profiles,
             transactions,
+            spans: span_items,
             ..
         } = batch;
         let before = chunks.len();
@@ -596,6 +617,7 @@ impl Pipeline {
         );
         if let Some(store) = &self.store {
             store.link(&transactions);
+            store.link_spans(&span_items);
             if self.chunk_exporters.is_empty() {
                 for c in &chunks {
                     store.offer(c.clone(), batch_project, Vec::new());
@@ -605,7 +627,11 @@ impl Pipeline {
         let mut released = Vec::new();
         if let Some(join) = &self.join {
             // Chunks wait for their transactions; V1 profiles come with theirs.
-            let spans = transactions.iter().flat_map(span_intervals).collect();
+            let spans = transactions
+                .iter()
+                .flat_map(span_intervals)
+                .chain(span_items.iter().filter_map(span_item_interval))
+                .collect();
             let held = if self.chunk_exporters.is_empty() {
                 std::mem::take(&mut chunks)
             } else {
@@ -689,6 +715,7 @@ impl Pipeline {
 #[derive(Debug)]
 pub struct Fanout {
     pipelines: Vec<Arc<Pipeline>>,
+    traces: Vec<Arc<TracesPipeline>>,
     in_flight: AtomicUsize,
     max_in_flight: usize,
 }
@@ -710,8 +737,15 @@ impl Drop for InFlight<'_> {
 impl Fanout {
     /// A fan-out to `pipelines` (at least one), bounded by [`default_max_in_flight`].
     pub fn new(pipelines: Vec<Arc<Pipeline>>) -> Self {
+        Self::with_traces(pipelines, Vec::new())
+    }
+
+    /// A fan-out of profiles to `pipelines` and of traces to `traces` pipelines (a receiver
+    /// with no traces pipeline refuses traces, as the Collector's does).
+    pub fn with_traces(pipelines: Vec<Arc<Pipeline>>, traces: Vec<Arc<TracesPipeline>>) -> Self {
         Fanout {
             pipelines,
+            traces,
             in_flight: AtomicUsize::new(0),
             max_in_flight: default_max_in_flight(),
         }
@@ -727,6 +761,22 @@ impl Consumer for Fanout {
     async fn consume(&self, batch: Batch) -> Result<(), ConsumeError> {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         let _guard = InFlight(&self.in_flight);
+        if let Payload::Traces(req) = batch.payload {
+            let n = self.traces.len();
+            let mut req = Some(req);
+            for (i, p) in self.traces.iter().enumerate() {
+                let r = if i + 1 == n { req.take() } else { req.clone() };
+                if let Some(r) = r {
+                    p.consume(r).await?;
+                }
+            }
+            return Ok(());
+        }
+        if self.pipelines.is_empty() {
+            return Err(ConsumeError::Rejected(
+                "no profiles pipeline uses this receiver".into(),
+            ));
+        }
         let n = self.pipelines.len();
         let mut payload = Some(batch.payload);
         for (i, p) in self.pipelines.iter().enumerate() {
@@ -749,5 +799,9 @@ impl Consumer for Fanout {
             });
         }
         self.pipelines.iter().try_for_each(|p| p.check_ready())
+    }
+
+    fn accepts_traces(&self) -> bool {
+        !self.traces.is_empty()
     }
 }

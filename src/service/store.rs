@@ -20,7 +20,7 @@
 
 use profilink_exporter::ChunkObserver;
 use profilink_flamegraph::{ChunkMeta, ProfileStore, TransactionLink};
-use profilink_proto::sentry::{ProfileChunk, Transaction};
+use profilink_proto::sentry::{ProfileChunk, SpanItem, Transaction};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -186,6 +186,32 @@ impl StoreWriter {
     /// chunks they overlap, stored before or after, carry their names.
     pub fn link(&self, transactions: &[Transaction]) {
         let links = transaction_links(transactions);
+        if links.is_empty() {
+            return;
+        }
+        let sent = self
+            .sender()
+            .is_some_and(|s| s.try_send(Job::Link(links)).is_ok());
+        if !sent {
+            self.counters.failed_links.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Queues the links of span-streaming items: segment spans (a transaction's counterpart)
+    /// with a profiler id and a name.
+    pub fn link_spans(&self, spans: &[SpanItem]) {
+        let links: Vec<TransactionLink> = spans
+            .iter()
+            .filter(|s| s.is_segment == Some(true))
+            .filter_map(|s| {
+                Some(TransactionLink {
+                    profiler_id: s.profiler_id()?.to_string(),
+                    start: s.start_timestamp.as_secs_f64(),
+                    end: s.end_timestamp.as_secs_f64(),
+                    name: s.name.clone()?,
+                })
+            })
+            .collect();
         if links.is_empty() {
             return;
         }

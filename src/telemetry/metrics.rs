@@ -8,6 +8,7 @@
 //! | `profilink_receiver_refused_samples_total` | counter | `receiver`, `transport` | observations refused (invalid, or the pipeline refused) |
 //! | `profilink_receiver_accepted_profiles_total` | counter | `receiver`, `transport` | OTLP profiles / Sentry chunks and V1 profiles accepted |
 //! | `profilink_receiver_refused_profiles_total` | counter | `receiver`, `transport` | profiles refused |
+//! | `profilink_receiver_{accepted,refused}_spans_total` | counter | `receiver`, `transport` | spans of OTLP traces and Sentry span items accepted / refused |
 //! | `profilink_receiver_accepted_requests_total` | counter | `receiver`, `transport` | requests answered with success |
 //! | `profilink_receiver_refused_requests_total` | counter | `receiver`, `transport` | requests answered with an error |
 //! | `profilink_exporter_accepted_chunks_total` | counter | `exporter` | chunks (OTLP: requests) accepted by `export` |
@@ -35,14 +36,22 @@
 //! | `profilink_join_evicted_spans_total` | counter | `pipeline` | spans forgotten early to stay within `max_spans` |
 //! | `profilink_join_dropped_requests_total` | counter | `pipeline` | linked requests dropped while OTLP exporters refused |
 //! | `profilink_join_held_bytes`, `profilink_join_held_chunks`, `profilink_join_kept_spans` | gauge | `pipeline` | the join buffer's size |
+//! | `profilink_traces_exporter_{accepted,refused,sent,send_failed}_spans_total` | counter | `exporter` | spans through the traces instance of an exporter (`refused`: its queue was full) |
+//! | `profilink_traces_exporter_{retries,rate_limited}_total` | counter | `exporter` | retries and rate-limiting responses of a traces exporter |
+//! | `profilink_traces_exporter_queue_size_bytes` | gauge | `exporter` | traces queued in memory |
+//! | `profilink_linking_stamped_spans_total` | counter | `pipeline`, `source` | spans given `sentry.profiler_id`: from their linked `samples` or derived from their `resource` |
+//! | `profilink_linking_thread_ids_total` | counter | `pipeline` | spans given `thread.id` from their linked samples |
+//! | `profilink_linking_waiting_bytes` | gauge | `pipeline` | traces waiting for their profiles |
 //! | `profilink_process_resident_memory_bytes` | gauge | | resident set size (Linux) |
 //! | `profilink_build_info` | gauge | `version` | always 1 |
 
 use crate::service::sentry_join::JoinMetrics;
 use crate::service::store::StoreCounters;
+use crate::service::traces::StampCounters;
 use axum::Router;
 use axum::routing::get;
 use profilink_exporter::ExporterMetrics;
+use profilink_exporter::TracesMetrics;
 use profilink_receiver::{Counters, Stats};
 use profilink_translator::TranslateError;
 use std::fmt::Write;
@@ -51,6 +60,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Reads one counter of a [`JoinMetrics`].
 type JoinField = fn(&JoinMetrics) -> &AtomicU64;
+/// Reads one counter of a [`TracesMetrics`].
+type TracesField = fn(&TracesMetrics) -> &AtomicU64;
 
 /// Translation error reasons, in counter order.
 pub const TRANSLATION_ERROR_REASONS: [&str; 5] = [
@@ -158,6 +169,10 @@ pub struct Registry {
     pub store: Option<Arc<StoreCounters>>,
     /// The join buffers of Sentry → OTLP pipelines, by pipeline.
     pub joins: Vec<(String, Arc<JoinMetrics>)>,
+    /// The traces instances of exporters, by exporter id.
+    pub traces_exporters: Vec<(String, Arc<TracesMetrics>)>,
+    /// The span stamping of traces pipelines, by pipeline.
+    pub stamping: Vec<(String, Arc<StampCounters>)>,
 }
 
 struct Family<'a> {
@@ -214,7 +229,7 @@ impl Registry {
             .iter()
             .map(|r| (r, r.counters().snapshot()))
             .collect();
-        let receiver_families: [(&str, &str, ReceiverField); 6] = [
+        let receiver_families: [(&str, &str, ReceiverField); 8] = [
             (
                 "profilink_receiver_accepted_samples_total",
                 "Observations (one timestamp or one value) accepted by the pipeline.",
@@ -234,6 +249,16 @@ impl Registry {
                 "profilink_receiver_refused_profiles_total",
                 "Profiles refused.",
                 |s| s.refused_profiles,
+            ),
+            (
+                "profilink_receiver_accepted_spans_total",
+                "Spans (OTLP traces, Sentry span items) accepted.",
+                |s| s.accepted_spans,
+            ),
+            (
+                "profilink_receiver_refused_spans_total",
+                "Spans refused (invalid, or refused by the pipeline).",
+                |s| s.refused_spans,
             ),
             (
                 "profilink_receiver_accepted_requests_total",
@@ -480,6 +505,89 @@ impl Registry {
                 }
             }
         }
+        if !self.traces_exporters.is_empty() {
+            let fields: [(&str, &str, TracesField); 6] = [
+                (
+                    "profilink_traces_exporter_accepted_spans_total",
+                    "Spans accepted by the traces instance of an exporter.",
+                    |m| &m.accepted_spans,
+                ),
+                (
+                    "profilink_traces_exporter_refused_spans_total",
+                    "Spans refused because the traces exporter's queue was full.",
+                    |m| &m.refused_full_spans,
+                ),
+                (
+                    "profilink_traces_exporter_sent_spans_total",
+                    "Spans delivered by a traces exporter.",
+                    |m| &m.sent_spans,
+                ),
+                (
+                    "profilink_traces_exporter_send_failed_spans_total",
+                    "Spans a traces exporter gave up on.",
+                    |m| &m.send_failed_spans,
+                ),
+                (
+                    "profilink_traces_exporter_retries_total",
+                    "Retries scheduled by a traces exporter.",
+                    |m| &m.retries,
+                ),
+                (
+                    "profilink_traces_exporter_rate_limited_total",
+                    "Responses that imposed a rate limit on a traces exporter.",
+                    |m| &m.rate_limited,
+                ),
+            ];
+            for (name, help, get) in fields {
+                f.header(name, "counter", help);
+                for (id, m) in &self.traces_exporters {
+                    f.sample(name, &[("exporter", id)], load(get(m)));
+                }
+            }
+            let name = "profilink_traces_exporter_queue_size_bytes";
+            f.header(
+                name,
+                "gauge",
+                "Bytes of traces queued in a traces exporter.",
+            );
+            for (id, m) in &self.traces_exporters {
+                f.sample(name, &[("exporter", id)], load(&m.queue_bytes));
+            }
+        }
+        if !self.stamping.is_empty() {
+            let name = "profilink_linking_stamped_spans_total";
+            f.header(
+                name,
+                "counter",
+                "Spans given sentry.profiler_id, by where it came from.",
+            );
+            for (p, c) in &self.stamping {
+                f.sample(
+                    name,
+                    &[("pipeline", p), ("source", "samples")],
+                    load(&c.profiler_from_samples),
+                );
+                f.sample(
+                    name,
+                    &[("pipeline", p), ("source", "resource")],
+                    load(&c.profiler_from_resource),
+                );
+            }
+            let name = "profilink_linking_thread_ids_total";
+            f.header(
+                name,
+                "counter",
+                "Spans given thread.id from their linked samples.",
+            );
+            for (p, c) in &self.stamping {
+                f.sample(name, &[("pipeline", p)], load(&c.thread_ids));
+            }
+            let name = "profilink_linking_waiting_bytes";
+            f.header(name, "gauge", "Bytes of traces waiting for their profiles.");
+            for (p, c) in &self.stamping {
+                f.sample(name, &[("pipeline", p)], load(&c.waiting_bytes));
+            }
+        }
         if let Some(rss) = resident_memory_bytes() {
             let name = "profilink_process_resident_memory_bytes";
             f.header(name, "gauge", "Resident set size in bytes.");
@@ -563,13 +671,36 @@ mod tests {
             counters,
             store: Some(Arc::new(StoreCounters::default())),
             joins: vec![("profiles/x".into(), Arc::new(JoinMetrics::default()))],
+            traces_exporters: vec![("sentry".into(), Arc::new(TracesMetrics::default()))],
+            stamping: vec![("traces".into(), Arc::new(StampCounters::default()))],
         };
+        r.traces_exporters[0]
+            .1
+            .sent_spans
+            .fetch_add(5, Ordering::Relaxed);
+        r.stamping[0].1.thread_ids.fetch_add(2, Ordering::Relaxed);
         r.joins[0].1.released_window.fetch_add(3, Ordering::Relaxed);
         if let Some(st) = &r.store {
             st.dropped.fetch_add(4, Ordering::Relaxed);
         }
         let text = r.render();
         assert!(text.contains("profilink_store_chunks_total{outcome=\"dropped\"} 4\n"));
+        assert_eq!(
+            scrape(
+                &text,
+                "profilink_traces_exporter_sent_spans_total",
+                &[("exporter", "sentry")]
+            ),
+            Some(5)
+        );
+        assert_eq!(
+            scrape(
+                &text,
+                "profilink_linking_thread_ids_total",
+                &[("pipeline", "traces")]
+            ),
+            Some(2)
+        );
         assert_eq!(
             scrape(
                 &text,

@@ -271,9 +271,23 @@ impl Received {
     }
 }
 
+/// One OTLP traces request received by the stand-in's OTLP endpoint.
+#[derive(Debug, Clone)]
+pub struct ReceivedTraces {
+    /// `/api/<project>/integration/otlp/v1/traces` project id.
+    pub project: String,
+    /// The `X-Sentry-Auth` header.
+    pub auth: String,
+    /// The `Content-Type` header.
+    pub content_type: String,
+    /// The decoded request.
+    pub request: profilink_proto::otlp::trace::ExportTraceServiceRequest,
+}
+
 #[derive(Default)]
 struct StandInState {
     received: Mutex<Vec<Received>>,
+    traces: Mutex<Vec<ReceivedTraces>>,
     status: AtomicU16,
     delay_ms: AtomicU64,
     requests: AtomicU64,
@@ -336,6 +350,35 @@ async fn envelope_handler(
     (StatusCode::OK, "{}")
 }
 
+async fn traces_handler(
+    State(state): State<Arc<StandInState>>,
+    UrlPath(project): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    use prost::Message;
+    let h = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let raw = decompress(&h("content-encoding"), &body);
+    let Ok(request) =
+        profilink_proto::otlp::trace::ExportTraceServiceRequest::decode(raw.as_slice())
+    else {
+        return (StatusCode::BAD_REQUEST, "{}");
+    };
+    state.traces.lock().unwrap().push(ReceivedTraces {
+        project,
+        auth: h("x-sentry-auth"),
+        content_type: h("content-type"),
+        request,
+    });
+    (StatusCode::OK, "{}")
+}
+
 impl SentryStandIn {
     /// Starts the stand-in on a free port (or on `addr`), answering 200.
     pub async fn start(addr: Option<&str>) -> SentryStandIn {
@@ -345,6 +388,14 @@ impl SentryStandIn {
         });
         let app = Router::new()
             .route("/api/{project}/envelope/", post(envelope_handler))
+            .route(
+                "/api/{project}/integration/otlp/v1/traces",
+                post(traces_handler),
+            )
+            .route(
+                "/api/{project}/integration/otlp/v1/traces/",
+                post(traces_handler),
+            )
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind(addr.unwrap_or("127.0.0.1:0"))
             .await
@@ -381,6 +432,11 @@ impl SentryStandIn {
     /// Envelopes recorded so far.
     pub fn received(&self) -> Vec<Received> {
         self.state.received.lock().unwrap().clone()
+    }
+
+    /// OTLP traces requests recorded so far.
+    pub fn traces(&self) -> Vec<ReceivedTraces> {
+        self.state.traces.lock().unwrap().clone()
     }
 
     /// Profile chunks recorded so far (client reports excluded).

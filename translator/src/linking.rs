@@ -25,6 +25,9 @@
 //! covers it, it links to a root span that covers it and runs on that thread (several such roots:
 //! the same innermost order). Otherwise it has no link.
 //!
+//! Span-streaming items (`span` items whose attributes carry `sentry.profiler_id`) take part
+//! like a transaction's spans ([`span_item_interval`]; segments rank as roots).
+//!
 //! [`link_sample`] is the rule as a plain linear scan. [`TransactionLinks`] answers the same
 //! question in `O(log n)`: per `(profiler_id, thread_id)` it precomputes, by a sweep over the
 //! sorted span boundaries, the winner at each boundary and in each gap between boundaries, so a
@@ -34,6 +37,7 @@
 use crate::SampleLink;
 use crate::sentry_to_otlp::builder::FxHashMap;
 use profilink_proto::sentry::Timestamp;
+use profilink_proto::sentry::SpanItem;
 use profilink_proto::sentry::transaction::Transaction;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -194,6 +198,22 @@ pub fn span_intervals_with(
         out.extend(parts.interval(profiler_id, false));
     }
     out
+}
+
+/// A span-streaming item (`span` envelope item) under the link rule: it takes part with its
+/// `sentry.profiler_id` and `thread.id` attributes, as a root span when it is a segment, and
+/// with the same id and time rules as a transaction's spans. `None` when it has no profiler id.
+pub fn span_item_interval(item: &SpanItem) -> Option<SpanInterval> {
+    let profiler_id = item.profiler_id()?;
+    let thread = item.thread_id();
+    Parts {
+        thread: thread.as_deref(),
+        trace_id: hex_id(Some(item.trace_id.as_str())),
+        span_id: hex_id(Some(item.span_id.as_str())),
+        start: Some(item.start_timestamp),
+        end: Some(item.end_timestamp),
+    }
+    .interval(profiler_id, item.is_segment.unwrap_or(false))
 }
 
 /// The spans of `txn` under the link rule: its profiler id and root thread from the payload.

@@ -253,3 +253,42 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn span_items_take_part_like_transaction_spans() {
+    use profilink_proto::sentry::SpanItem;
+    use profilink_translator::linking::{LinkSource, TransactionLinks, span_item_interval};
+    let profiler = "aa".repeat(16);
+    let item = |attrs: serde_json::Value, segment: bool| {
+        SpanItem::from_v2_value(&serde_json::json!({
+            "trace_id": "0123456789abcdef0123456789abcdef",
+            "span_id": if segment { "1111111111111111" } else { "2222222222222222" },
+            "is_segment": segment,
+            "start_timestamp": 100.0,
+            "end_timestamp": if segment { 110.0 } else { 105.0 },
+            "attributes": attrs,
+        }))
+        .unwrap()
+    };
+    let attrs = serde_json::json!({
+        "sentry.profiler_id": {"type": "string", "value": profiler},
+        "thread.id": {"type": "integer", "value": 77},
+    });
+    let segment = span_item_interval(&item(attrs.clone(), true)).expect("linkable");
+    let child = span_item_interval(&item(attrs, false)).expect("linkable");
+    assert!(segment.is_root && !child.is_root);
+    assert_eq!(
+        (child.thread_id.as_str(), child.start_ns, child.end_ns),
+        ("77", 100_000_000_000, 105_000_000_000)
+    );
+    let links = TransactionLinks::from_intervals([segment, child]);
+    // The child wins inside its range, the segment (root) after it.
+    assert_eq!(links.link(&profiler, "77", 104_000_000_000).unwrap().1, [0x22; 8]);
+    assert_eq!(links.link(&profiler, "77", 107_000_000_000).unwrap().1, [0x11; 8]);
+    assert_eq!(links.link(&profiler, "78", 104_000_000_000), None);
+    // Without a profiler id or a thread id the item takes no part.
+    let no_profiler = item(serde_json::json!({"thread.id": 77}), false);
+    assert!(span_item_interval(&no_profiler).is_none());
+    let no_thread = item(serde_json::json!({"sentry.profiler_id": profiler}), false);
+    assert!(span_item_interval(&no_thread).is_none());
+}
