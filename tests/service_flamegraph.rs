@@ -14,11 +14,9 @@ use fg::{Expected, assert_matches, brute_force, fnv1a32, key_of, stored};
 use profilink::telemetry::metrics::scrape;
 use profilink_flamegraph::{ProfileStore, StoreConfig, StoredChunkInfo};
 use profilink_proto::sentry::{Envelope, ProfileChunk, Transaction};
-use profilink_receiver::{ChannelConsumer, OtlpGrpcConfig, Stats, serve_otlp_grpc};
 use serde_json::Value;
 use service_support::*;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 const TOKEN: &str = "test-token-123";
@@ -65,18 +63,7 @@ fn sentry_envelopes() -> Vec<(String, Vec<u8>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_over_the_service_matches_recomputation() {
     // Loopback OTLP backend for the Sentry → OTLP pipeline (its batches are not checked here).
-    let (consumer, mut batches) = ChannelConsumer::new(64);
-    let backend = serve_otlp_grpc(
-        &OtlpGrpcConfig {
-            endpoint: "127.0.0.1:0".into(),
-            ..Default::default()
-        },
-        Arc::new(consumer),
-        Arc::new(Stats::default()),
-        std::future::pending(),
-    )
-    .await
-    .unwrap();
+    let (backend, mut batches) = otlp_backend(false).await;
     let backend_addr = backend.local_addr();
     tokio::spawn(async move { while batches.recv().await.is_some() {} });
     let standin = SentryStandIn::start(None).await;

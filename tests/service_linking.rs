@@ -8,13 +8,12 @@ mod service_support;
 use profilink::telemetry::metrics::scrape;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, request_from_data};
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_receiver::{Batch, ChannelConsumer, OtlpGrpcConfig, Payload, Stats, serve_otlp_grpc};
+use profilink_receiver::{Batch, Payload};
 use profilink_translator::SampleLink;
 use profilink_translator::dictionary::Dictionary;
 use profilink_translator::sentry_to_otlp::restore::restore_chunk_with_links;
 use prost::Message;
 use service_support::*;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -40,18 +39,7 @@ async fn backend() -> (
     mpsc::Receiver<Batch>,
     profilink_receiver::ServerHandle,
 ) {
-    let (consumer, batches) = ChannelConsumer::new(256);
-    let server = serve_otlp_grpc(
-        &OtlpGrpcConfig {
-            endpoint: "127.0.0.1:0".into(),
-            ..Default::default()
-        },
-        Arc::new(consumer),
-        Arc::new(Stats::default()),
-        std::future::pending(),
-    )
-    .await
-    .unwrap();
+    let (server, batches) = otlp_backend(false).await;
     (server.local_addr().to_string(), batches, server)
 }
 

@@ -7,11 +7,10 @@ mod service_support;
 use profilink::telemetry::metrics::scrape;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_receiver::{ChannelConsumer, OtlpGrpcConfig, Payload, Stats, serve_otlp_grpc};
+use profilink_receiver::Payload;
 use prost::Message;
 use service_support::*;
 use std::io::Write;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
@@ -223,19 +222,7 @@ fn shift_timestamps(req: &mut ExportProfilesServiceRequest, ns: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentry_envelopes_to_otlp() {
-    // The loopback OTLP backend: profilink_receiver's own gRPC server into a channel.
-    let (consumer, mut batches) = ChannelConsumer::new(64);
-    let backend = serve_otlp_grpc(
-        &OtlpGrpcConfig {
-            endpoint: "127.0.0.1:0".into(),
-            ..Default::default()
-        },
-        Arc::new(consumer),
-        Arc::new(Stats::default()),
-        std::future::pending(),
-    )
-    .await
-    .unwrap();
+    let (backend, mut batches) = otlp_backend(false).await;
     let backend_addr = backend.local_addr();
 
     let dir = tempfile::tempdir().unwrap();

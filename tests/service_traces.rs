@@ -243,21 +243,9 @@ service:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn otlp_json_traces_over_http_reach_an_otlp_backend_stamped_at_once() {
-    use profilink_receiver::{ChannelConsumer, OtlpGrpcConfig, Payload, Stats, serve_otlp_grpc};
-    use std::sync::Arc;
+    use profilink_receiver::Payload;
     // The OTLP backend takes traces over gRPC.
-    let (consumer, mut batches) = ChannelConsumer::new(16);
-    let backend = serve_otlp_grpc(
-        &OtlpGrpcConfig {
-            endpoint: "127.0.0.1:0".into(),
-            ..Default::default()
-        },
-        Arc::new(consumer.with_traces(true)),
-        Arc::new(Stats::default()),
-        std::future::pending(),
-    )
-    .await
-    .unwrap();
+    let (backend, mut batches) = otlp_backend(true).await;
     let dir = tempfile::tempdir().unwrap();
     let http = free_addr();
     let config = write_config(

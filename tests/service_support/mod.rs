@@ -574,3 +574,26 @@ pub fn write_config(dir: &Path, name: &str, yaml: &str) -> PathBuf {
     std::fs::write(&p, yaml).unwrap();
     p
 }
+
+/// A loopback OTLP backend: profilink_receiver's own gRPC server into a channel (taking traces
+/// too when `traces`), standing in for the OTLP endpoint of an exporter.
+pub async fn otlp_backend(
+    traces: bool,
+) -> (
+    profilink_receiver::ServerHandle,
+    tokio::sync::mpsc::Receiver<profilink_receiver::Batch>,
+) {
+    let (consumer, batches) = profilink_receiver::ChannelConsumer::new(256);
+    let server = profilink_receiver::serve_otlp_grpc(
+        &profilink_receiver::OtlpGrpcConfig {
+            endpoint: "127.0.0.1:0".into(),
+            ..Default::default()
+        },
+        Arc::new(consumer.with_traces(traces)),
+        Arc::new(profilink_receiver::Stats::default()),
+        std::future::pending(),
+    )
+    .await
+    .expect("loopback OTLP backend");
+    (server, batches)
+}
