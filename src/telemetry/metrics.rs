@@ -58,10 +58,8 @@ use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Reads one counter of a [`JoinMetrics`].
-type JoinField = fn(&JoinMetrics) -> &AtomicU64;
-/// Reads one counter of a [`TracesMetrics`].
-type TracesField = fn(&TracesMetrics) -> &AtomicU64;
+/// Reads one counter of a component's metrics.
+type Field<T> = fn(&T) -> &AtomicU64;
 
 /// Translation error reasons, in counter order.
 pub const TRANSLATION_ERROR_REASONS: [&str; 5] = [
@@ -180,6 +178,26 @@ struct Family<'a> {
 }
 
 impl Family<'_> {
+    /// One family per `(name, help, field)` row, with one sample per entry labelled
+    /// `label="<entry id>"`.
+    fn per_entry<T>(
+        &mut self,
+        kind: &str,
+        label: &str,
+        entries: &[(String, Arc<T>)],
+        rows: &[(&str, &str, Field<T>)],
+    ) {
+        if entries.is_empty() {
+            return;
+        }
+        for (name, help, get) in rows {
+            self.header(name, kind, help);
+            for (id, m) in entries {
+                self.sample(name, &[(label, id)], get(m).load(Ordering::Relaxed));
+            }
+        }
+    }
+
     fn header(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.out, "# HELP {name} {help}");
         let _ = writeln!(self.out, "# TYPE {name} {kind}");
@@ -458,55 +476,56 @@ impl Registry {
                     f.sample(name, &[("pipeline", p), ("reason", reason)], load(v));
                 }
             }
-            let counters: [(&str, &str, JoinField); 3] = [
-                (
-                    "profilink_join_unlinked_chunks_total",
-                    "Chunks released with no span of their profiler overlapping them.",
-                    |m| &m.unlinked,
-                ),
-                (
-                    "profilink_join_evicted_spans_total",
-                    "Spans forgotten early to stay within max_spans.",
-                    |m| &m.spans_evicted,
-                ),
-                (
-                    "profilink_join_dropped_requests_total",
-                    "Linked OTLP requests dropped because too many waited for a refusing exporter.",
-                    |m| &m.dropped_requests,
-                ),
-            ];
-            for (name, help, get) in counters {
-                f.header(name, "counter", help);
-                for (p, m) in &self.joins {
-                    f.sample(name, &[("pipeline", p)], load(get(m)));
-                }
-            }
-            let gauges: [(&str, &str, JoinField); 3] = [
-                (
-                    "profilink_join_held_bytes",
-                    "Estimated bytes of chunks held by the join buffer.",
-                    |m| &m.held_bytes,
-                ),
-                (
-                    "profilink_join_held_chunks",
-                    "Chunks held by the join buffer.",
-                    |m| &m.held_chunks,
-                ),
-                (
-                    "profilink_join_kept_spans",
-                    "Spans kept by the join buffer for linking.",
-                    |m| &m.kept_spans,
-                ),
-            ];
-            for (name, help, get) in gauges {
-                f.header(name, "gauge", help);
-                for (p, m) in &self.joins {
-                    f.sample(name, &[("pipeline", p)], load(get(m)));
-                }
-            }
+            f.per_entry(
+                "counter",
+                "pipeline",
+                &self.joins,
+                &[
+                    (
+                        "profilink_join_unlinked_chunks_total",
+                        "Chunks released with no span of their profiler overlapping them.",
+                        |m| &m.unlinked,
+                    ),
+                    (
+                        "profilink_join_evicted_spans_total",
+                        "Spans forgotten early to stay within max_spans.",
+                        |m| &m.spans_evicted,
+                    ),
+                    (
+                        "profilink_join_dropped_requests_total",
+                        "Linked OTLP requests dropped because too many waited for a refusing exporter.",
+                        |m| &m.dropped_requests,
+                    ),
+                ],
+            );
+            f.per_entry(
+                "gauge",
+                "pipeline",
+                &self.joins,
+                &[
+                    (
+                        "profilink_join_held_bytes",
+                        "Estimated bytes of chunks held by the join buffer.",
+                        |m| &m.held_bytes,
+                    ),
+                    (
+                        "profilink_join_held_chunks",
+                        "Chunks held by the join buffer.",
+                        |m| &m.held_chunks,
+                    ),
+                    (
+                        "profilink_join_kept_spans",
+                        "Spans kept by the join buffer for linking.",
+                        |m| &m.kept_spans,
+                    ),
+                ],
+            );
         }
-        if !self.traces_exporters.is_empty() {
-            let fields: [(&str, &str, TracesField); 6] = [
+        f.per_entry(
+            "counter",
+            "exporter",
+            &self.traces_exporters,
+            &[
                 (
                     "profilink_traces_exporter_accepted_spans_total",
                     "Spans accepted by the traces instance of an exporter.",
@@ -537,23 +556,18 @@ impl Registry {
                     "Responses that imposed a rate limit on a traces exporter.",
                     |m| &m.rate_limited,
                 ),
-            ];
-            for (name, help, get) in fields {
-                f.header(name, "counter", help);
-                for (id, m) in &self.traces_exporters {
-                    f.sample(name, &[("exporter", id)], load(get(m)));
-                }
-            }
-            let name = "profilink_traces_exporter_queue_size_bytes";
-            f.header(
-                name,
-                "gauge",
+            ],
+        );
+        f.per_entry(
+            "gauge",
+            "exporter",
+            &self.traces_exporters,
+            &[(
+                "profilink_traces_exporter_queue_size_bytes",
                 "Bytes of traces queued in a traces exporter.",
-            );
-            for (id, m) in &self.traces_exporters {
-                f.sample(name, &[("exporter", id)], load(&m.queue_bytes));
-            }
-        }
+                |m| &m.queue_bytes,
+            )],
+        );
         if !self.stamping.is_empty() {
             let name = "profilink_linking_stamped_spans_total";
             f.header(
@@ -573,20 +587,26 @@ impl Registry {
                     load(&c.profiler_from_resource),
                 );
             }
-            let name = "profilink_linking_thread_ids_total";
-            f.header(
-                name,
+            f.per_entry(
                 "counter",
-                "Spans given thread.id from their linked samples.",
+                "pipeline",
+                &self.stamping,
+                &[(
+                    "profilink_linking_thread_ids_total",
+                    "Spans given thread.id from their linked samples.",
+                    |c| &c.thread_ids,
+                )],
             );
-            for (p, c) in &self.stamping {
-                f.sample(name, &[("pipeline", p)], load(&c.thread_ids));
-            }
-            let name = "profilink_linking_waiting_bytes";
-            f.header(name, "gauge", "Bytes of traces waiting for their profiles.");
-            for (p, c) in &self.stamping {
-                f.sample(name, &[("pipeline", p)], load(&c.waiting_bytes));
-            }
+            f.per_entry(
+                "gauge",
+                "pipeline",
+                &self.stamping,
+                &[(
+                    "profilink_linking_waiting_bytes",
+                    "Bytes of traces waiting for their profiles.",
+                    |c| &c.waiting_bytes,
+                )],
+            );
         }
         if let Some(rss) = resident_memory_bytes() {
             let name = "profilink_process_resident_memory_bytes";
