@@ -268,6 +268,7 @@ CREATE INDEX IF NOT EXISTS chunks_by_start ON chunks (start_ts);
 CREATE INDEX IF NOT EXISTS chunks_by_project ON chunks (project_id, start_ts);
 CREATE INDEX IF NOT EXISTS chunks_by_environment ON chunks (environment, start_ts);
 CREATE INDEX IF NOT EXISTS chunks_by_received ON chunks (received, id);
+CREATE INDEX IF NOT EXISTS chunks_by_profiler ON chunks (profiler_id, start_ts);
 CREATE TABLE IF NOT EXISTS chunk_blobs (
     chunk_rowid       INTEGER PRIMARY KEY,
     payload           BLOB NOT NULL,
