@@ -213,7 +213,12 @@ fn transactions_link_whichever_arrives_first() {
 
     // Chunk first: a later transaction updates it, once.
     let late = link(&chunks[0].profiler_id, hi0 - 0.1, hi0 + 5.0, "late");
-    assert_eq!(store.link_transactions(std::slice::from_ref(&late)).unwrap(), 1);
+    assert_eq!(
+        store
+            .link_transactions(std::slice::from_ref(&late))
+            .unwrap(),
+        1
+    );
     assert_eq!(store.link_transactions(&[late]).unwrap(), 0, "idempotent");
     assert_eq!(
         names(&chunks[0].chunk_id),

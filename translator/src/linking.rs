@@ -36,8 +36,8 @@
 
 use crate::SampleLink;
 use crate::sentry_to_otlp::builder::FxHashMap;
-use profilink_proto::sentry::Timestamp;
 use profilink_proto::sentry::SpanItem;
+use profilink_proto::sentry::Timestamp;
 use profilink_proto::sentry::transaction::Transaction;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};

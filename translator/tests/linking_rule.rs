@@ -283,8 +283,14 @@ fn span_items_take_part_like_transaction_spans() {
     );
     let links = TransactionLinks::from_intervals([segment, child]);
     // The child wins inside its range, the segment (root) after it.
-    assert_eq!(links.link(&profiler, "77", 104_000_000_000).unwrap().1, [0x22; 8]);
-    assert_eq!(links.link(&profiler, "77", 107_000_000_000).unwrap().1, [0x11; 8]);
+    assert_eq!(
+        links.link(&profiler, "77", 104_000_000_000).unwrap().1,
+        [0x22; 8]
+    );
+    assert_eq!(
+        links.link(&profiler, "77", 107_000_000_000).unwrap().1,
+        [0x11; 8]
+    );
     assert_eq!(links.link(&profiler, "78", 104_000_000_000), None);
     // Without a profiler id or a thread id the item takes no part.
     let no_profiler = item(serde_json::json!({"thread.id": 77}), false);
