@@ -182,36 +182,10 @@ impl StoreWriter {
         }
     }
 
-    /// Queues the links of `transactions` (those with a profiler id) for the store, so the
-    /// chunks they overlap, stored before or after, carry their names.
-    pub fn link(&self, transactions: &[Transaction]) {
-        let links = transaction_links(transactions);
-        if links.is_empty() {
-            return;
-        }
-        let sent = self
-            .sender()
-            .is_some_and(|s| s.try_send(Job::Link(links)).is_ok());
-        if !sent {
-            self.counters.failed_links.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Queues the links of span-streaming items: segment spans (a transaction's counterpart)
-    /// with a profiler id and a name.
-    pub fn link_spans(&self, spans: &[SpanItem]) {
-        let links: Vec<TransactionLink> = spans
-            .iter()
-            .filter(|s| s.is_segment == Some(true))
-            .filter_map(|s| {
-                Some(TransactionLink {
-                    profiler_id: s.profiler_id()?.to_string(),
-                    start: s.start_timestamp.as_secs_f64(),
-                    end: s.end_timestamp.as_secs_f64(),
-                    name: s.name.clone()?,
-                })
-            })
-            .collect();
+    /// Queues the links of `transactions` and of span-streaming segments (those with a
+    /// profiler id), so the chunks they overlap, stored before or after, carry their names.
+    pub fn link(&self, transactions: &[Transaction], spans: &[SpanItem]) {
+        let links = transaction_links(transactions, spans);
         if links.is_empty() {
             return;
         }
@@ -255,20 +229,29 @@ impl ChunkObserver for StoreWriter {
     }
 }
 
-/// The links the store records for `transactions`: those with a profiler id, a name and a
-/// time range.
-pub fn transaction_links(transactions: &[Transaction]) -> Vec<TransactionLink> {
-    transactions
-        .iter()
-        .filter_map(|t| {
-            Some(TransactionLink {
-                profiler_id: t.profiler_id()?.to_string(),
-                start: t.start_timestamp?.as_secs_f64(),
-                end: t.timestamp?.as_secs_f64(),
-                name: t.transaction.clone()?,
-            })
+/// The links the store records: transactions, and span-streaming segment spans (a
+/// transaction's counterpart), with a profiler id, a name and a time range.
+pub fn transaction_links(transactions: &[Transaction], spans: &[SpanItem]) -> Vec<TransactionLink> {
+    let from_transactions = transactions.iter().filter_map(|t| {
+        Some(TransactionLink {
+            profiler_id: t.profiler_id()?.to_string(),
+            start: t.start_timestamp?.as_secs_f64(),
+            end: t.timestamp?.as_secs_f64(),
+            name: t.transaction.clone()?,
         })
-        .collect()
+    });
+    let from_segments = spans
+        .iter()
+        .filter(|s| s.is_segment == Some(true))
+        .filter_map(|s| {
+            Some(TransactionLink {
+                profiler_id: s.profiler_id()?.to_string(),
+                start: s.start_timestamp.as_secs_f64(),
+                end: s.end_timestamp.as_secs_f64(),
+                name: s.name.clone()?,
+            })
+        });
+    from_transactions.chain(from_segments).collect()
 }
 
 #[cfg(test)]
