@@ -109,6 +109,8 @@ pub struct JoinBuffer {
     sessions: HashMap<String, Session>,
     bytes: u64,
     spans: usize,
+    /// Sessions holding chunks (kept up to date: `is_full` runs on every request).
+    with_chunks: usize,
     seq: u64,
     counts: JoinCounts,
 }
@@ -130,6 +132,7 @@ impl JoinBuffer {
             sessions: HashMap::new(),
             bytes: 0,
             spans: 0,
+            with_chunks: 0,
             seq: 0,
             counts: JoinCounts::default(),
         }
@@ -195,6 +198,9 @@ impl JoinBuffer {
         self.seq += 1;
         self.bytes += bytes;
         let session = self.sessions.entry(chunk.profiler_id.clone()).or_default();
+        if session.chunks.is_empty() {
+            self.with_chunks += 1;
+        }
         session.chunks.push(Held {
             chunk,
             project_id,
@@ -279,6 +285,9 @@ impl JoinBuffer {
                 continue;
             };
             let h = s.chunks.remove(pos);
+            if s.chunks.is_empty() {
+                self.with_chunks -= 1;
+            }
             self.bytes -= h.bytes;
             let linked = s
                 .spans
