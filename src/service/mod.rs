@@ -128,6 +128,31 @@ fn waiter(rx: &watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'stat
     }
 }
 
+/// Runs `tick` every `every` until the receivers stop (the pipelines' periodic work: join
+/// buffer releases, waiting traces).
+fn spawn_ticker<F, Fut>(
+    every: Duration,
+    stop: &watch::Receiver<bool>,
+    mut tick: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let stop = waiter(stop);
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(every);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = interval.tick() => tick().await,
+                _ = &mut stop => break,
+            }
+        }
+    })
+}
+
 struct Running {
     receivers: Vec<(String, ServerHandle)>,
     fanouts: Vec<Arc<Fanout>>,
@@ -426,37 +451,18 @@ async fn start(
     }
 
     let mut tickers = Vec::new();
-    for p in pipelines.values() {
-        if p.join_metrics().is_some() {
+    for p in pipelines.values().filter(|p| p.join_metrics().is_some()) {
+        let p = p.clone();
+        tickers.push(spawn_ticker(sentry_join::TICK, receivers_rx, move || {
             let p = p.clone();
-            let stop = waiter(receivers_rx);
-            tickers.push(tokio::spawn(async move {
-                let mut every = tokio::time::interval(sentry_join::TICK);
-                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                tokio::pin!(stop);
-                loop {
-                    tokio::select! {
-                        _ = every.tick() => p.tick().await,
-                        _ = &mut stop => break,
-                    }
-                }
-            }));
-        }
+            async move { p.tick().await }
+        }));
     }
-
     for p in traces_pipelines.values().filter(|p| p.waits()) {
         let p = p.clone();
-        let stop = waiter(receivers_rx);
-        tickers.push(tokio::spawn(async move {
-            let mut every = tokio::time::interval(traces::TICK);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tokio::pin!(stop);
-            loop {
-                tokio::select! {
-                    _ = every.tick() => p.release(false).await,
-                    _ = &mut stop => break,
-                }
-            }
+        tickers.push(spawn_ticker(traces::TICK, receivers_rx, move || {
+            let p = p.clone();
+            async move { p.release(false).await }
         }));
     }
 

@@ -331,8 +331,7 @@ impl Pipeline {
         };
         let mut reqs = Vec::with_capacity(releases.len());
         for r in releases {
-            let (projects, chunks): (Vec<u64>, Vec<ProfileChunk>) = r.chunks.into_iter().unzip();
-            drop(projects);
+            let chunks: Vec<ProfileChunk> = r.chunks.into_iter().map(|(_, c)| c).collect();
             let t = sentry_to_otlp::translate(
                 &SentryInput {
                     chunks: &chunks,
@@ -616,8 +615,7 @@ impl Pipeline {
             (before - v1.len()) as u64,
         );
         if let Some(store) = &self.store {
-            store.link(&transactions);
-            store.link_spans(&span_items);
+            store.link(&transactions, &span_items);
             if self.chunk_exporters.is_empty() {
                 for c in &chunks {
                     store.offer(c.clone(), batch_project, Vec::new());

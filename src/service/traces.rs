@@ -248,14 +248,18 @@ impl TracesPipeline {
         Ok(())
     }
 
+    /// Exports `req` and maps a refusal to what the receiver answers the client.
+    async fn export_for_client(&self, req: ExportTraceServiceRequest) -> Result<(), ConsumeError> {
+        self.export(req)
+            .await
+            .map_err(|(id, e)| consume_error(&id, e))
+    }
+
     /// Takes one request: stamps and exports it now, or lets it wait (see the module docs).
     pub async fn consume(&self, mut req: ExportTraceServiceRequest) -> Result<(), ConsumeError> {
         self.check_ready()?;
         let Some((cfg, _)) = &self.stamping else {
-            return self
-                .export(req)
-                .await
-                .map_err(|(id, e)| consume_error(&id, e));
+            return self.export_for_client(req).await;
         };
         let bytes = req.encoded_len() as u64;
         let max = cfg.max_wait_mib.saturating_mul(1 << 20);
@@ -265,10 +269,7 @@ impl TracesPipeline {
                 self.counters.early.fetch_add(1, Ordering::Relaxed);
             }
             self.stamp(&mut req);
-            return self
-                .export(req)
-                .await
-                .map_err(|(id, e)| consume_error(&id, e));
+            return self.export_for_client(req).await;
         }
         self.counters
             .waiting_bytes
