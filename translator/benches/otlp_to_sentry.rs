@@ -9,7 +9,14 @@
 //! * `serialize_only`: `to_json` of the already-built chunks (the floor).
 //!
 //! Before measuring, one pass of each is run under a counting global allocator and the number
-//! of allocations and bytes allocated is printed (counting is switched off while measuring).
+//! of allocations and bytes allocated is printed (counting is switched off while measuring),
+//! with a SHA-256 of the output (chunks' JSON, links and counters) so that an optimization that
+//! changes the output shows.
+//!
+//! After criterion's measurements, `ROUNDS` interleaved rounds of translate+serialize,
+//! serialize-only and translate-only are timed and the medians printed with the ratio
+//! `translate+serialize / serialize` (the target is at most 1.5). Interleaving makes the ratio
+//! fair on a busy machine: both sides see the same load. Skipped under `--profile-time`.
 
 use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use profilink_proto::otlp::{
@@ -19,10 +26,11 @@ use profilink_proto::otlp::{
 };
 use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use sha2::{Digest, Sha256};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 struct Counting;
 /// Counting is on only around the counted passes, so measured runs pay one relaxed load.
@@ -371,6 +379,36 @@ fn counted<T>(f: impl FnOnce() -> T) -> (T, u64, u64) {
     )
 }
 
+/// Interleaved rounds for the ratio line.
+const ROUNDS: usize = 15;
+
+fn median_ms(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Times `ROUNDS` interleaved rounds of the three workloads and prints medians and the ratio.
+fn ratio_line(req: &ExportProfilesServiceRequest, opts: &Options, chunks: &[ProfileChunk]) {
+    let (mut both, mut floor, mut translate) = (Vec::new(), Vec::new(), Vec::new());
+    let time = |f: &mut dyn FnMut() -> usize| {
+        let start = Instant::now();
+        black_box(f());
+        start.elapsed().as_secs_f64() * 1e3
+    };
+    for _ in 0..ROUNDS {
+        both.push(time(&mut || translate_and_serialize(black_box(req), opts)));
+        floor.push(time(&mut || serialize_all(black_box(chunks))));
+        translate.push(time(&mut || {
+            translate_request(black_box(req), opts).chunks.len()
+        }));
+    }
+    let (both, floor, translate) = (median_ms(both), median_ms(floor), median_ms(translate));
+    eprintln!(
+        "ratio: translate+serialize / serialize = {:.2}x (medians of {ROUNDS} interleaved rounds: translate+serialize {both:.1} ms, serialize {floor:.1} ms, translate {translate:.1} ms)",
+        both / floor
+    );
+}
+
 fn bench(c: &mut Criterion) {
     let req = build_request();
     let opts = Options::default();
@@ -383,6 +421,13 @@ fn bench(c: &mut Criterion) {
         .map(|r| r.scope_profiles[0].profiles[0].samples.len())
         .sum();
     let (bytes, ser_allocs, ser_bytes) = counted(|| serialize_all(&t.chunks));
+    // A digest of everything the translation produced, so that an optimization that changes
+    // the output shows up here.
+    let mut h = Sha256::new();
+    for c in &t.chunks {
+        h.update(c.to_json());
+    }
+    h.update(format!("{:?}{:?}", t.links, t.stats));
     let (translation, tr_allocs, tr_bytes) = counted(|| translate_request(&req, &opts));
     drop(translation);
     eprintln!(
@@ -397,6 +442,7 @@ fn bench(c: &mut Criterion) {
             .sum::<usize>(),
         bytes as f64 / 1e6
     );
+    eprintln!("output sha256: {}", hex::encode(h.finalize()));
     eprintln!(
         "allocations: translate {} allocs / {:.1} MB ({:.2} allocs per sample); serialize {} allocs / {:.1} MB",
         tr_allocs,
@@ -425,6 +471,9 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(translate_request(black_box(&req), &opts).chunks.len()))
     });
     g.finish();
+    if !std::env::args().any(|a| a == "--profile-time") {
+        ratio_line(&req, &opts, &t.chunks);
+    }
 }
 
 criterion_group!(benches, bench);

@@ -18,11 +18,14 @@ use crate::dictionary::{Attr, AttrValue, Dictionary};
 use crate::error::TranslateError;
 use crate::sample_link::SampleLink;
 use profilink_proto::otlp::{Profile, ResourceProfiles, Sample};
-use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::sentry::timestamp::secs_to_nanos;
+use profilink_proto::sentry::{CompactString, ProfileChunk};
 use std::collections::HashMap;
 
 const UNRESOLVED: u32 = u32::MAX;
+
+/// At most this many expanded observations are reserved for ahead of a profile.
+const EXPANSION_RESERVE: usize = 1 << 20;
 
 /// What became of one profile.
 pub(crate) enum Outcome {
@@ -156,8 +159,9 @@ impl<'a> Collector<'a> {
             return Ok(Outcome::SkippedNonCpu);
         }
 
-        // Pass 1: shape checks and the requested expansion total.
+        // Pass 1: shape checks, the requested expansion total and the number of timestamps.
         let mut total: u128 = 0;
+        let mut timestamps: usize = 0;
         for (i, s) in profile.samples.iter().enumerate() {
             let (nv, nt) = (s.values.len(), s.timestamps_unix_nano.len());
             if nv != 0 && nt != 0 && nv != nt {
@@ -168,12 +172,19 @@ impl<'a> Collector<'a> {
             if nt == 0 {
                 total += u128::from(expansion_count(kind.per_value, value_sum(&s.values)));
             }
+            timestamps = timestamps.saturating_add(nt);
         }
+        // Observations to reserve room for: the timestamps (backed by the input) and the
+        // capped expansions, these only up to `EXPANSION_RESERVE` (the rest, if any, grows on
+        // demand), so a profile rejected later cannot make us reserve much more than its size.
+        let cap = u128::from(self.opts.effective_max_expanded_samples());
+        let expansions = total.min(cap).min(EXPANSION_RESERVE as u128) as usize;
+        let expected = timestamps.saturating_add(expansions);
 
         // Pass 2, undone on error.
         self.profile_gen = self.profile_gen.wrapping_add(1);
         self.touched.clear();
-        let result = self.collect(resource, profile, kind.per_value, total);
+        let result = self.collect(resource, profile, kind.per_value, total, expected);
         match result {
             Ok((observations, dropped_expansion, unusable_links)) => Ok(Outcome::Translated {
                 observations,
@@ -198,6 +209,7 @@ impl<'a> Collector<'a> {
         profile: &'a Profile,
         per_value: super::samples::PerValue,
         total: u128,
+        expected: usize,
     ) -> Result<(u64, u64, u64), TranslateError> {
         let cap = u128::from(self.opts.effective_max_expanded_samples());
         let mut cache: HashMap<&'a [i32], (u32, u32)> = HashMap::new();
@@ -223,7 +235,13 @@ impl<'a> Collector<'a> {
             };
             let stack = self.st.resolve(&mut self.ft, s.stack_index)?;
             let (link, link_unusable) = self.link(s.link_index)?;
-            self.touch(session);
+            if self.touch(session) && self.touched.len() == 1 {
+                // The first session of the profile usually takes all of its observations:
+                // size it once instead of growing it by doubling (a copy of everything so far
+                // each time). Later sessions of the same profile grow as usual, so memory stays
+                // within the profile's observation count.
+                self.sessions[session as usize].obs.reserve(expected);
+            }
             let sess = &mut self.sessions[session as usize];
             let before = sess.obs.len();
             let produced = if !s.timestamps_unix_nano.is_empty() {
@@ -265,7 +283,8 @@ impl<'a> Collector<'a> {
         Ok((observations, dropped, unusable))
     }
 
-    fn touch(&mut self, session: u32) {
+    /// Records the session's lengths before its first change in this profile; true then.
+    fn touch(&mut self, session: u32) -> bool {
         let i = session as usize;
         if self.touch_gen.len() <= i {
             self.touch_gen.resize(i + 1, 0);
@@ -275,7 +294,9 @@ impl<'a> Collector<'a> {
             let sess = &self.sessions[i];
             self.touched
                 .push((session, sess.obs.len(), sess.linked.len()));
+            return true;
         }
+        false
     }
 
     /// The session and thread of a sample (one call per distinct attribute index list).
@@ -328,6 +349,7 @@ impl<'a> Collector<'a> {
                 let t = sess.threads.len() as u32;
                 sess.threads.push(ThreadInfo {
                     digest: digest64(tid.as_bytes()),
+                    sample_id: CompactString::from(tid.as_str()),
                     id: tid.clone(),
                     name,
                 });

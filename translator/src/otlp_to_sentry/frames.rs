@@ -38,6 +38,8 @@ use profilink_proto::sentry::Frame;
 use profilink_proto::sentry::ids::format_instruction_addr;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
 
 /// Location attribute naming the frame's runtime.
 pub const FRAME_TYPE_KEY: &str = "profile.frame.type";
@@ -144,7 +146,12 @@ impl<'a> FrameTable<'a> {
             return Ok((&[], false));
         };
         let mut runtime = Runtime::Unspecified;
-        for a in self.dict.attributes(&loc.attribute_indices)? {
+        for a in loc
+            .attribute_indices
+            .iter()
+            .map(|&i| self.dict.attribute(i))
+        {
+            let Some(a) = a? else { continue };
             if a.key == FRAME_TYPE_KEY
                 && let Some(t) = a.value.as_str()
             {
@@ -230,45 +237,47 @@ impl<'a> FrameTable<'a> {
         address: u64,
         package: Option<&str>,
     ) -> Frame {
-        let function = (!name.is_empty()).then(|| name.to_owned());
+        // Borrowed until the frame is built: each string is copied once, into its `Arc`.
+        let function = (!name.is_empty()).then_some(name);
         let (abs_path, filename) = if file.is_empty() || file == "<unknown>" {
             (None, None)
         } else if is_absolute(file) {
-            (Some(file.to_owned()), Some(basename(file).to_owned()))
+            (Some(file), Some(basename(file)))
         } else {
-            (None, Some(file.to_owned()))
+            (None, Some(file))
         };
-        let module = match (runtime, function.as_deref()) {
-            (Runtime::Jvm, Some(f)) => jvm_class(f).map(str::to_owned),
-            (Runtime::Go, Some(f)) => go_package(f).map(str::to_owned),
+        let module = match (runtime, function) {
+            (Runtime::Jvm, Some(f)) => jvm_class(f),
+            (Runtime::Go, Some(f)) => go_package(f),
             _ => None,
         };
-        let path = abs_path.as_deref().or(filename.as_deref());
-        let in_app = is_in_app(runtime, function.as_deref(), path, package);
+        let path = abs_path.or(filename);
+        let in_app = is_in_app(runtime, function, path, package);
         Frame {
             instruction_addr: function
                 .is_none()
                 .then(|| format_instruction_addr(address).into()),
-            abs_path: abs_path.map(Into::into),
+            abs_path: abs_path.map(Arc::from),
             colno: positive_u32(col),
-            filename: filename.map(Into::into),
-            function: function.map(Into::into),
+            filename: filename.map(Arc::from),
+            function: function.map(Arc::from),
             in_app: Some(in_app),
             lineno: positive_u32(line),
-            module: module.map(Into::into),
+            module: module.map(Arc::from),
             package: (runtime.is_native_family() || runtime == Runtime::Unspecified)
-                .then(|| package.map(Into::into))
+                .then(|| package.map(Arc::from))
                 .flatten(),
             platform: None,
         }
     }
 
     fn intern(&mut self, frame: Frame, runtime: Runtime, mapping: u32) -> u32 {
-        let key = (frame, runtime, mapping);
-        if let Some(&id) = self.frame_ids.get(&key) {
-            return id;
-        }
-        let (frame, runtime, mapping) = key;
+        // One hash of the frame (its strings) per location line: look up and insert at once.
+        let entry = match self.frame_ids.entry((frame, runtime, mapping)) {
+            Entry::Occupied(e) => return *e.get(),
+            Entry::Vacant(v) => v,
+        };
+        let frame = &entry.key().0;
         let json = serde_json::to_vec(&frame).unwrap_or_default();
         let mut h = Sha256::new();
         h.update(&json);
@@ -283,7 +292,7 @@ impl<'a> FrameTable<'a> {
             json_len: json.len(),
             digest,
         });
-        self.frame_ids.insert((frame, runtime, mapping), id);
+        entry.insert(id);
         id
     }
 

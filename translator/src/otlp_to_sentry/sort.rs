@@ -1,71 +1,112 @@
 //! Sorting a session's observations by (timestamp, thread, stack).
 //!
-//! One counting-sort pass scatters the observations into about `n / 16` buckets by the top
-//! bits of `timestamp - min` (at most 2^16 buckets), then each bucket, small enough to stay in
-//! cache, is sorted by timestamp, and runs of equal timestamps (rare) by the full key. Linear-ish time with one scratch buffer, which matters at a
-//! million observations per request. Small inputs use the standard library's sort directly.
+//! Observations arrive nearly in time order (profilers report in windows of a few seconds), so
+//! one pass finds the time range and whether they are already sorted (then nothing else is
+//! done). Otherwise one counting-sort pass scatters them into about `n / 4` buckets by the
+//! top bits of `timestamp - min`; each bucket (a handful of observations when timestamps are
+//! spread, as sampled timestamps are) is then sorted by the full key, by insertion when small.
+//! Linear-ish time with one reused scratch buffer, which matters at a million observations per
+//! request. Small inputs use the standard library's sort directly.
 
 use super::split::Obs;
 
 const SMALL: usize = 4096;
-const MAX_BUCKET_BITS: u32 = 16;
+/// Observations per bucket: about `2^PER_BUCKET_BITS`.
+const PER_BUCKET_BITS: u32 = 2;
+/// At most `2^MAX_BUCKET_BITS` buckets (4 bytes each).
+const MAX_BUCKET_BITS: u32 = 22;
+/// Buckets up to this size are insertion-sorted.
+const INSERTION_MAX: usize = 24;
 
-/// Sorts `v` by [`Obs::key`].
-pub(crate) fn sort_observations(v: &mut Vec<Obs>) {
-    sort_with(v, 4)
+/// Sorts `v` by [`Obs::key`]; `scratch` is a reusable buffer (its contents are replaced).
+/// `inspect` sees every observation once (in the first pass, before sorting), which saves
+/// callers a pass of their own.
+pub(crate) fn sort_observations(
+    v: &mut Vec<Obs>,
+    scratch: &mut Vec<Obs>,
+    inspect: impl FnMut(&Obs),
+) {
+    sort_with(v, scratch, PER_BUCKET_BITS, inspect)
 }
 
-fn sort_with(v: &mut Vec<Obs>, per_bucket_bits: u32) {
+fn insertion_sort(b: &mut [Obs]) {
+    for i in 1..b.len() {
+        let x = b[i];
+        let k = x.key();
+        let mut j = i;
+        while j > 0 && b[j - 1].key() > k {
+            b[j] = b[j - 1];
+            j -= 1;
+        }
+        b[j] = x;
+    }
+}
+
+fn sort_with(
+    v: &mut Vec<Obs>,
+    scratch: &mut Vec<Obs>,
+    per_bucket_bits: u32,
+    mut inspect: impl FnMut(&Obs),
+) {
     let n = v.len();
-    if n <= SMALL {
+    if n <= SMALL || u32::try_from(n).is_err() {
+        v.iter().for_each(&mut inspect);
         v.sort_unstable_by_key(Obs::key);
         return;
     }
     let (mut min, mut max) = (u64::MAX, 0u64);
+    let mut sorted = true;
+    let mut prev = 0u128;
     for o in v.iter() {
+        inspect(o);
         min = min.min(o.ts);
         max = max.max(o.ts);
+        let k = o.key();
+        sorted &= prev <= k;
+        prev = k;
+    }
+    if sorted {
+        return;
     }
     let span_bits = 64 - (max - min).leading_zeros();
-    // About 64 observations per bucket.
     let want_bits = (usize::BITS - (n >> per_bucket_bits).leading_zeros()).min(MAX_BUCKET_BITS);
     let bucket_bits = want_bits.min(span_bits);
     let shift = span_bits - bucket_bits;
     let buckets = 1usize << bucket_bits;
     let bucket = |o: &Obs| ((o.ts - min) >> shift) as usize & (buckets - 1);
-    let mut starts = vec![0usize; buckets + 1];
+    // `next[b]`: where the next observation of bucket `b` goes; after the scatter, the end of
+    // bucket `b` (and the start of `b + 1`); `n` fits in u32 (checked above).
+    let mut next = vec![0u32; buckets];
     for o in v.iter() {
-        starts[bucket(o) + 1] += 1;
+        next[bucket(o)] += 1;
     }
-    for i in 1..=buckets {
-        starts[i] += starts[i - 1];
+    let mut sum = 0u32;
+    for c in next.iter_mut() {
+        let here = *c;
+        *c = sum;
+        sum += here;
     }
-    let mut next = starts.clone();
-    let mut out = v.clone();
+    // Every slot is overwritten below; only a longer buffer needs new (zeroed) slots.
+    scratch.resize(n, Obs::default());
     for o in v.iter() {
         let b = bucket(o);
-        out[next[b]] = *o;
+        scratch[next[b] as usize] = *o;
         next[b] += 1;
     }
-    for w in starts.windows(2) {
-        if w[1] - w[0] > 1 {
-            let b = &mut out[w[0]..w[1]];
-            b.sort_unstable_by_key(|o| o.ts);
-            // Ties on the timestamp (rare): order by the full key.
-            let mut i = 0;
-            while i < b.len() {
-                let mut j = i + 1;
-                while j < b.len() && b[j].ts == b[i].ts {
-                    j += 1;
-                }
-                if j - i > 1 {
-                    b[i..j].sort_unstable_by_key(Obs::key);
-                }
-                i = j;
+    let mut start = 0usize;
+    for &end in &next {
+        let end = end as usize;
+        if end - start > 1 {
+            let b = &mut scratch[start..end];
+            if b.len() <= INSERTION_MAX {
+                insertion_sort(b);
+            } else {
+                b.sort_unstable_by_key(Obs::key);
             }
         }
+        start = end;
     }
-    *v = out;
+    std::mem::swap(v, scratch);
 }
 
 #[cfg(test)]
@@ -75,7 +116,9 @@ mod tests {
     fn check(mut v: Vec<Obs>) {
         let mut want = v.clone();
         want.sort_unstable_by_key(Obs::key);
-        sort_observations(&mut v);
+        let mut seen = 0;
+        sort_observations(&mut v, &mut Vec::new(), |_| seen += 1);
+        assert_eq!(seen, want.len());
         assert_eq!(v, want);
     }
 
@@ -109,5 +152,37 @@ mod tests {
             check(v);
         }
         check(Vec::new());
+    }
+
+    #[test]
+    fn presorted_windows_and_a_reused_scratch() {
+        let mut x = 0x0bad_cafe_dead_beefu64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut scratch = Vec::new();
+        // Profiler-like order: sorted windows of shuffled samples, then fully sorted input,
+        // at sizes that make the scratch buffer both shrink and grow.
+        for n in [50_000usize, 9_000, 120_000] {
+            let mut v: Vec<Obs> = (0..n as u64)
+                .map(|k| Obs {
+                    ts: 1_000_000 + k * 1000 + next() % 5000,
+                    thread: (next() % 3) as u32,
+                    stack: (next() % 50) as u32,
+                })
+                .collect();
+            let mut want = v.clone();
+            want.sort_unstable_by_key(Obs::key);
+            let mut seen = 0usize;
+            sort_observations(&mut v, &mut scratch, |_| seen += 1);
+            assert_eq!(seen, n);
+            assert_eq!(v, want);
+            sort_observations(&mut v, &mut scratch, |_| seen += 1);
+            assert_eq!(seen, 2 * n);
+            assert_eq!(v, want);
+        }
     }
 }

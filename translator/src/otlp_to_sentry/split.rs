@@ -13,6 +13,11 @@
 //! [`super::SparseThreadPolicy::Drop`], its samples are removed (counted in
 //! [`super::Stats::samples_dropped_sparse`]).
 //!
+//! One pass over a chunk's observations both cuts it and builds its stacks, thread metadata
+//! and content checksum; frames and samples are then written in tight loops. Only when sparse
+//! threads are dropped is the chunk built again from its range, without them (stack and frame
+//! numbering follow first use among the samples kept).
+//!
 //! A chunk holds only the stacks, frames, debug images and `thread_metadata` entries its own
 //! samples use, numbered in order of first use; samples are in timestamp order. Sample
 //! timestamps are `nanos_to_secs` of the observation time.
@@ -32,9 +37,10 @@ use profilink_proto::sentry::{
     ClientSdk, DebugMeta, ProfileChunk, ProfileData, Sample, ThreadMetadata,
 };
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// One observation: a stack seen on a thread at a time (16 bytes; sorted by its key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Obs {
     /// Unix nanoseconds.
     pub ts: u64,
@@ -68,6 +74,8 @@ pub(crate) struct LinkedObs {
 pub(crate) struct ThreadInfo {
     /// Decimal thread id.
     pub id: String,
+    /// `id` as written on every sample (inline, so cloning it per sample costs a copy).
+    pub sample_id: CompactString,
     /// Thread name.
     pub name: Option<String>,
     /// Digest of `id` (for chunk ids).
@@ -113,12 +121,52 @@ fn digits(n: usize) -> usize {
     d
 }
 
-/// A chunk's range of observations and its frame and stack counts (before sparse threads).
-struct Cut {
-    start: usize,
-    end: usize,
-    frames: usize,
-    stacks: usize,
+/// Per-session thread bookkeeping for the chunk being built.
+struct ThreadMarks {
+    /// Generation at which each thread was last marked.
+    mark: Vec<u32>,
+    /// Non-empty-stack samples of each thread in the chunk (valid while `mark` is current).
+    count: Vec<u32>,
+    /// Current generation.
+    gen_: u32,
+    /// Threads of the chunk, in order of first sample.
+    in_chunk: Vec<u32>,
+}
+
+impl ThreadMarks {
+    fn new(threads: usize) -> Self {
+        ThreadMarks {
+            mark: vec![0; threads],
+            count: vec![0; threads],
+            gen_: 0,
+            in_chunk: Vec::new(),
+        }
+    }
+
+    fn next_gen(&mut self) -> u32 {
+        if self.gen_ == u32::MAX {
+            self.gen_ = 0;
+            self.mark.fill(0);
+        }
+        self.gen_ += 1;
+        self.gen_
+    }
+}
+
+/// What is fixed for all chunks of a session.
+struct SessionCtx {
+    /// Serialized size of the chunk without samples, stacks, frames, images and threads.
+    base: usize,
+    /// Serialized size of each thread's `thread_metadata` entry.
+    meta_len: Vec<usize>,
+}
+
+/// The chunk's content checksum and time range, accumulated over its samples.
+#[derive(Clone, Copy)]
+struct Digest {
+    checksum: u64,
+    first: u64,
+    last: u64,
 }
 
 /// Outputs of splitting.
@@ -147,6 +195,19 @@ pub(crate) struct Splitter<'r, 'a> {
     frame_size: Vec<usize>,
     /// Mapping with a debug image of each frame, or `NONE`.
     frame_image: Vec<u32>,
+    /// The `platform` of frames of each runtime (by [`Runtime::index`]) in the current
+    /// session's chunks, shared by all its frames.
+    frame_platforms: Vec<Option<Arc<str>>>,
+    /// Reused sort buffer.
+    sort_scratch: Vec<Obs>,
+    /// Samples of each stack in the current session.
+    stack_count: Vec<u64>,
+    /// Chunk stack id of each emitted sample of the chunk being assembled.
+    sample_stacks: Vec<u32>,
+    /// Frame ids of the chunk being assembled, in order of first use.
+    new_frames: Vec<u32>,
+    /// Mappings (with a debug image) of the chunk being assembled, in order of first use.
+    new_images: Vec<u32>,
 }
 
 impl<'r, 'a> Splitter<'r, 'a> {
@@ -168,6 +229,12 @@ impl<'r, 'a> Splitter<'r, 'a> {
             frame_out: vec![0; ft.frames.len()],
             map_seen: vec![0; ft.mappings.len()],
             frame_size: Vec::new(),
+            frame_platforms: vec![None; Runtime::COUNT],
+            sort_scratch: Vec::new(),
+            stack_count: Vec::new(),
+            sample_stacks: Vec::new(),
+            new_frames: Vec::new(),
+            new_images: Vec::new(),
             frame_image: ft
                 .frames
                 .iter()
@@ -194,8 +261,17 @@ impl<'r, 'a> Splitter<'r, 'a> {
         self.gen_
     }
 
-    /// Per-frame serialized size in a chunk of `platform` (dense, computed once per session).
+    /// Per-frame serialized size in a chunk of `platform` (dense, computed once per session),
+    /// and the frame platforms of that chunk platform.
     fn frame_sizes(&mut self, platform: &str) {
+        let mut known = [false; Runtime::COUNT];
+        for info in &self.ft.frames {
+            let r = info.runtime.index();
+            if !known[r] {
+                known[r] = true;
+                self.frame_platforms[r] = frame_platform(info.runtime, platform).map(Arc::from);
+            }
+        }
         self.frame_size.clear();
         self.frame_size.extend(self.ft.frames.iter().map(|info| {
             info.json_len + frame_platform(info.runtime, platform).map_or(0, |p| 14 + p.len())
@@ -212,13 +288,23 @@ impl<'r, 'a> Splitter<'r, 'a> {
         if s.obs.is_empty() {
             return;
         }
-        sort_observations(&mut s.obs);
+        // Samples per stack, counted in the sort's first pass, then per primary runtime (for
+        // the platform). Counting per stack keeps consecutive increments mostly on different
+        // counters (one counter per runtime would make each increment wait for the previous).
+        let stack_count = &mut self.stack_count;
+        stack_count.clear();
+        stack_count.resize(self.st.stacks.len(), 0);
+        sort_observations(&mut s.obs, &mut self.sort_scratch, |o| {
+            if let Some(c) = stack_count.get_mut(o.stack as usize) {
+                *c += 1;
+            }
+        });
+        let mut counts = [0u64; Runtime::COUNT];
+        for (info, &c) in self.st.stacks.iter().zip(stack_count.iter()) {
+            counts[info.primary.index()] += c;
+        }
         s.linked.sort_unstable();
         let mut link_cursor = 0usize;
-        let mut counts = [0u64; Runtime::COUNT];
-        for o in &s.obs {
-            counts[self.st.stacks[o.stack as usize].primary.index()] += 1;
-        }
         let platform = choose_platform(&counts, s.platform_hint);
         self.frame_sizes(platform);
         let template = ProfileChunk {
@@ -237,70 +323,88 @@ impl<'r, 'a> Splitter<'r, 'a> {
             version: CHUNK_VERSION.to_owned(),
             profile: ProfileData::default(),
         };
-        let base = json_len(&template);
-        let meta_len: Vec<usize> = s
-            .threads
-            .iter()
-            .map(|t| t.id.len() + 5 + t.name.as_ref().map_or(0, |n| 8 + json_len(n)))
-            .collect();
-        let mut thread_mark = vec![0u32; s.threads.len()];
-        let mut thread_count = vec![0u32; s.threads.len()];
-        let mut thread_gen = 0u32;
+        let ctx = SessionCtx {
+            base: json_len(&template),
+            meta_len: s
+                .threads
+                .iter()
+                .map(|t| t.id.len() + 5 + t.name.as_ref().map_or(0, |n| 8 + json_len(n)))
+                .collect(),
+        };
+        let mut th = ThreadMarks::new(s.threads.len());
+        let drop = self.opts.sparse_thread_policy == SparseThreadPolicy::Drop;
 
         let mut i = 0;
         while i < s.obs.len() {
-            let cut = self.cut(
-                s,
-                i,
-                base,
-                &meta_len,
-                &mut thread_mark,
-                &mut thread_gen,
-                sink.stats,
-            );
-            i = cut.end;
-            if cut.start < cut.end {
-                let mut t = template.clone();
-                self.assemble(
+            let mut chunk = template.clone();
+            let (range, digest) = self.fill(s, i, &ctx, &mut th, &mut chunk, sink.stats);
+            i = range.end;
+            if range.is_empty() {
+                continue;
+            }
+            // Threads Relay would drop: fewer than two non-empty-stack samples in the chunk.
+            let dropped_gen = th.next_gen();
+            let mut any_dropped = false;
+            for &t in &th.in_chunk {
+                if th.count[t as usize] < 2 {
+                    sink.stats.sparse_threads += 1;
+                    if drop {
+                        th.mark[t as usize] = dropped_gen;
+                        any_dropped = true;
+                    }
+                }
+            }
+            if any_dropped {
+                // Rare (only under `SparseThreadPolicy::Drop`): rebuild the chunk without the
+                // dropped threads' samples, numbering stacks and frames by first use among
+                // the samples that stay.
+                let mut chunk = template.clone();
+                self.assemble_dropping(
                     s,
-                    &cut,
-                    &mut t,
-                    &mut thread_mark,
-                    &mut thread_count,
-                    &mut thread_gen,
+                    &range,
+                    &mut chunk,
+                    &th,
+                    dropped_gen,
                     &mut link_cursor,
                     sink,
                 );
+            } else {
+                self.finish(s, &range, chunk, digest, &mut link_cursor, sink);
             }
         }
     }
 
-    /// Pass 1: the range `[start, end)` of the next chunk from `i` (samples that cannot fit
-    /// even alone are dropped and counted).
-    #[allow(clippy::too_many_arguments)]
-    fn cut(
+    /// Fills `chunk` (a copy of the session's template) from observation `i` on, in one pass:
+    /// takes samples while the chunk stays within the duration and size limits (samples that
+    /// cannot fit even alone are dropped and counted), and builds its stacks (frames and
+    /// images are listed in `new_frames`/`new_images`, `thread_metadata` filled, each sample's
+    /// stack id in `sample_stacks`). Returns the range taken (empty at the end) and its digest.
+    fn fill(
         &mut self,
         s: &Session,
         mut i: usize,
-        base: usize,
-        meta_len: &[usize],
-        thread_mark: &mut [u32],
-        thread_gen: &mut u32,
+        ctx: &SessionCtx,
+        th: &mut ThreadMarks,
+        chunk: &mut ProfileChunk,
         stats: &mut Stats,
-    ) -> Cut {
+    ) -> (std::ops::Range<usize>, Digest) {
         let max_dur = self.opts.effective_max_chunk_duration_ns();
         let max_bytes = self.opts.effective_max_chunk_bytes();
         let n = s.obs.len();
+        let profile = &mut chunk.profile;
         'restart: while i < n {
             let g = self.next_gen();
-            *thread_gen += 1;
-            let tg = *thread_gen;
+            let tg = th.next_gen();
+            th.in_chunk.clear();
+            self.new_frames.clear();
+            self.new_images.clear();
+            self.sample_stacks.clear();
             let first = s.obs[i].ts;
-            let mut est = base;
-            let (mut nframes, mut nstacks) = (0usize, 0usize);
-            let (mut any_thread, mut any_image) = (false, false);
-            let mut j = i;
+            let mut est = ctx.base;
             let mut stack_digits = 1;
+            let (mut any_thread, mut any_image) = (false, false);
+            let mut checksum = 0u64;
+            let mut j = i;
             while j < n {
                 let o = s.obs[j];
                 if o.ts - first > max_dur {
@@ -308,33 +412,34 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 }
                 let thread = o.thread as usize;
                 let mut delta = SAMPLE_FIXED + stack_digits + s.threads[thread].id.len();
-                let (mut new_frames, mut new_stack, mut new_image) = (0usize, false, false);
-                if self.stack_seen[o.stack as usize] != g {
-                    self.stack_seen[o.stack as usize] = g;
-                    new_stack = true;
+                let new_stack = self.stack_seen[o.stack as usize] != g;
+                let (frames_before, images_before) = (self.new_frames.len(), self.new_images.len());
+                if new_stack {
                     let frames = self.st.frames_of(o.stack);
-                    delta += 3 + frames.len() * (digits(nframes + frames.len()) + 1);
+                    delta += 3 + frames.len() * (digits(frames_before + frames.len()) + 1);
                     for &f in frames {
-                        if self.frame_seen[f as usize] != g {
-                            self.frame_seen[f as usize] = g;
-                            new_frames += 1;
-                            delta += self.frame_size[f as usize] + 1;
+                        let fi = f as usize;
+                        if self.frame_seen[fi] != g {
+                            self.frame_seen[fi] = g;
+                            self.frame_out[fi] = self.new_frames.len() as u32;
+                            self.new_frames.push(f);
+                            delta += self.frame_size[fi] + 1;
                             if let Some(m) = self.image_of(f)
                                 && self.map_seen[m as usize] != g
                             {
                                 self.map_seen[m as usize] = g;
                                 delta += self.ft.mappings[m as usize].image_json_len + 1;
-                                if !any_image && !new_image {
+                                if !any_image && self.new_images.len() == images_before {
                                     delta += DEBUG_META_WRAPPER;
                                 }
-                                new_image = true;
+                                self.new_images.push(m);
                             }
                         }
                     }
                 }
-                let new_thread = thread_mark[thread] != tg;
+                let new_thread = th.mark[thread] != tg;
                 if new_thread {
-                    delta += meta_len[thread]
+                    delta += ctx.meta_len[thread]
                         + 1
                         + if any_thread {
                             0
@@ -343,6 +448,10 @@ impl<'r, 'a> Splitter<'r, 'a> {
                         };
                 }
                 if est + delta > max_bytes {
+                    // Frames and images this sample would have added are not the chunk's
+                    // (their marks are stale once the generation moves on).
+                    self.new_frames.truncate(frames_before);
+                    self.new_images.truncate(images_before);
                     if j == i {
                         stats.samples_dropped_size += 1;
                         i += 1;
@@ -350,105 +459,186 @@ impl<'r, 'a> Splitter<'r, 'a> {
                     }
                     break;
                 }
-                if new_thread {
-                    thread_mark[thread] = tg;
-                    any_thread = true;
-                }
-                any_image |= new_image;
-                nframes += new_frames;
-                if new_stack {
-                    nstacks += 1;
-                    stack_digits = digits(nstacks);
-                }
+                // The sample is in the chunk.
                 est += delta;
+                any_image |= self.new_images.len() > images_before;
+                let info = &s.threads[thread];
+                if new_thread {
+                    th.mark[thread] = tg;
+                    th.count[thread] = 0;
+                    th.in_chunk.push(o.thread);
+                    any_thread = true;
+                    profile.thread_metadata.insert(
+                        info.id.clone(),
+                        ThreadMetadata {
+                            name: info.name.clone(),
+                            priority: None,
+                        },
+                    );
+                }
+                th.count[thread] += u32::from(o.stack != EMPTY_STACK);
+                let stack_id = if new_stack {
+                    let id = profile.stacks.len() as u32;
+                    profile.stacks.push(
+                        self.st
+                            .frames_of(o.stack)
+                            .iter()
+                            .map(|&f| self.frame_out[f as usize] as usize)
+                            .collect(),
+                    );
+                    self.stack_seen[o.stack as usize] = g;
+                    self.stack_out[o.stack as usize] = id;
+                    stack_digits = digits(profile.stacks.len());
+                    id
+                } else {
+                    self.stack_out[o.stack as usize]
+                };
+                self.sample_stacks.push(stack_id);
+                checksum = checksum.wrapping_add(sample_checksum(
+                    o.ts,
+                    self.st.stacks[o.stack as usize].digest,
+                    info.digest,
+                ));
                 j += 1;
             }
-            return Cut {
-                start: i,
-                end: j,
-                frames: nframes,
-                stacks: nstacks,
+            let digest = Digest {
+                checksum,
+                first,
+                last: s.obs[j - 1].ts,
             };
+            return (i..j, digest);
         }
-        Cut {
-            start: i,
-            end: i,
-            frames: 0,
-            stacks: 0,
-        }
+        (
+            i..i,
+            Digest {
+                checksum: 0,
+                first: 0,
+                last: 0,
+            },
+        )
     }
 
-    /// Pass 2: sparse threads, then the chunk itself.
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
+    /// Completes a chunk filled by [`Splitter::fill`] (all its samples kept): frames, images,
+    /// samples, links, id.
+    fn finish(
         &mut self,
         s: &Session,
-        cut: &Cut,
-        chunk: &mut ProfileChunk,
-        thread_mark: &mut [u32],
-        thread_count: &mut [u32],
-        thread_gen: &mut u32,
+        range: &std::ops::Range<usize>,
+        mut chunk: ProfileChunk,
+        digest: Digest,
         link_cursor: &mut usize,
         sink: &mut Sink<'_>,
     ) {
-        let range = &s.obs[cut.start..cut.end];
-        // Count non-empty samples per thread in the range.
-        *thread_gen += 1;
-        let tg = *thread_gen;
-        let mut in_range: Vec<u32> = Vec::new();
-        for o in range {
-            let t = o.thread as usize;
-            if thread_mark[t] != tg {
-                thread_mark[t] = tg;
-                thread_count[t] = 0;
-                in_range.push(o.thread);
-            }
-            if o.stack != EMPTY_STACK {
-                thread_count[t] += 1;
-            }
-        }
-        let drop = self.opts.sparse_thread_policy == SparseThreadPolicy::Drop;
-        *thread_gen += 1;
-        let dropped_gen = *thread_gen;
-        for &t in &in_range {
-            if thread_count[t as usize] < 2 {
-                sink.stats.sparse_threads += 1;
-                if drop {
-                    thread_mark[t as usize] = dropped_gen;
-                }
-            }
-        }
-        *thread_gen += 1;
-        let emitted_gen = *thread_gen;
-
-        let g = self.next_gen();
-        let platform = chunk.platform.clone();
+        let range = &s.obs[range.clone()];
+        self.push_frames(&mut chunk.profile);
         let profile = &mut chunk.profile;
         profile.samples.reserve_exact(range.len());
-        profile.frames.reserve_exact(cut.frames);
-        profile.stacks.reserve_exact(cut.stacks);
-        let mut images = Vec::new();
-        let mut checksum = 0u64;
-        let (mut first, mut last) = (u64::MAX, 0u64);
+        profile.samples.extend(
+            range
+                .iter()
+                .zip(&self.sample_stacks)
+                .map(|(o, id)| make_sample(s, o, *id)),
+        );
+        if !s.linked.is_empty() {
+            for o in range {
+                let link = next_link(&s.linked, link_cursor, o.key());
+                self.emit_link(s, o, link, sink);
+            }
+        }
+        self.seal(chunk, digest, sink);
+    }
+
+    /// Clones the frames listed in `new_frames` into `profile`, with the session's frame
+    /// platforms.
+    fn push_frames(&mut self, profile: &mut ProfileData) {
+        profile.frames.reserve_exact(self.new_frames.len());
+        profile.frames.extend(self.new_frames.iter().map(|&f| {
+            let info = &self.ft.frames[f as usize];
+            let mut frame = info.frame.clone();
+            frame.platform = self.frame_platforms[info.runtime.index()].clone();
+            frame
+        }));
+    }
+
+    /// Sets the chunk's debug images and id and emits it.
+    fn seal(&mut self, mut chunk: ProfileChunk, digest: Digest, sink: &mut Sink<'_>) {
+        if !self.new_images.is_empty() {
+            let images = self
+                .new_images
+                .iter()
+                .filter_map(|&m| self.ft.mappings[m as usize].image.clone())
+                .collect();
+            chunk.debug_meta = Some(DebugMeta { images });
+        }
+        let n = chunk.profile.samples.len() as u64;
+        chunk.chunk_id = chunk_id(
+            &chunk.profiler_id,
+            digest.first,
+            digest.last,
+            n,
+            digest.checksum,
+        );
+        sink.stats.samples_out += n;
+        sink.stats.chunks += 1;
+        sink.chunks.push(chunk);
+    }
+
+    /// Emits the trace link of an emitted sample (link id 0: none).
+    fn emit_link(&self, s: &Session, o: &Obs, link: u32, sink: &mut Sink<'_>) {
+        if link == 0 {
+            return;
+        }
+        let Some((trace_id, span_id)) = self.links.get(link as usize - 1) else {
+            return;
+        };
+        if sink.links.len() < self.opts.max_links {
+            sink.links.push(SampleLink {
+                profiler_id: s.profiler_id.clone(),
+                thread_id: s.threads[o.thread as usize].id.clone(),
+                // The time as the chunk's sample states it (f64 seconds hold about 240 ns at
+                // today's epoch), so the link re-attaches to that sample.
+                timestamp_ns: secs_to_nanos(nanos_to_secs(o.ts)).unwrap_or(o.ts),
+                trace_id: *trace_id,
+                span_id: *span_id,
+            });
+            sink.stats.links += 1;
+        } else {
+            sink.stats.links_dropped += 1;
+        }
+    }
+
+    /// Builds a chunk over `range` without the samples of threads marked `dropped_gen`
+    /// (sparse threads under [`SparseThreadPolicy::Drop`]); not emitted when none is left.
+    #[allow(clippy::too_many_arguments)]
+    fn assemble_dropping(
+        &mut self,
+        s: &Session,
+        range: &std::ops::Range<usize>,
+        chunk: &mut ProfileChunk,
+        th: &ThreadMarks,
+        dropped_gen: u32,
+        link_cursor: &mut usize,
+        sink: &mut Sink<'_>,
+    ) {
+        let range = &s.obs[range.clone()];
+        let g = self.next_gen();
+        let profile = &mut chunk.profile;
+        self.sample_stacks.clear();
+        self.new_frames.clear();
+        self.new_images.clear();
+        let mut digest = Digest {
+            checksum: 0,
+            first: u64::MAX,
+            last: 0,
+        };
         for o in range {
             let t = o.thread as usize;
-            let mut link = 0u32;
-            if !s.linked.is_empty() {
-                let key = o.key();
-                while let Some(l) = s.linked.get(*link_cursor) {
-                    if l.key < key {
-                        // Left behind by samples dropped for size.
-                        *link_cursor += 1;
-                        continue;
-                    }
-                    if l.key == key {
-                        link = l.link;
-                        *link_cursor += 1;
-                    }
-                    break;
-                }
-            }
-            if thread_mark[t] == dropped_gen {
+            let link = if s.linked.is_empty() {
+                0
+            } else {
+                next_link(&s.linked, link_cursor, o.key())
+            };
+            if th.mark[t] == dropped_gen {
                 sink.stats.samples_dropped_sparse += 1;
                 continue;
             }
@@ -456,36 +646,34 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 self.stack_out[o.stack as usize]
             } else {
                 let frames = self.st.frames_of(o.stack);
-                let mut out = Vec::with_capacity(frames.len());
                 for &f in frames {
                     let fi = f as usize;
                     if self.frame_seen[fi] != g {
                         self.frame_seen[fi] = g;
-                        self.frame_out[fi] = profile.frames.len() as u32;
-                        let info = &self.ft.frames[fi];
-                        let mut frame = info.frame.clone();
-                        frame.platform = frame_platform(info.runtime, &platform).map(Into::into);
-                        profile.frames.push(frame);
+                        self.frame_out[fi] = self.new_frames.len() as u32;
+                        self.new_frames.push(f);
                         if let Some(m) = self.image_of(f)
                             && self.map_seen[m as usize] != g
                         {
                             self.map_seen[m as usize] = g;
-                            if let Some(img) = &self.ft.mappings[m as usize].image {
-                                images.push(img.clone());
-                            }
+                            self.new_images.push(m);
                         }
                     }
-                    out.push(self.frame_out[fi] as usize);
                 }
                 let id = profile.stacks.len() as u32;
-                profile.stacks.push(out);
+                profile.stacks.push(
+                    frames
+                        .iter()
+                        .map(|&f| self.frame_out[f as usize] as usize)
+                        .collect(),
+                );
                 self.stack_seen[o.stack as usize] = g;
                 self.stack_out[o.stack as usize] = id;
                 id
             };
+            self.sample_stacks.push(stack_id);
             let thread = &s.threads[t];
-            if thread_mark[t] != emitted_gen {
-                thread_mark[t] = emitted_gen;
+            if !profile.thread_metadata.contains_key(&thread.id) {
                 profile.thread_metadata.insert(
                     thread.id.clone(),
                     ThreadMetadata {
@@ -494,50 +682,56 @@ impl<'r, 'a> Splitter<'r, 'a> {
                     },
                 );
             }
-            let timestamp = nanos_to_secs(o.ts);
-            profile.samples.push(Sample {
-                timestamp,
-                stack_id: stack_id as usize,
-                thread_id: CompactString::from(thread.id.as_str()),
-            });
-            first = first.min(o.ts);
-            last = last.max(o.ts);
-            checksum = checksum.wrapping_add(sample_checksum(
+            digest.first = digest.first.min(o.ts);
+            digest.last = digest.last.max(o.ts);
+            digest.checksum = digest.checksum.wrapping_add(sample_checksum(
                 o.ts,
                 self.st.stacks[o.stack as usize].digest,
                 thread.digest,
             ));
-            if link != 0
-                && let Some((trace_id, span_id)) = self.links.get(link as usize - 1)
-            {
-                if sink.links.len() < self.opts.max_links {
-                    sink.links.push(SampleLink {
-                        profiler_id: s.profiler_id.clone(),
-                        thread_id: thread.id.clone(),
-                        // The time as the chunk's sample states it (f64 seconds hold about
-                        // 240 ns at today's epoch), so the link re-attaches to that sample.
-                        timestamp_ns: secs_to_nanos(timestamp).unwrap_or(o.ts),
-                        trace_id: *trace_id,
-                        span_id: *span_id,
-                    });
-                    sink.stats.links += 1;
-                } else {
-                    sink.stats.links_dropped += 1;
-                }
-            }
+            self.emit_link(s, o, link, sink);
         }
-        if profile.samples.is_empty() {
+        if self.sample_stacks.is_empty() {
             return;
         }
-        if !images.is_empty() {
-            chunk.debug_meta = Some(DebugMeta { images });
-        }
-        let n = chunk.profile.samples.len() as u64;
-        chunk.chunk_id = chunk_id(&chunk.profiler_id, first, last, n, checksum);
-        sink.stats.samples_out += n;
-        sink.stats.chunks += 1;
-        sink.chunks.push(std::mem::take(chunk));
+        self.push_frames(profile);
+        profile.samples.reserve_exact(self.sample_stacks.len());
+        profile.samples.extend(
+            range
+                .iter()
+                .filter(|o| th.mark[o.thread as usize] != dropped_gen)
+                .zip(&self.sample_stacks)
+                .map(|(o, id)| make_sample(s, o, *id)),
+        );
+        self.seal(std::mem::take(chunk), digest, sink);
     }
+}
+
+/// A Sentry sample for an observation.
+#[inline]
+fn make_sample(s: &Session, o: &Obs, stack_id: u32) -> Sample {
+    Sample {
+        timestamp: nanos_to_secs(o.ts),
+        stack_id: stack_id as usize,
+        thread_id: s.threads[o.thread as usize].sample_id.clone(),
+    }
+}
+
+/// The link id of the observation with key `key` (0: none), advancing `cursor` through the
+/// session's sorted linked observations (skipping those of samples dropped for size).
+fn next_link(linked: &[LinkedObs], cursor: &mut usize, key: u128) -> u32 {
+    while let Some(l) = linked.get(*cursor) {
+        if l.key < key {
+            *cursor += 1;
+            continue;
+        }
+        if l.key == key {
+            *cursor += 1;
+            return l.link;
+        }
+        break;
+    }
+    0
 }
 
 #[cfg(test)]
