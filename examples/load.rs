@@ -1,5 +1,5 @@
 //! Load test of the running `profilink` binary: OTLP over gRPC (gzip) in, Sentry envelopes
-//! (gzip) out to an in-process stand-in.
+//! (gzip, or zstd with `--compression zstd`) out to an in-process stand-in.
 //!
 //! Requests are the real eBPF fixture (`ebpf-profile.pb`) replicated: each carries `--sessions`
 //! copies of its resources (a distinct `service.instance.id` each, so distinct profiler
@@ -22,7 +22,8 @@
 //! request), `--binary PATH` (default: `profilink` beside this example's directory),
 //! `--overload` (10x clients, Sentry answering after 100 ms with 4 senders, 64 MiB queue),
 //! `--no-fsync`, `--budget-mib M` (memory for pre-built requests, 1024), `--sample-rate R`
-//! (`profile_sampling` rate; 0 measures receiving and translating alone).
+//! (`profile_sampling` rate; 0 measures receiving and translating alone), `--compression C`
+//! (the exporter's `compression`: `gzip`, the default, `zstd` or `none`).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -53,6 +54,7 @@ struct Args {
     fsync: bool,
     budget_mib: usize,
     sample_rate: f64,
+    compression: String,
 }
 
 fn args() -> Args {
@@ -68,6 +70,7 @@ fn args() -> Args {
         fsync: true,
         budget_mib: 1024,
         sample_rate: 1.0,
+        compression: "gzip".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -81,6 +84,7 @@ fn args() -> Args {
             "--overload" => a.overload = true,
             "--no-fsync" => a.fsync = false,
             "--sample-rate" => a.sample_rate = val().parse().expect("--sample-rate R"),
+            "--compression" => a.compression = val(),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -175,7 +179,7 @@ struct StandIn {
     bytes: AtomicU64,
     delay: Duration,
     start: Instant,
-    /// (receive time since start in seconds, raw gzipped body) of sampled envelopes.
+    /// (receive time since start in seconds, raw compressed body) of sampled envelopes.
     sampled: Mutex<Vec<(f64, Vec<u8>)>>,
 }
 
@@ -493,7 +497,7 @@ processors:
 exporters:
   sentry:
     dsn: "http://0123456789abcdef0123456789abcdef@{sentry_addr}/1"
-    compression: gzip
+    compression: {compression}
     num_consumers: {consumers}
     chunk_duration: 60s
     chunk_idle_timeout: 5s
@@ -506,7 +510,8 @@ service:
     logs: {{ level: warn }}
 "#,
         fsync = a.fsync,
-        rate = a.sample_rate
+        rate = a.sample_rate,
+        compression = a.compression
     );
     std::fs::write(dir.path().join("load.yaml"), config).unwrap();
     let mut child = Command::new(&a.binary)
@@ -598,10 +603,16 @@ service:
     let mut delivery = Vec::new();
     for (t, body) in st.sampled.lock().unwrap().iter() {
         let mut raw = Vec::new();
-        if flate2::read::GzDecoder::new(body.as_slice())
-            .read_to_end(&mut raw)
-            .is_err()
-        {
+        let decoded = match a.compression.as_str() {
+            "zstd" => zstd::stream::read::Decoder::new(body.as_slice())
+                .and_then(|mut d| d.read_to_end(&mut raw)),
+            "gzip" => flate2::read::GzDecoder::new(body.as_slice()).read_to_end(&mut raw),
+            _ => {
+                raw.extend_from_slice(body);
+                Ok(raw.len())
+            }
+        };
+        if decoded.is_err() {
             continue;
         }
         let Ok(env) = Envelope::parse(&raw) else {
@@ -667,9 +678,10 @@ service:
         percentile(&mut delivery, 0.99) * 1e3
     );
     println!(
-        "  delivered: {} envelopes, {:.1} MiB gzipped; queue at end of load {:.1} MiB, drained in {:.1} s",
+        "  delivered: {} envelopes, {:.1} MiB ({}); queue at end of load {:.1} MiB, drained in {:.1} s",
         st.envelopes.load(Ordering::Relaxed),
         st.bytes.load(Ordering::Relaxed) as f64 / (1 << 20) as f64,
+        a.compression,
         queue_bytes as f64 / (1 << 20) as f64,
         drain_s
     );

@@ -23,6 +23,8 @@ use profilink_proto::sentry::{MeasurementValue, ProfileChunk};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
+type SessionMap = hashbrown::HashMap<SessionKey, Session>;
+
 /// Identifies an accumulation session.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionKey {
@@ -32,6 +34,33 @@ pub struct SessionKey {
     pub profiler_id: String,
     /// The chunk's platform.
     pub platform: String,
+}
+
+/// A [`SessionKey`] made of borrowed parts, to look sessions up without allocating. Its hash
+/// equals the owned key's (the same fields in the same order; `&str` hashes as `String`).
+#[derive(Hash)]
+struct SessionRef<'a> {
+    route: &'a str,
+    profiler_id: &'a str,
+    platform: &'a str,
+}
+
+impl SessionRef<'_> {
+    fn owned(&self) -> SessionKey {
+        SessionKey {
+            route: self.route.to_string(),
+            profiler_id: self.profiler_id.to_string(),
+            platform: self.platform.to_string(),
+        }
+    }
+}
+
+impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
+    fn equivalent(&self, key: &SessionKey) -> bool {
+        self.route == key.route
+            && self.profiler_id == key.profiler_id
+            && self.platform == key.platform
+    }
 }
 
 /// Why a chunk was emitted.
@@ -63,6 +92,8 @@ pub struct Emitted {
     /// Samples removed because their thread had fewer than 2 samples in the finished chunk
     /// (Relay drops such threads, and rejects a chunk left without samples).
     pub sparse_samples_dropped: usize,
+    /// The size estimate of the merged chunk (the sum of its inputs' shares).
+    pub est_bytes: u64,
 }
 
 impl Emitted {
@@ -74,6 +105,7 @@ impl Emitted {
         inputs: Vec<u64>,
         reason: EmitReason,
     ) -> Self {
+        let est_bytes = builder.est_bytes();
         let mut chunk = builder.finish();
         let (_, sparse_samples_dropped) = chunk.profile.drop_sparse_threads();
         Emitted {
@@ -82,6 +114,7 @@ impl Emitted {
             inputs,
             reason,
             sparse_samples_dropped,
+            est_bytes,
         }
     }
 }
@@ -107,7 +140,7 @@ struct Session {
 #[derive(Debug)]
 pub struct ChunkAccumulator {
     cfg: AccumulateConfig,
-    sessions: HashMap<SessionKey, Session>,
+    sessions: SessionMap,
     pending: HashMap<u64, u32>,
 }
 
@@ -122,7 +155,7 @@ impl ChunkAccumulator {
     pub fn new(cfg: AccumulateConfig) -> Self {
         ChunkAccumulator {
             cfg,
-            sessions: HashMap::new(),
+            sessions: SessionMap::default(),
             pending: HashMap::new(),
         }
     }
@@ -195,19 +228,49 @@ impl ChunkAccumulator {
         now: Instant,
     ) -> PushOutcome {
         let mut out = PushOutcome::default();
-        let key = SessionKey {
-            route: route.to_string(),
-            profiler_id: chunk.profiler_id.clone(),
-            platform: chunk.platform.clone(),
+        self.push_part(id, route, chunk, None, approx_bytes, now, &mut out.emitted);
+        if self.finish_input(id) {
+            out.ack_now.push(id);
+        }
+        out
+    }
+
+    /// True when input `id` is held by no open or unpersisted chunk (it contributed no valid
+    /// samples): acknowledge it now. Call once every chunk of the input is pushed.
+    pub fn finish_input(&self, id: u64) -> bool {
+        !self.pending.contains_key(&id)
+    }
+
+    /// Adds one chunk of input `id`, appending completed chunks to `emitted`. An input may hold
+    /// several chunks (a queue record holds a whole `export` batch): push each, then call
+    /// [`ChunkAccumulator::finish_input`]. Each open or emitted chunk counts an input once,
+    /// however many of its chunks went into it.
+    ///
+    /// `frame_hashes`, when given, holds the [`crate::merge::frame_hash`] of each of the
+    /// chunk's frames (the queue encoding computes them once per distinct frame of a batch).
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_part(
+        &mut self,
+        id: u64,
+        route: &str,
+        chunk: &ProfileChunk,
+        frame_hashes: Option<&[u64]>,
+        approx_bytes: u64,
+        now: Instant,
+        emitted: &mut Vec<Emitted>,
+    ) {
+        let out = emitted;
+        let key = SessionRef {
+            route,
+            profiler_id: &chunk.profiler_id,
+            platform: &chunk.platform,
         };
         let samples = &chunk.profile.samples;
-        let mut sorted: Vec<usize> = (0..samples.len())
-            .filter(|&i| samples[i].timestamp.is_finite())
-            .collect();
+        let mut sorted: Vec<usize> = Vec::with_capacity(samples.len());
+        sorted.extend((0..samples.len()).filter(|&i| samples[i].timestamp.is_finite()));
         sorted.sort_by(|&a, &b| samples[a].timestamp.total_cmp(&samples[b].timestamp));
         if sorted.is_empty() {
-            out.ack_now.push(id);
-            return out;
+            return;
         }
         let per_sample = approx_bytes as f64 / sorted.len() as f64;
         let window = self.window();
@@ -217,6 +280,8 @@ impl ChunkAccumulator {
         let mut flush_first = false;
         match self.sessions.get(&key) {
             Some(s) => {
+                // Mostly all of them: the window is open and the input continues it.
+                in_win.reserve(sorted.len());
                 for &i in &sorted {
                     let ts = samples[i].timestamp;
                     if ts < s.window_start {
@@ -292,34 +357,34 @@ impl ChunkAccumulator {
         }
 
         if flush_first && let Some(s) = self.sessions.remove(&key) {
-            out.emitted
-                .extend(self.finish_session(key.clone(), s, EmitReason::Size));
+            out.extend(self.finish_session(key.owned(), s, EmitReason::Size));
         }
         if session_open
             && !in_win.is_empty()
             && let Some(s) = self.sessions.get_mut(&key)
         {
             let bytes = (in_win.len() as f64 * per_sample) as u64;
-            s.builder.add(chunk, &in_win, &session_meas, bytes);
-            s.inputs.insert(id);
+            s.builder
+                .add_hashed(chunk, frame_hashes, &in_win, &session_meas, bytes);
+            if s.inputs.insert(id) {
+                *self.pending.entry(id).or_insert(0) += 1;
+            }
             s.last_activity = now;
-            *self.pending.entry(id).or_insert(0) += 1;
         }
         let has_after = groups.iter().any(|(_, is_late)| !is_late);
         if has_after && let Some(s) = self.sessions.remove(&key) {
-            out.emitted
-                .extend(self.finish_session(key.clone(), s, EmitReason::Duration));
+            out.extend(self.finish_session(key.owned(), s, EmitReason::Duration));
         }
         let last_after = groups.iter().rposition(|(_, is_late)| !is_late);
         for (gi, ((g, is_late), meas)) in groups.into_iter().zip(group_meas).enumerate() {
             let mut builder = ChunkBuilder::new(chunk);
             let bytes = (g.len() as f64 * per_sample) as u64;
-            builder.add(chunk, &g, &meas, bytes);
+            builder.add_hashed(chunk, frame_hashes, &g, &meas, bytes);
             *self.pending.entry(id).or_insert(0) += 1;
             if Some(gi) == last_after {
                 let window_start = samples[g[0]].timestamp;
                 self.sessions.insert(
-                    key.clone(),
+                    key.owned(),
                     Session {
                         builder,
                         window_start,
@@ -333,14 +398,9 @@ impl ChunkAccumulator {
                 } else {
                     EmitReason::Duration
                 };
-                out.emitted
-                    .push(Emitted::finished(key.clone(), builder, vec![id], reason));
+                out.push(Emitted::finished(key.owned(), builder, vec![id], reason));
             }
         }
-        if !self.pending.contains_key(&id) {
-            out.ack_now.push(id);
-        }
-        out
     }
 
     fn finish_session(&self, key: SessionKey, s: Session, reason: EmitReason) -> Option<Emitted> {
@@ -570,6 +630,40 @@ mod tests {
         acc.push(2, "b", &chunk(0.0, 5.0, 20.0), 10, t0);
         assert_eq!(acc.session_count(), 2);
         assert_eq!(acc.next_deadline(), Some(t0 + Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn an_input_of_several_chunks_is_acknowledged_once_all_are_persisted() {
+        let mut acc = ChunkAccumulator::new(cfg());
+        let t0 = Instant::now();
+        let a = chunk(0.0, 5.0, 20.0);
+        let mut b = chunk(0.0, 5.0, 20.0);
+        b.profiler_id = "c".repeat(32);
+        let mut empty = chunk(0.0, 0.0, 1.0);
+        empty.profile.samples.clear();
+        // Input 1: an empty chunk first (which alone would be acknowledged at once), then two
+        // sessions; input 2 only an empty chunk.
+        let mut emitted = Vec::new();
+        acc.push_part(1, "", &empty, None, 10, t0, &mut emitted);
+        acc.push_part(1, "", &a, None, 100, t0, &mut emitted);
+        acc.push_part(1, "", &b, None, 100, t0, &mut emitted);
+        // The same session twice in one input counts the input once.
+        acc.push_part(1, "", &chunk(5.0, 5.0, 20.0), None, 100, t0, &mut emitted);
+        assert!(emitted.is_empty());
+        assert!(!acc.finish_input(1));
+        acc.push_part(2, "", &empty, None, 10, t0, &mut emitted);
+        assert!(acc.finish_input(2));
+        let out = acc.flush_all();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].inputs, vec![1]);
+        assert_eq!(acc.release(&out[0].inputs), Vec::<u64>::new());
+        assert_eq!(acc.release(&out[1].inputs), vec![1]);
+        assert_eq!(
+            out.iter()
+                .map(|e| e.chunk.profile.samples.len())
+                .sum::<usize>(),
+            300
+        );
     }
 
     #[test]

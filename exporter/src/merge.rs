@@ -9,10 +9,15 @@
 //! Invalid references (a sample's `stack_id` or a stack's frame index out of range) would make
 //! Relay reject the whole merged chunk, so such samples and frame references are left out.
 
+use hashbrown::{DefaultHashBuilder, HashTable};
 use profilink_proto::sentry::chunk::CHUNK_VERSION;
-use profilink_proto::sentry::{DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk};
+use profilink_proto::sentry::{
+    DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk, Sample,
+};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
 
 /// The deterministic id of a merged chunk: SHA-256 over the profiler id, the first and last
 /// sample timestamps (exact float bits) and the sample count, truncated to 16 bytes with the
@@ -33,13 +38,36 @@ pub fn merged_chunk_id(profiler_id: &str, first_ts: f64, last_ts: f64, count: us
     hex::encode(id)
 }
 
+/// Not yet mapped (in the per-input remapping tables).
+const UNMAPPED: usize = usize::MAX;
+
+static FRAME_HASHER: OnceLock<DefaultHashBuilder> = OnceLock::new();
+
+/// A hash of a frame's content, the same for every call in this process (a random seed per
+/// process). The queue encoding computes it once per distinct frame of an `export` batch and
+/// hands it to [`ChunkBuilder::add_hashed`], so merging does not hash every frame of every
+/// chunk again.
+pub fn frame_hash(frame: &Frame) -> u64 {
+    FRAME_HASHER
+        .get_or_init(DefaultHashBuilder::default)
+        .hash_one(frame)
+}
+
 /// Builds one chunk out of selected samples of several chunks of the same session.
+///
+/// Each added chunk's frame and stack tables are remapped once per chunk (a stack only when a
+/// selected sample uses it): a frame or stack already in the merged chunk is found through a
+/// hash table of indices into the merged chunk's own lists (a fast hasher, no copies of the
+/// keys), so the per-sample work is a table look-up and a push.
 #[derive(Debug, Clone)]
 pub struct ChunkBuilder {
     chunk: ProfileChunk,
-    frames: HashMap<Frame, usize>,
-    stacks: HashMap<Vec<usize>, usize>,
-    images: HashSet<(Option<String>, Option<String>)>,
+    hasher: DefaultHashBuilder,
+    frames: HashTable<usize>,
+    /// [`frame_hash`] of each merged frame.
+    frame_hashes: Vec<u64>,
+    stacks: HashTable<usize>,
+    images: HashTable<usize>,
     first_ts: f64,
     last_ts: f64,
     est_bytes: u64,
@@ -68,9 +96,11 @@ impl ChunkBuilder {
         };
         ChunkBuilder {
             chunk,
-            frames: HashMap::new(),
-            stacks: HashMap::new(),
-            images: HashSet::new(),
+            hasher: DefaultHashBuilder::default(),
+            frames: HashTable::new(),
+            frame_hashes: Vec::new(),
+            stacks: HashTable::new(),
+            images: HashTable::new(),
             first_ts: f64::INFINITY,
             last_ts: f64::NEG_INFINITY,
             est_bytes: 0,
@@ -112,10 +142,26 @@ impl ChunkBuilder {
         measurements: &[(String, String, Vec<MeasurementValue>)],
         est_bytes: u64,
     ) {
+        self.add_hashed(src, None, sample_indices, measurements, est_bytes);
+    }
+
+    /// [`ChunkBuilder::add`] with the [`frame_hash`] of each of `src`'s frames when known
+    /// (`frame_hashes[i]` for `src.profile.frames[i]`; computed here where missing).
+    pub fn add_hashed(
+        &mut self,
+        src: &ProfileChunk,
+        frame_hashes: Option<&[u64]>,
+        sample_indices: &[usize],
+        measurements: &[(String, String, Vec<MeasurementValue>)],
+        est_bytes: u64,
+    ) {
         self.est_bytes = self.est_bytes.saturating_add(est_bytes);
-        let mut stack_map: Vec<Option<usize>> = vec![None; src.profile.stacks.len()];
-        let mut frame_map: Vec<Option<usize>> = vec![None; src.profile.frames.len()];
-        let mut threads_seen: HashSet<&str> = HashSet::new();
+        let mut stack_map: Vec<usize> = vec![UNMAPPED; src.profile.stacks.len()];
+        let mut frame_map: Vec<usize> = vec![UNMAPPED; src.profile.frames.len()];
+        let mut threads_seen: HashSet<&str, DefaultHashBuilder> = HashSet::default();
+        let mut last_thread: Option<&str> = None;
+        let mut frames_buf: Vec<usize> = Vec::with_capacity(64);
+        self.chunk.profile.samples.reserve(sample_indices.len());
         for &si in sample_indices {
             let Some(sample) = src.profile.samples.get(si) else {
                 continue;
@@ -128,35 +174,36 @@ impl ChunkBuilder {
                 self.dropped_invalid += 1;
                 continue;
             };
-            let new_stack = match slot {
-                Some(s) => s,
-                None => {
-                    let mut frames = Vec::new();
-                    if let Some(stack) = src.profile.stacks.get(sample.stack_id) {
-                        for &fi in stack {
-                            match self.map_frame(src, fi, &mut frame_map) {
-                                Some(nf) => frames.push(nf),
-                                None => self.dropped_invalid += 1,
-                            }
+            let new_stack = if slot != UNMAPPED {
+                slot
+            } else {
+                frames_buf.clear();
+                if let Some(stack) = src.profile.stacks.get(sample.stack_id) {
+                    for &fi in stack {
+                        match self.map_frame(src, frame_hashes, fi, &mut frame_map) {
+                            Some(nf) => frames_buf.push(nf),
+                            None => self.dropped_invalid += 1,
                         }
                     }
-                    let next = self.chunk.profile.stacks.len();
-                    let id = *self.stacks.entry(frames.clone()).or_insert(next);
-                    if id == next {
-                        self.chunk.profile.stacks.push(frames);
-                    }
-                    if let Some(s) = stack_map.get_mut(sample.stack_id) {
-                        *s = Some(id);
-                    }
-                    id
                 }
+                let id = self.intern_stack(&frames_buf);
+                if let Some(s) = stack_map.get_mut(sample.stack_id) {
+                    *s = id;
+                }
+                id
             };
-            let mut sample = sample.clone();
-            sample.stack_id = new_stack;
             self.first_ts = self.first_ts.min(sample.timestamp);
             self.last_ts = self.last_ts.max(sample.timestamp);
-            threads_seen.insert(&src.profile.samples[si].thread_id);
-            self.chunk.profile.samples.push(sample);
+            let tid = sample.thread_id.as_str();
+            if last_thread != Some(tid) {
+                threads_seen.insert(tid);
+                last_thread = Some(tid);
+            }
+            self.chunk.profile.samples.push(Sample {
+                timestamp: sample.timestamp,
+                stack_id: new_stack,
+                thread_id: sample.thread_id.clone(),
+            });
         }
         for tid in threads_seen {
             if let Some(meta) = src.profile.thread_metadata.get(tid) {
@@ -179,10 +226,30 @@ impl ChunkBuilder {
                 .chunk
                 .debug_meta
                 .get_or_insert_with(|| DebugMeta { images: Vec::new() });
+            let hasher = &self.hasher;
             for image in &dm.images {
-                let key = (image.debug_id.clone(), image.code_file.clone());
-                if self.images.insert(key) {
+                let key = (image.debug_id.as_deref(), image.code_file.as_deref());
+                let hash = hasher.hash_one(key);
+                let images = &out.images;
+                let known = self
+                    .images
+                    .find(hash, |&i| {
+                        (
+                            images[i].debug_id.as_deref(),
+                            images[i].code_file.as_deref(),
+                        ) == key
+                    })
+                    .is_some();
+                if !known {
+                    let id = out.images.len();
                     out.images.push(image.clone());
+                    let images = &out.images;
+                    self.images.insert_unique(hash, id, |&i| {
+                        hasher.hash_one((
+                            images[i].debug_id.as_deref(),
+                            images[i].code_file.as_deref(),
+                        ))
+                    });
                 }
             }
         }
@@ -202,23 +269,61 @@ impl ChunkBuilder {
         }
     }
 
+    /// The merged index of a stack with merged frame indices `frames` (added if new).
+    fn intern_stack(&mut self, frames: &[usize]) -> usize {
+        let ChunkBuilder {
+            chunk,
+            hasher,
+            stacks: table,
+            ..
+        } = self;
+        let stacks = &mut chunk.profile.stacks;
+        let hash = hasher.hash_one(frames);
+        if let Some(&i) = table.find(hash, |&i| stacks[i] == frames) {
+            return i;
+        }
+        let id = stacks.len();
+        stacks.push(frames.to_vec());
+        let stacks = &*stacks;
+        table.insert_unique(hash, id, |&i| hasher.hash_one(stacks[i].as_slice()));
+        id
+    }
+
     fn map_frame(
         &mut self,
         src: &ProfileChunk,
+        hashes: Option<&[u64]>,
         fi: usize,
-        frame_map: &mut [Option<usize>],
+        frame_map: &mut [usize],
     ) -> Option<usize> {
         let slot = frame_map.get_mut(fi)?;
-        if let Some(nf) = *slot {
-            return Some(nf);
+        if *slot != UNMAPPED {
+            return Some(*slot);
         }
         let frame = src.profile.frames.get(fi)?;
-        let next = self.chunk.profile.frames.len();
-        let id = *self.frames.entry(frame.clone()).or_insert(next);
-        if id == next {
-            self.chunk.profile.frames.push(frame.clone());
-        }
-        *slot = Some(id);
+        let hash = match hashes.and_then(|h| h.get(fi)) {
+            Some(&h) => h,
+            None => frame_hash(frame),
+        };
+        let ChunkBuilder {
+            chunk,
+            frames: table,
+            frame_hashes,
+            ..
+        } = self;
+        let frames = &mut chunk.profile.frames;
+        let id = match table.find(hash, |&i| frames[i] == *frame) {
+            Some(&i) => i,
+            None => {
+                let id = frames.len();
+                frames.push(frame.clone());
+                frame_hashes.push(hash);
+                let hashes = &*frame_hashes;
+                table.insert_unique(hash, id, |&i| hashes[i]);
+                id
+            }
+        };
+        *slot = id;
         Some(id)
     }
 
@@ -243,7 +348,7 @@ impl ChunkBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profilink_proto::sentry::{DebugImage, Sample, ThreadMetadata};
+    use profilink_proto::sentry::{DebugImage, ThreadMetadata};
 
     fn frame(name: &str) -> Frame {
         Frame {

@@ -3,20 +3,28 @@
 //! up to `num_consumers` concurrent deliveries through a [`Sink`], with retries, rate limits and
 //! acknowledgements.
 //!
-//! One task owns the accumulator and the scheduling state; `export` calls only append to the
-//! queue (durably) and hand the chunks to that task. Dropping a [`Pipeline`] without
-//! [`Pipeline::shutdown`] aborts the task like a crash would: whatever was not acknowledged stays
-//! in the queue for the next start.
+//! `export` encodes its batch ([`crate::queue::input`]) on the caller's task, appends it to the
+//! input log (fsync on the blocking pool) and hands the chunks to the engine task. The engine
+//! task owns the accumulator and the scheduling state and never waits on the disk itself:
+//! serializing merged chunks and appending them to the ready log ("persist"), and recording
+//! acknowledgements, run as background jobs on the blocking pool (one of each at a time, so
+//! their order is kept), while the engine goes on merging new input and dispatching
+//! deliveries. An input is acknowledged only after the persist job holding its last merged
+//! chunk has finished; merged chunks waiting to be persisted are bounded
+//! ([`MAX_UNPERSISTED_BYTES`]): beyond that the engine stops taking input and `export` waits.
+//!
+//! Dropping a [`Pipeline`] without [`Pipeline::shutdown`] aborts the task like a crash would:
+//! whatever was not acknowledged stays in the queue for the next start.
 
 use crate::ExportError;
 use crate::accumulate::{ChunkAccumulator, Emitted};
 use crate::clock::SharedClock;
 use crate::config::{AccumulateConfig, RetryConfig};
 use crate::metrics::{DiscardReason, ExporterMetrics};
-use crate::queue::{Queue, QueueError, ReadyMeta, Recovery};
+use crate::queue::{Queue, QueueError, ReadyMeta, Recovery, input};
 use crate::retry::Backoff;
 use profilink_proto::sentry::ProfileChunk;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,16 +83,25 @@ pub struct PipelineConfig {
     pub observer: crate::ObserverSlot,
 }
 
-/// Merged chunks serialized per queue append.
-const PERSIST_GROUP_BYTES: usize = 8 << 20;
+/// Merged chunks (by size estimate) serialized and appended per persist job.
+const PERSIST_GROUP_BYTES: u64 = 8 << 20;
+
+/// Merged chunks (by size estimate) that may wait to be persisted before the engine stops
+/// taking input.
+pub const MAX_UNPERSISTED_BYTES: u64 = 3 * PERSIST_GROUP_BYTES;
+
+/// Largest buffer reserved up front for a merged chunk's JSON.
+const MAX_JSON_PREALLOC: u64 = 16 << 20;
 
 /// Export batches buffered between `export` and the engine.
-const INPUT_BATCHES: usize = 2;
+const INPUT_BATCHES: usize = 4;
 
 struct Input {
     id: u64,
     route: String,
     chunk: ProfileChunk,
+    /// `frame_hash` of each of the chunk's frames.
+    frame_hashes: Vec<u64>,
     bytes: u64,
     accepted_at: Instant,
 }
@@ -139,7 +156,11 @@ impl<S: Sink> Pipeline<S> {
             ready: BTreeMap::new(),
             inflight: JoinSet::new(),
             task_ids: HashMap::new(),
-            unpersisted: Vec::new(),
+            unpersisted: VecDeque::new(),
+            unpersisted_bytes: 0,
+            persisting: None,
+            persisting_bytes: 0,
+            acking: None,
             input_acks: Vec::new(),
             ready_acks: Vec::new(),
         };
@@ -164,13 +185,11 @@ impl<S: Sink> Pipeline<S> {
         if self.input_tx.is_closed() {
             return Err(ExportError::Closed);
         }
-        let items: Vec<(String, Vec<u8>)> = chunks
-            .iter()
-            .map(|(route, chunk)| (route.clone(), chunk.to_json()))
-            .collect();
-        let sizes: Vec<u64> = items.iter().map(|(_, j)| j.len() as u64).collect();
+        let (records, infos) = input::encode_batch(&chunks);
+        let (bodies, ranges): (Vec<Vec<u8>>, Vec<std::ops::Range<usize>>) =
+            records.into_iter().map(|r| (r.body, r.chunks)).unzip();
         let queue = self.queue.clone();
-        let result = tokio::task::spawn_blocking(move || queue.append_inputs(&items))
+        let result = tokio::task::spawn_blocking(move || queue.append_inputs(&bodies))
             .await
             .map_err(|e| ExportError::Io(e.to_string()))?;
         let (ids, dropped) = match result {
@@ -188,17 +207,24 @@ impl<S: Sink> Pipeline<S> {
             self.metrics.add_dropped(DiscardReason::QueueOverflow, 1);
             self.sink.discarded(meta, DiscardReason::QueueOverflow, 1);
         }
-        ExporterMetrics::add(&self.metrics.accepted_chunks, ids.len() as u64);
+        ExporterMetrics::add(&self.metrics.accepted_chunks, chunks.len() as u64);
         let accepted_at = self.clock.now();
-        let batch: Vec<Input> = ids
+        let mut record_of = vec![0u64; chunks.len()];
+        for (id, range) in ids.iter().zip(ranges) {
+            for slot in record_of.get_mut(range).into_iter().flatten() {
+                *slot = *id;
+            }
+        }
+        let batch: Vec<Input> = chunks
             .into_iter()
-            .zip(chunks)
-            .zip(sizes)
-            .map(|((id, (route, chunk)), bytes)| Input {
+            .zip(infos)
+            .zip(record_of)
+            .map(|(((route, chunk), info), id)| Input {
                 id,
                 route,
                 chunk,
-                bytes,
+                frame_hashes: info.frame_hashes,
+                bytes: info.approx_bytes,
                 accepted_at,
             })
             .collect();
@@ -247,6 +273,23 @@ enum Outcome {
     Unreadable(String),
 }
 
+/// What a persist job reports.
+struct Persisted {
+    /// The ready records written, or why not (with the chunks, to try again).
+    result: Result<Vec<ReadyMeta>, (String, Vec<Emitted>)>,
+    /// The inputs of each chunk of the group.
+    inputs: Vec<Vec<u64>>,
+    /// Size estimate of the group.
+    est_bytes: u64,
+}
+
+/// What an acknowledgement job reports: on failure, the ids to record again.
+struct Acked {
+    error: Option<String>,
+    inputs: Vec<u64>,
+    ready: Vec<u64>,
+}
+
 struct Engine<S: Sink> {
     queue: Arc<Queue>,
     sink: Arc<S>,
@@ -257,9 +300,24 @@ struct Engine<S: Sink> {
     ready: BTreeMap<u64, ReadyItem>,
     inflight: JoinSet<(u64, Outcome)>,
     task_ids: HashMap<tokio::task::Id, u64>,
-    unpersisted: Vec<Emitted>,
+    /// Merged chunks not yet handed to a persist job, oldest first.
+    unpersisted: VecDeque<Emitted>,
+    /// Size estimate of `unpersisted` plus the running persist job's group.
+    unpersisted_bytes: u64,
+    persisting: Option<JoinHandle<Persisted>>,
+    /// Size estimate of the running persist job's group.
+    persisting_bytes: u64,
+    acking: Option<JoinHandle<Acked>>,
     input_acks: Vec<u64>,
     ready_acks: Vec<u64>,
+}
+
+/// Waits for an optional job; never ready when there is none.
+async fn join_opt<T>(job: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task::JoinError> {
+    match job.as_mut() {
+        Some(h) => h.await,
+        None => std::future::pending().await,
+    }
 }
 
 impl<S: Sink> Engine<S> {
@@ -268,19 +326,27 @@ impl<S: Sink> Engine<S> {
             self.add_ready(meta);
         }
         let count = recovery.inputs.len();
-        for input in recovery.inputs {
-            match ProfileChunk::from_json(&input.json) {
-                Ok(chunk) => self.accept_one(Input {
-                    id: input.id,
-                    route: input.route,
-                    bytes: input.json.len() as u64,
-                    chunk,
-                    accepted_at: self.clock.now(),
-                }),
+        let now = self.clock.now();
+        for record in recovery.inputs {
+            match input::decode(&record.body) {
+                Ok(chunks) => {
+                    let batch = chunks
+                        .into_iter()
+                        .map(|d| Input {
+                            id: record.id,
+                            route: d.route,
+                            chunk: d.chunk,
+                            frame_hashes: d.frame_hashes,
+                            bytes: d.approx_bytes,
+                            accepted_at: now,
+                        })
+                        .collect();
+                    self.accept(batch);
+                }
                 Err(e) => {
-                    tracing::warn!(id = input.id, error = %e, "queue: unreadable chunk skipped");
+                    tracing::warn!(id = record.id, error = %e, "queue: unreadable input record skipped");
                     ExporterMetrics::add(&self.metrics.corrupt_records, 1);
-                    self.input_acks.push(input.id);
+                    self.input_acks.push(record.id);
                 }
             }
         }
@@ -305,16 +371,50 @@ impl<S: Sink> Engine<S> {
         );
     }
 
-    fn accept_one(&mut self, input: Input) {
-        let out = self.acc.push(
-            input.id,
-            &input.route,
-            &input.chunk,
-            input.bytes,
-            input.accepted_at,
-        );
-        self.unpersisted.extend(out.emitted);
-        self.input_acks.extend(out.ack_now);
+    /// Pushes a batch (the chunks of one record are consecutive); a record that ends up in no
+    /// open or unpersisted chunk is acknowledged at once.
+    fn accept(&mut self, batch: Vec<Input>) {
+        let mut emitted = Vec::new();
+        let mut current: Option<u64> = None;
+        for input in batch {
+            if let Some(prev) = current
+                && prev != input.id
+                && self.acc.finish_input(prev)
+            {
+                self.input_acks.push(prev);
+            }
+            current = Some(input.id);
+            self.acc.push_part(
+                input.id,
+                &input.route,
+                &input.chunk,
+                Some(&input.frame_hashes),
+                input.bytes,
+                input.accepted_at,
+                &mut emitted,
+            );
+        }
+        if let Some(last) = current
+            && self.acc.finish_input(last)
+        {
+            self.input_acks.push(last);
+        }
+        self.add_emitted(emitted);
+    }
+
+    fn add_emitted(&mut self, emitted: Vec<Emitted>) {
+        for e in emitted {
+            ExporterMetrics::add(
+                &self.metrics.sparse_samples_dropped,
+                e.sparse_samples_dropped as u64,
+            );
+            self.unpersisted_bytes += e.est_bytes;
+            self.unpersisted.push_back(e);
+        }
+    }
+
+    fn accepting(&self) -> bool {
+        self.unpersisted_bytes < MAX_UNPERSISTED_BYTES
     }
 
     async fn run(
@@ -323,8 +423,9 @@ impl<S: Sink> Engine<S> {
         mut control_rx: mpsc::UnboundedReceiver<Control>,
     ) {
         loop {
-            self.step().await;
+            self.step();
             let tick = self.cfg.tick;
+            let accepting = self.accepting();
             tokio::select! {
                 c = control_rx.recv() => {
                     match c {
@@ -336,15 +437,22 @@ impl<S: Sink> Engine<S> {
                     }
                     return;
                 }
-                Some(batch) = input_rx.recv() => {
-                    for input in batch {
-                        self.accept_one(input);
-                    }
-                    while let Ok(batch) = input_rx.try_recv() {
-                        for input in batch {
-                            self.accept_one(input);
+                Some(batch) = input_rx.recv(), if accepting => {
+                    self.accept(batch);
+                    while self.accepting() {
+                        match input_rx.try_recv() {
+                            Ok(batch) => self.accept(batch),
+                            Err(_) => break,
                         }
                     }
+                }
+                res = join_opt(&mut self.persisting) => {
+                    self.persisting = None;
+                    self.on_persisted(res);
+                }
+                res = join_opt(&mut self.acking) => {
+                    self.acking = None;
+                    self.on_acked(res);
                 }
                 Some(res) = self.inflight.join_next_with_id(), if !self.inflight.is_empty() => {
                     self.on_joined(res);
@@ -354,109 +462,117 @@ impl<S: Sink> Engine<S> {
         }
     }
 
-    async fn step(&mut self) {
+    fn step(&mut self) {
         let now = self.clock.now();
         let idle = self.acc.poll(now);
-        self.unpersisted.extend(idle);
-        self.persist().await;
-        self.flush_acks().await;
+        self.add_emitted(idle);
+        self.start_persist();
+        self.start_acks();
         self.dispatch(self.clock.now());
     }
 
-    async fn persist(&mut self) {
-        // Serialized in groups of about PERSIST_GROUP_BYTES, each chunk struct dropped once
-        // serialized, so a burst of emitted chunks (every session closing its minute at once)
-        // does not hold every chunk twice in memory.
-        while !self.unpersisted.is_empty() {
-            let mut group: Vec<(ReadyMeta, Vec<u8>)> = Vec::new();
-            let mut inputs: Vec<Vec<u64>> = Vec::new();
-            let mut bytes = 0usize;
-            let mut taken = 0usize;
-            for e in &self.unpersisted {
-                if bytes >= PERSIST_GROUP_BYTES {
-                    break;
-                }
-                taken += 1;
-                inputs.push(e.inputs.clone());
-                ExporterMetrics::add(
-                    &self.metrics.sparse_samples_dropped,
-                    e.sparse_samples_dropped as u64,
-                );
-                if e.chunk.profile.samples.is_empty() {
-                    continue;
-                }
-                let json = e.chunk.to_json();
-                bytes += json.len();
-                let meta = ReadyMeta {
-                    id: 0,
-                    route: e.key.route.clone(),
-                    category: e.chunk.data_category().to_string(),
-                    chunk_id: e.chunk.chunk_id.clone(),
-                    platform: e.chunk.platform.clone(),
-                    bytes: 0,
-                };
-                group.push((meta, json));
+    /// Starts a persist job for the oldest unpersisted chunks (about [`PERSIST_GROUP_BYTES`]),
+    /// unless one is running.
+    fn start_persist(&mut self) {
+        if self.persisting.is_some() || self.unpersisted.is_empty() {
+            return;
+        }
+        let mut group = Vec::new();
+        let mut est = 0u64;
+        while let Some(e) = self.unpersisted.front() {
+            if !group.is_empty() && est >= PERSIST_GROUP_BYTES {
+                break;
             }
-            let queue = self.queue.clone();
-            let n = group.len() as u64;
-            let res = tokio::task::spawn_blocking(move || queue.append_ready(group)).await;
-            match res {
-                Ok(Ok(metas)) => {
-                    if self.cfg.observer.0.is_some() {
-                        for e in &self.unpersisted[..taken] {
-                            if !e.chunk.profile.samples.is_empty() {
-                                let project = self.sink.project_id(&e.key.route);
-                                self.cfg.observer.queued(project, &e.chunk);
-                            }
-                        }
-                    }
-                    self.unpersisted.drain(..taken);
-                    ExporterMetrics::add(&self.metrics.merged_chunks, n);
-                    for m in metas {
-                        tracing::debug!(chunk_id = %m.chunk_id, route = %m.route, "merged chunk queued");
-                        self.add_ready(m);
-                    }
-                    for ids in inputs {
-                        let done = self.acc.release(&ids);
-                        self.input_acks.extend(done);
-                    }
+            est += e.est_bytes;
+            if let Some(e) = self.unpersisted.pop_front() {
+                group.push(e);
+            }
+        }
+        let projects: Vec<Option<u64>> = if self.cfg.observer.0.is_some() {
+            group
+                .iter()
+                .map(|e| self.sink.project_id(&e.key.route))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let observer = self.cfg.observer.clone();
+        let queue = self.queue.clone();
+        self.persisting_bytes = est;
+        self.persisting = Some(tokio::task::spawn_blocking(move || {
+            persist_group(&queue, group, &observer, &projects, est)
+        }));
+    }
+
+    fn on_persisted(&mut self, res: Result<Persisted, tokio::task::JoinError>) {
+        let done = match res {
+            Ok(done) => done,
+            Err(e) => {
+                // The group is lost with the task; its inputs stay unacknowledged in the queue
+                // and are merged again on the next start.
+                tracing::error!(error = %e, "queue: persist task failed");
+                self.unpersisted_bytes =
+                    self.unpersisted_bytes.saturating_sub(self.persisting_bytes);
+                return;
+            }
+        };
+        match done.result {
+            Ok(metas) => {
+                self.unpersisted_bytes = self.unpersisted_bytes.saturating_sub(done.est_bytes);
+                ExporterMetrics::add(&self.metrics.merged_chunks, metas.len() as u64);
+                for m in metas {
+                    tracing::debug!(chunk_id = %m.chunk_id, route = %m.route, "merged chunk queued");
+                    self.add_ready(m);
                 }
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "queue: could not persist merged chunks; will retry");
-                    return;
+                for ids in done.inputs {
+                    let released = self.acc.release(&ids);
+                    self.input_acks.extend(released);
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "queue: persist task failed; will retry");
-                    return;
+            }
+            Err((error, group)) => {
+                tracing::error!(%error, "queue: could not persist merged chunks; will retry");
+                for e in group.into_iter().rev() {
+                    self.unpersisted.push_front(e);
                 }
             }
         }
     }
 
-    async fn flush_acks(&mut self) {
-        if self.input_acks.is_empty() && self.ready_acks.is_empty() {
+    /// Starts recording the pending acknowledgements, unless a job is running.
+    fn start_acks(&mut self) {
+        if self.acking.is_some() || (self.input_acks.is_empty() && self.ready_acks.is_empty()) {
             return;
         }
         let inputs = std::mem::take(&mut self.input_acks);
         let ready = std::mem::take(&mut self.ready_acks);
         let queue = self.queue.clone();
-        let (i2, r2) = (inputs.clone(), ready.clone());
-        let res = tokio::task::spawn_blocking(move || {
-            queue.ack_inputs(&i2)?;
-            queue.ack_ready(&r2)
-        })
-        .await;
+        self.acking = Some(tokio::task::spawn_blocking(move || {
+            let res = queue
+                .ack_inputs(&inputs)
+                .and_then(|()| queue.ack_ready(&ready));
+            Acked {
+                error: res.err().map(|e| e.to_string()),
+                inputs,
+                ready,
+            }
+        }));
+    }
+
+    fn on_acked(&mut self, res: Result<Acked, tokio::task::JoinError>) {
         match res {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "queue: could not record acknowledgements; will retry");
-                self.input_acks = inputs;
-                self.ready_acks = ready;
+            Ok(Acked { error: None, .. }) => {}
+            Ok(Acked {
+                error: Some(error),
+                inputs,
+                ready,
+            }) => {
+                tracing::error!(%error, "queue: could not record acknowledgements; will retry");
+                self.input_acks.extend(inputs);
+                self.ready_acks.extend(ready);
             }
             Err(e) => {
-                tracing::error!(error = %e, "queue: ack task failed; will retry");
-                self.input_acks = inputs;
-                self.ready_acks = ready;
+                // Unrecorded acknowledgements only mean duplicates after a restart.
+                tracing::error!(error = %e, "queue: ack task failed");
             }
         }
     }
@@ -620,28 +736,33 @@ impl<S: Sink> Engine<S> {
             .min()
     }
 
+    /// True while queue work (persisting, acknowledging) is pending or running.
+    fn queue_work_left(&self) -> bool {
+        !self.unpersisted.is_empty()
+            || self.persisting.is_some()
+            || self.acking.is_some()
+            || !self.input_acks.is_empty()
+            || !self.ready_acks.is_empty()
+    }
+
     async fn shutdown(
         &mut self,
         deadline: tokio::time::Instant,
         input_rx: &mut mpsc::Receiver<Vec<Input>>,
     ) {
         while let Ok(batch) = input_rx.try_recv() {
-            for input in batch {
-                self.accept_one(input);
-            }
+            self.accept(batch);
         }
         let flushed = self.acc.flush_all();
-        self.unpersisted.extend(flushed);
+        self.add_emitted(flushed);
         loop {
-            self.persist().await;
-            self.flush_acks().await;
+            self.step();
             let now = self.clock.now();
-            self.dispatch(now);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
                 break;
             }
-            if self.inflight.is_empty() && self.unpersisted.is_empty() {
+            if self.inflight.is_empty() && !self.queue_work_left() {
                 match self.next_due(now) {
                     None => break,
                     Some(t) if t.saturating_duration_since(now) >= left => break,
@@ -650,6 +771,14 @@ impl<S: Sink> Engine<S> {
             }
             let nap = self.cfg.tick.min(left);
             tokio::select! {
+                res = join_opt(&mut self.persisting) => {
+                    self.persisting = None;
+                    self.on_persisted(res);
+                }
+                res = join_opt(&mut self.acking) => {
+                    self.acking = None;
+                    self.on_acked(res);
+                }
                 Some(res) = self.inflight.join_next_with_id(), if !self.inflight.is_empty() => {
                     self.on_joined(res);
                 }
@@ -660,7 +789,21 @@ impl<S: Sink> Engine<S> {
         for id in self.task_ids.drain().map(|(_, id)| id) {
             self.queue.unlease(id);
         }
-        self.flush_acks().await;
+        // Let running queue jobs finish (they are short disk writes), then record the last
+        // acknowledgements.
+        if self.persisting.is_some() {
+            let res = join_opt(&mut self.persisting).await;
+            self.persisting = None;
+            self.on_persisted(res);
+        }
+        for _ in 0..2 {
+            if self.acking.is_some() {
+                let res = join_opt(&mut self.acking).await;
+                self.acking = None;
+                self.on_acked(res);
+            }
+            self.start_acks();
+        }
         let left_behind = self.ready.len();
         if left_behind > 0 {
             tracing::info!(
@@ -668,5 +811,208 @@ impl<S: Sink> Engine<S> {
                 "shutdown: undelivered chunks stay queued for the next start"
             );
         }
+    }
+}
+
+/// The persist job: serializes a group of merged chunks, appends them to the ready log (one
+/// write, one sync), then shows them to the observer.
+fn persist_group(
+    queue: &Queue,
+    group: Vec<Emitted>,
+    observer: &crate::ObserverSlot,
+    projects: &[Option<u64>],
+    est_bytes: u64,
+) -> Persisted {
+    let inputs: Vec<Vec<u64>> = group.iter().map(|e| e.inputs.clone()).collect();
+    let items: Vec<(ReadyMeta, Vec<u8>)> = group
+        .iter()
+        .filter(|e| !e.chunk.profile.samples.is_empty())
+        .map(|e| {
+            let meta = ReadyMeta {
+                id: 0,
+                route: e.key.route.clone(),
+                category: e.chunk.data_category().to_string(),
+                chunk_id: e.chunk.chunk_id.clone(),
+                platform: e.chunk.platform.clone(),
+                bytes: 0,
+            };
+            // Sized from the estimate (an upper bound, mostly), so the buffer does not grow
+            // by doubling.
+            let mut json = Vec::with_capacity(e.est_bytes.min(MAX_JSON_PREALLOC) as usize);
+            // Plain data with string keys always serializes.
+            let _ = serde_json::to_writer(&mut json, &e.chunk);
+            (meta, json)
+        })
+        .collect();
+    match queue.append_ready(items) {
+        Ok(metas) => {
+            if observer.0.is_some() {
+                for (i, e) in group.iter().enumerate() {
+                    if !e.chunk.profile.samples.is_empty() {
+                        observer.queued(projects.get(i).copied().flatten(), &e.chunk);
+                    }
+                }
+            }
+            Persisted {
+                result: Ok(metas),
+                inputs,
+                est_bytes,
+            }
+        }
+        Err(e) => Persisted {
+            result: Err((e.to_string(), group)),
+            inputs,
+            est_bytes,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::QueueConfig;
+    use crate::queue::input::encode_legacy;
+    use profilink_proto::sentry::{Frame, Sample};
+    use std::sync::Mutex;
+
+    /// Records what it is given.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<ProfileChunk>>);
+
+    impl Sink for Recorder {
+        fn blocked_until(&self, _route: &str, _category: &str, _now: Instant) -> Option<Instant> {
+            None
+        }
+        async fn deliver(&self, _meta: ReadyMeta, json: Vec<u8>) -> Delivery {
+            match ProfileChunk::from_json(&json) {
+                Ok(c) => {
+                    self.0.lock().unwrap().push(c);
+                    Delivery::Delivered
+                }
+                Err(e) => Delivery::Permanent {
+                    message: e.to_string(),
+                },
+            }
+        }
+        fn discarded(&self, _meta: &ReadyMeta, _reason: DiscardReason, _n: u64) {}
+    }
+
+    fn chunk(profiler: char, start: f64, n: usize) -> ProfileChunk {
+        let mut c = ProfileChunk {
+            chunk_id: "1".repeat(32),
+            profiler_id: profiler.to_string().repeat(32),
+            platform: "rust".into(),
+            version: "2".into(),
+            ..Default::default()
+        };
+        c.profile.frames = vec![Frame {
+            function: Some("main".into()),
+            ..Default::default()
+        }];
+        c.profile.stacks = vec![vec![0]];
+        c.profile.samples = (0..n)
+            .map(|i| Sample {
+                timestamp: start + i as f64 * 0.05,
+                stack_id: 0,
+                thread_id: "1".into(),
+            })
+            .collect();
+        c
+    }
+
+    fn start(queue: Arc<Queue>, recovery: Recovery, sink: Arc<Recorder>) -> Pipeline<Recorder> {
+        let cfg = PipelineConfig {
+            accumulate: AccumulateConfig::default(),
+            retry: RetryConfig::default(),
+            num_consumers: 2,
+            tick: Duration::from_millis(20),
+            observer: Default::default(),
+        };
+        let metrics = Arc::new(ExporterMetrics::default());
+        Pipeline::start(
+            queue,
+            recovery,
+            sink,
+            cfg,
+            crate::clock::system_clock(),
+            metrics,
+        )
+    }
+
+    fn open(dir: &std::path::Path) -> (Arc<Queue>, Recovery) {
+        let (q, r) = Queue::open(
+            &QueueConfig::default(),
+            dir,
+            Arc::new(ExporterMetrics::default()),
+        )
+        .unwrap();
+        (Arc::new(q), r)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn legacy_and_batch_records_are_replayed_and_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // A queue left by an older version (one JSON record per chunk) plus a batch record
+            // holding two sessions and an empty chunk.
+            let (q, _) = open(dir.path());
+            let mut empty = chunk('c', 0.0, 0);
+            empty.profile.samples.clear();
+            let (batch, _) = input::encode_batch(&[
+                (String::new(), chunk('a', 1005.0, 30)),
+                (String::new(), empty),
+                (String::new(), chunk('b', 1000.0, 20)),
+            ]);
+            let mut bodies = vec![encode_legacy("", &chunk('a', 1000.0, 10))];
+            bodies.extend(batch.into_iter().map(|r| r.body));
+            q.append_inputs(&bodies).unwrap();
+        }
+        let (q, rec) = open(dir.path());
+        assert_eq!(rec.inputs.len(), 2);
+        let sink = Arc::new(Recorder::default());
+        start(q, rec, sink.clone())
+            .shutdown(Duration::from_secs(5))
+            .await;
+        let got = sink.0.lock().unwrap().clone();
+        let samples = |p: char| -> usize {
+            got.iter()
+                .filter(|c| c.profiler_id.starts_with(p))
+                .map(|c| c.profile.samples.len())
+                .sum()
+        };
+        assert_eq!((samples('a'), samples('b'), samples('c')), (40, 20, 0));
+        // Session a: the legacy and the batch record merged into one chunk.
+        assert_eq!(got.len(), 2);
+        // Everything is acknowledged: nothing is replayed on the next start.
+        let (_, rec) = open(dir.path());
+        assert!(rec.inputs.is_empty() && rec.ready.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_crash_after_export_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, rec) = open(dir.path());
+        let sink = Arc::new(Recorder::default());
+        let p = start(q.clone(), rec, sink.clone());
+        for i in 0..3 {
+            let t = 2000.0 + 5.0 * f64::from(i);
+            p.export(vec![
+                (String::new(), chunk('a', t, 100)),
+                (String::new(), chunk('b', t, 100)),
+            ])
+            .await
+            .unwrap();
+        }
+        // A crash: the engine stops without flushing its open sessions.
+        drop(p);
+        drop(q);
+        let (q, rec) = open(dir.path());
+        assert_eq!(rec.inputs.len(), 3);
+        start(q, rec, sink.clone())
+            .shutdown(Duration::from_secs(5))
+            .await;
+        let got = sink.0.lock().unwrap().clone();
+        assert_eq!(got.len(), 2);
+        assert!(got.iter().all(|c| c.profile.samples.len() == 300));
     }
 }

@@ -3,11 +3,18 @@
 //! # Design
 //!
 //! Two [`segment`] logs under the queue directory:
-//! * `input/`: every chunk accepted by `export`, appended and fsynced **before** `export`
-//!   returns `Ok` (so the receiver answers success only for data on disk);
-//! * `ready/`: merged chunks produced by the accumulator from inputs.
+//! * `input/`: every batch of chunks accepted by `export`, appended and fsynced **before**
+//!   `export` returns `Ok` (so the receiver answers success only for data on disk). One record
+//!   holds a whole batch in a compact binary format ([`input`]): a version byte, the batch's
+//!   distinct frames and their strings once, then each chunk with its route, its exact JSON
+//!   size and its samples as fixed-size numbers. (Before, each chunk was a record of its own,
+//!   `route length | route | chunk JSON`; such records are still read, so a queue left by an
+//!   older version is delivered after an upgrade.)
+//! * `ready/`: merged chunks produced by the accumulator from inputs, each
+//!   `metadata length (u32 LE) | metadata JSON | chunk JSON` (the payload sent as is).
 //!
-//! An input is acknowledged once every merged chunk holding its samples is durably in `ready/`;
+//! An input record is acknowledged once every merged chunk holding samples of any of its
+//! chunks is durably in `ready/`;
 //! a ready record is acknowledged once delivered (or given up, with a count). After a crash,
 //! unacknowledged inputs are replayed into the accumulator and unacknowledged ready records are
 //! sent again; merged chunk ids are deterministic, so a replayed duplicate has the same id.
@@ -23,22 +30,25 @@
 //! format is small enough to audit: length + CRC32 framed records with a magic for resync, so a
 //! corrupt record is skipped (logged and counted) and a torn tail is ignored.
 //!
-//! Capacity is counted in bytes of unacknowledged records of both logs. When full, `export` gets
+//! Capacity is counted in bytes of unacknowledged records of both logs, an input record
+//! counting as the JSON size of its chunks ([`input::charge`]: what they become in `ready/`,
+//! though they take a fraction of it on disk). When full, `export` gets
 //! [`QueueError::Full`] (`overflow: backpressure`) or the oldest ready records not being sent are
 //! dropped (`overflow: drop_oldest`).
 //!
 //! With `sending_queue.enabled: false` the same structure lives in memory (no durability).
 
+pub mod input;
 pub mod segment;
 
 use crate::config::{Overflow, QueueConfig};
 use crate::metrics::ExporterMetrics;
-use segment::SegmentLog;
+use segment::{RecordRef, SegmentLog};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use thiserror::Error;
 
@@ -79,15 +89,14 @@ pub struct ReadyMeta {
     pub bytes: u64,
 }
 
-/// An accepted input chunk.
+/// An accepted input record: one `export` batch ([`input`] format, or a legacy single-chunk
+/// JSON record).
 #[derive(Debug, Clone)]
 pub struct InputRecord {
     /// Queue id.
     pub id: u64,
-    /// Routing key.
-    pub route: String,
-    /// The chunk's JSON.
-    pub json: Vec<u8>,
+    /// The record body; decode with [`input::decode`].
+    pub body: Vec<u8>,
 }
 
 /// What was found in the queue directory on open.
@@ -113,6 +122,12 @@ enum Log {
     Mem(MemLog),
 }
 
+/// Where a record is: read outside the log's lock.
+enum Located {
+    Disk(RecordRef),
+    Mem(Vec<u8>),
+}
+
 impl Log {
     fn append(&mut self, records: &[(u64, &[u8])]) -> io::Result<()> {
         match self {
@@ -126,10 +141,10 @@ impl Log {
             }
         }
     }
-    fn read(&self, id: u64) -> io::Result<Option<Vec<u8>>> {
+    fn locate(&self, id: u64) -> Option<Located> {
         match self {
-            Log::Disk(l) => l.read(id),
-            Log::Mem(m) => Ok(m.records.get(&id).cloned()),
+            Log::Disk(l) => l.locate(id).map(Located::Disk),
+            Log::Mem(m) => m.records.get(&id).cloned().map(Located::Mem),
         }
     }
     fn ack(&mut self, ids: &[u64]) -> io::Result<()> {
@@ -157,11 +172,20 @@ fn record_size(body: usize) -> u64 {
     (body + 20) as u64
 }
 
+/// The input log with what each live record counts for ([`input::charge`]).
 #[derive(Debug)]
-struct Inner {
-    input: Log,
-    ready: Log,
-    next_id: u64,
+struct InputLog {
+    log: Log,
+    charges: HashMap<u64, u64>,
+    charged: u64,
+}
+
+impl InputLog {
+    fn add(&mut self, id: u64, body: &[u8]) {
+        let c = record_size(0) + input::charge(body);
+        self.charges.insert(id, c);
+        self.charged += c;
+    }
 }
 
 /// In-memory index of ready records, under its own lock so the sender never waits on an fsync.
@@ -172,9 +196,17 @@ struct Index {
 }
 
 /// The queue. All methods block on disk I/O: call them from `spawn_blocking`.
+///
+/// The two logs have their own locks (an `export` syncing the input log does not hold up the
+/// engine appending merged chunks or recording acknowledgements), and a ready record is read
+/// without holding either.
 #[derive(Debug)]
 pub struct Queue {
-    inner: Mutex<Inner>,
+    input: Mutex<InputLog>,
+    ready: Mutex<Log>,
+    next_id: AtomicU64,
+    input_bytes: AtomicU64,
+    ready_bytes: AtomicU64,
     index: Mutex<Index>,
     capacity: u64,
     overflow: Overflow,
@@ -191,8 +223,8 @@ fn encode_with_prefix(prefix: &[u8], json: &[u8]) -> Vec<u8> {
 
 fn split_prefix(body: &[u8]) -> Option<(&[u8], &[u8])> {
     let len = u32::from_le_bytes(body.get(..4)?.try_into().ok()?) as usize;
-    let prefix = body.get(4..4 + len)?;
-    Some((prefix, body.get(4 + len..)?))
+    let end = 4usize.checked_add(len)?;
+    Some((body.get(4..end)?, body.get(end..)?))
 }
 
 fn decode_ready(id: u64, body: &[u8]) -> Option<(ReadyMeta, &[u8])> {
@@ -201,6 +233,12 @@ fn decode_ready(id: u64, body: &[u8]) -> Option<(ReadyMeta, &[u8])> {
     meta.id = id;
     meta.bytes = record_size(body.len());
     Some((meta, json))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock cannot leave the logs inconsistent beyond what a crash
+    // would, so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Queue {
@@ -212,9 +250,13 @@ impl Queue {
     ) -> Result<(Queue, Recovery), QueueError> {
         let mut rec = Recovery::default();
         let mut max_id = 0u64;
-        let mut bad_inputs: Vec<u64> = Vec::new();
         let mut bad_ready: Vec<u64> = Vec::new();
-        let (input, ready) = if cfg.enabled {
+        let mut input_log = InputLog {
+            log: Log::Mem(MemLog::default()),
+            charges: HashMap::new(),
+            charged: 0,
+        };
+        let (input, mut ready) = if cfg.enabled {
             let mut inputs = Vec::new();
             let (input, s1) = SegmentLog::open(
                 &dir.join("input"),
@@ -222,21 +264,11 @@ impl Queue {
                 cfg.segment_bytes,
                 |id, body| {
                     max_id = max_id.max(id);
-                    match split_prefix(body) {
-                        Some((route, json)) => inputs.push(InputRecord {
-                            id,
-                            route: String::from_utf8_lossy(route).into_owned(),
-                            json: json.to_vec(),
-                        }),
-                        None => {
-                            tracing::warn!(
-                                id,
-                                "queue: input record without a route prefix; skipped"
-                            );
-                            rec.corrupt += 1;
-                            bad_inputs.push(id);
-                        }
-                    }
+                    input_log.add(id, body);
+                    inputs.push(InputRecord {
+                        id,
+                        body: body.to_vec(),
+                    });
                 },
             )?;
             let mut ready = Vec::new();
@@ -266,21 +298,21 @@ impl Queue {
         } else {
             (Log::Mem(MemLog::default()), Log::Mem(MemLog::default()))
         };
-        let mut inner = Inner {
-            input,
-            ready,
-            next_id: max_id + 1,
-        };
         let mut index = Index::default();
-        // Records whose body could not be decoded are acknowledged so they do not linger.
-        inner.input.ack(&bad_inputs)?;
-        inner.ready.ack(&bad_ready)?;
+        // Records whose body could not be decoded are acknowledged so they do not linger
+        // (undecodable inputs are acknowledged by the engine, which decodes them).
+        ready.ack(&bad_ready)?;
         for m in &rec.ready {
             index.ready_meta.insert(m.id, m.clone());
         }
         ExporterMetrics::add(&metrics.corrupt_records, rec.corrupt);
+        input_log.log = input;
         let q = Queue {
-            inner: Mutex::new(inner),
+            input_bytes: AtomicU64::new(input_log.charged),
+            ready_bytes: AtomicU64::new(ready.live_bytes()),
+            input: Mutex::new(input_log),
+            ready: Mutex::new(ready),
+            next_id: AtomicU64::new(max_id + 1),
             index: Mutex::new(index),
             capacity: cfg.capacity_bytes(),
             overflow: cfg.overflow,
@@ -289,29 +321,31 @@ impl Queue {
         q.metrics
             .queue_capacity_bytes
             .store(q.capacity, Ordering::Relaxed);
-        q.update_size(&q.lock());
+        q.update_size();
         Ok((q, rec))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave the logs inconsistent beyond what a crash
-        // would, so a poisoned lock is still usable.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn index(&self) -> MutexGuard<'_, Index> {
-        self.index.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.index)
     }
 
-    fn update_size(&self, inner: &Inner) {
-        let used = inner.input.live_bytes() + inner.ready.live_bytes();
-        self.metrics.queue_size_bytes.store(used, Ordering::Relaxed);
+    fn used(&self) -> u64 {
+        self.input_bytes.load(Ordering::Acquire) + self.ready_bytes.load(Ordering::Acquire)
     }
 
-    /// Bytes of unacknowledged records.
+    fn update_size(&self) {
+        self.metrics
+            .queue_size_bytes
+            .store(self.used(), Ordering::Relaxed);
+    }
+
+    fn ids(&self, n: usize) -> u64 {
+        self.next_id.fetch_add(n as u64, Ordering::Relaxed)
+    }
+
+    /// Bytes of unacknowledged records (inputs counted as [`input::charge`]).
     pub fn size_bytes(&self) -> u64 {
-        let inner = self.lock();
-        inner.input.live_bytes() + inner.ready.live_bytes()
+        self.used()
     }
 
     /// Capacity in bytes.
@@ -319,23 +353,21 @@ impl Queue {
         self.capacity
     }
 
-    /// Durably appends input chunks `(route, json)`; returns their ids, plus the ready records
-    /// dropped to make room (`overflow: drop_oldest`).
+    /// Durably appends input records (see [`input`]); returns their ids, plus the ready
+    /// records dropped to make room (`overflow: drop_oldest`).
     pub fn append_inputs(
         &self,
-        items: &[(String, Vec<u8>)],
+        bodies: &[Vec<u8>],
     ) -> Result<(Vec<u64>, Vec<ReadyMeta>), QueueError> {
-        let bodies: Vec<Vec<u8>> = items
+        let needed: u64 = bodies
             .iter()
-            .map(|(route, json)| encode_with_prefix(route.as_bytes(), json))
-            .collect();
-        let needed: u64 = bodies.iter().map(|b| record_size(b.len())).sum();
-        let mut inner = self.lock();
+            .map(|b| record_size(0) + input::charge(b))
+            .sum();
+        let mut input = lock(&self.input);
         let mut dropped = Vec::new();
-        let used = inner.input.live_bytes() + inner.ready.live_bytes();
-        if used + needed > self.capacity {
+        if self.used() + needed > self.capacity {
             if self.overflow == Overflow::DropOldest {
-                let mut free = self.capacity.saturating_sub(used);
+                let mut free = self.capacity.saturating_sub(self.used());
                 let candidates: Vec<ReadyMeta> = {
                     let index = self.index();
                     index
@@ -354,7 +386,10 @@ impl Queue {
                 }
                 if free >= needed {
                     let ids: Vec<u64> = dropped.iter().map(|m| m.id).collect();
-                    inner.ready.ack(&ids)?;
+                    let mut ready = lock(&self.ready);
+                    ready.ack(&ids)?;
+                    self.ready_bytes
+                        .store(ready.live_bytes(), Ordering::Release);
                     let mut index = self.index();
                     for id in &ids {
                         index.ready_meta.remove(id);
@@ -363,7 +398,7 @@ impl Queue {
                     dropped.clear();
                 }
             }
-            let used = inner.input.live_bytes() + inner.ready.live_bytes();
+            let used = self.used();
             if used + needed > self.capacity {
                 return Err(QueueError::Full {
                     used,
@@ -372,16 +407,20 @@ impl Queue {
                 });
             }
         }
-        let first = inner.next_id;
-        inner.next_id += bodies.len() as u64;
+        let first = self.ids(bodies.len());
         let ids: Vec<u64> = (first..first + bodies.len() as u64).collect();
         let records: Vec<(u64, &[u8])> = ids
             .iter()
             .copied()
             .zip(bodies.iter().map(Vec::as_slice))
             .collect();
-        inner.input.append(&records)?;
-        self.update_size(&inner);
+        input.log.append(&records)?;
+        for (id, body) in &records {
+            input.add(*id, body);
+        }
+        self.input_bytes.store(input.charged, Ordering::Release);
+        drop(input);
+        self.update_size();
         Ok((ids, dropped))
     }
 
@@ -390,14 +429,13 @@ impl Queue {
         &self,
         items: Vec<(ReadyMeta, Vec<u8>)>,
     ) -> Result<Vec<ReadyMeta>, QueueError> {
-        let mut inner = self.lock();
         let mut metas = Vec::with_capacity(items.len());
         let mut bodies = Vec::with_capacity(items.len());
-        for (mut meta, json) in items {
+        let first = self.ids(items.len());
+        for (i, (mut meta, json)) in items.into_iter().enumerate() {
             let prefix = serde_json::to_vec(&meta).map_err(io::Error::other)?;
             let body = encode_with_prefix(&prefix, &json);
-            meta.id = inner.next_id;
-            inner.next_id += 1;
+            meta.id = first + i as u64;
             meta.bytes = record_size(body.len());
             metas.push(meta);
             bodies.push(body);
@@ -407,12 +445,17 @@ impl Queue {
             .map(|m| m.id)
             .zip(bodies.iter().map(Vec::as_slice))
             .collect();
-        inner.ready.append(&records)?;
+        let mut ready = lock(&self.ready);
+        ready.append(&records)?;
+        self.ready_bytes
+            .store(ready.live_bytes(), Ordering::Release);
         let mut index = self.index();
         for m in &metas {
             index.ready_meta.insert(m.id, m.clone());
         }
-        self.update_size(&inner);
+        drop(index);
+        drop(ready);
+        self.update_size();
         Ok(metas)
     }
 
@@ -433,19 +476,28 @@ impl Queue {
         self.index().leased.remove(&id);
     }
 
-    /// Reads a ready record: its metadata and chunk JSON.
+    /// Reads a ready record: its metadata and chunk JSON. The file is read without holding
+    /// the log's lock.
     pub fn read_ready(&self, id: u64) -> Result<Option<(ReadyMeta, Vec<u8>)>, QueueError> {
-        let inner = self.lock();
-        let Some(body) = inner.ready.read(id)? else {
-            return Ok(None);
+        let located = lock(&self.ready).locate(id);
+        let body = match located {
+            None => return Ok(None),
+            Some(Located::Mem(b)) => b,
+            Some(Located::Disk(r)) => match r.read()? {
+                Some(b) => b,
+                None => return Ok(None),
+            },
         };
-        match decode_ready(id, &body) {
-            Some((meta, json)) => Ok(Some((meta, json.to_vec()))),
-            None => Err(QueueError::Io(io::Error::new(
+        let Some((meta, json)) = decode_ready(id, &body) else {
+            return Err(QueueError::Io(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("queue record {id} has unreadable metadata"),
-            ))),
-        }
+            )));
+        };
+        let prefix = body.len() - json.len();
+        let mut json = body;
+        json.drain(..prefix);
+        Ok(Some((meta, json)))
     }
 
     /// Acknowledges inputs.
@@ -453,9 +505,16 @@ impl Queue {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut inner = self.lock();
-        inner.input.ack(ids)?;
-        self.update_size(&inner);
+        let mut input = lock(&self.input);
+        input.log.ack(ids)?;
+        for id in ids {
+            if let Some(c) = input.charges.remove(id) {
+                input.charged = input.charged.saturating_sub(c);
+            }
+        }
+        self.input_bytes.store(input.charged, Ordering::Release);
+        drop(input);
+        self.update_size();
         Ok(())
     }
 
@@ -464,14 +523,18 @@ impl Queue {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut inner = self.lock();
-        inner.ready.ack(ids)?;
+        let mut ready = lock(&self.ready);
+        ready.ack(ids)?;
+        self.ready_bytes
+            .store(ready.live_bytes(), Ordering::Release);
         let mut index = self.index();
         for id in ids {
             index.ready_meta.remove(id);
             index.leased.remove(id);
         }
-        self.update_size(&inner);
+        drop(index);
+        drop(ready);
+        self.update_size();
         Ok(())
     }
 }
@@ -506,10 +569,7 @@ mod tests {
         let (q, rec) = Queue::open(&cfg(1, Overflow::Backpressure), dir.path(), m.clone()).unwrap();
         assert!(rec.inputs.is_empty());
         let (ids, _) = q
-            .append_inputs(&[
-                ("a".into(), b"{}".to_vec()),
-                ("".into(), b"{\"x\":1}".to_vec()),
-            ])
+            .append_inputs(&[b"first".to_vec(), b"second".to_vec()])
             .unwrap();
         let metas = q
             .append_ready(vec![(meta("a"), b"{\"chunk\":1}".to_vec())])
@@ -519,15 +579,15 @@ mod tests {
         drop(q);
         let (q, rec) = Queue::open(&cfg(1, Overflow::Backpressure), dir.path(), m).unwrap();
         assert_eq!(rec.inputs.len(), 1);
-        assert_eq!(rec.inputs[0].route, "");
-        assert_eq!(rec.inputs[0].json, b"{\"x\":1}");
+        assert_eq!(rec.inputs[0].id, ids[1]);
+        assert_eq!(rec.inputs[0].body, b"second");
         assert_eq!(rec.ready.len(), 1);
         assert_eq!(rec.ready[0].route, "a");
         let (m2, json) = q.read_ready(metas[0].id).unwrap().unwrap();
         assert_eq!(m2.chunk_id, "c".repeat(32));
         assert_eq!(json, b"{\"chunk\":1}");
         // New ids do not collide with recovered ones.
-        let (ids2, _) = q.append_inputs(&[("".into(), b"{}".to_vec())]).unwrap();
+        let (ids2, _) = q.append_inputs(&[b"x".to_vec()]).unwrap();
         assert!(ids2[0] > metas[0].id);
     }
 
@@ -537,10 +597,10 @@ mod tests {
         let m = Arc::new(ExporterMetrics::default());
         let big = vec![b'x'; 400 << 10];
         let (q, _) = Queue::open(&cfg(1, Overflow::Backpressure), dir.path(), m.clone()).unwrap();
-        q.append_inputs(&[("".into(), big.clone())]).unwrap();
-        q.append_inputs(&[("".into(), big.clone())]).unwrap();
+        q.append_inputs(std::slice::from_ref(&big)).unwrap();
+        q.append_inputs(std::slice::from_ref(&big)).unwrap();
         assert!(matches!(
-            q.append_inputs(&[("".into(), big.clone())]),
+            q.append_inputs(std::slice::from_ref(&big)),
             Err(QueueError::Full { .. })
         ));
         drop(q);
@@ -551,12 +611,12 @@ mod tests {
             .append_ready(vec![(meta(""), big.clone()), (meta(""), big.clone())])
             .unwrap();
         assert!(q.lease(r[1].id));
-        let (_, dropped) = q.append_inputs(&[("".into(), big.clone())]).unwrap();
+        let (_, dropped) = q.append_inputs(std::slice::from_ref(&big)).unwrap();
         assert_eq!(dropped.len(), 1);
         assert_eq!(dropped[0].id, r[0].id);
         assert!(!q.lease(r[0].id));
         // Only the leased one is left to drop: refused.
-        assert!(q.append_inputs(&[("".into(), big)]).is_err());
+        assert!(q.append_inputs(&[big]).is_err());
     }
 
     #[test]
@@ -567,7 +627,7 @@ mod tests {
             ..Default::default()
         };
         let (q, _) = Queue::open(&c, Path::new("/nonexistent/never-created"), m).unwrap();
-        let (ids, _) = q.append_inputs(&[("".into(), b"{}".to_vec())]).unwrap();
+        let (ids, _) = q.append_inputs(&[b"x".to_vec()]).unwrap();
         q.ack_inputs(&ids).unwrap();
         assert_eq!(q.size_bytes(), 0);
     }

@@ -48,6 +48,41 @@ pub struct ScanStats {
     pub live: u64,
 }
 
+/// The place of one record, read with [`RecordRef::read`] after the log's lock is released.
+#[derive(Debug, Clone)]
+pub struct RecordRef {
+    path: PathBuf,
+    offset: u64,
+    len: u32,
+    id: u64,
+}
+
+impl RecordRef {
+    /// Reads and verifies the record (magic, CRC, id). `Ok(None)` when its segment is gone
+    /// (the record was acknowledged in the meantime).
+    pub fn read(&self) -> io::Result<Option<Vec<u8>>> {
+        let mut file = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut buf = vec![0u8; self.len as usize];
+        file.read_exact(&mut buf)?;
+        let ok = buf.get(..4) == Some(&MAGIC[..])
+            && u32_at(&buf, 8).is_some_and(|crc| crc32fast::hash(&buf[HEADER..]) == crc)
+            && u64_at(&buf, HEADER) == Some(self.id);
+        if !ok {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("queue record {} is corrupt", self.id),
+            ));
+        }
+        buf.drain(..HEADER + 8);
+        Ok(Some(buf))
+    }
+}
+
 /// One directory of segments. Not thread-safe; the queue wraps it in a mutex.
 #[derive(Debug)]
 pub struct SegmentLog {
@@ -336,24 +371,21 @@ impl SegmentLog {
 
     /// Reads the body of live record `id` (verifying its CRC). `Ok(None)` when it is not live.
     pub fn read(&self, id: u64) -> io::Result<Option<Vec<u8>>> {
-        let Some(loc) = self.index.get(&id).copied() else {
-            return Ok(None);
-        };
-        let mut file = File::open(seg_path(&self.dir, loc.seq, "log"))?;
-        file.seek(SeekFrom::Start(loc.offset))?;
-        let mut buf = vec![0u8; loc.len as usize];
-        file.read_exact(&mut buf)?;
-        let ok = buf.get(..4) == Some(&MAGIC[..])
-            && u32_at(&buf, 8).is_some_and(|crc| crc32fast::hash(&buf[HEADER..]) == crc)
-            && u64_at(&buf, HEADER) == Some(id);
-        if !ok {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("queue record {id} is corrupt"),
-            ));
+        match self.locate(id) {
+            Some(r) => r.read(),
+            None => Ok(None),
         }
-        buf.drain(..HEADER + 8);
-        Ok(Some(buf))
+    }
+
+    /// Where live record `id` is, to read it without holding the log (see [`RecordRef`]).
+    pub fn locate(&self, id: u64) -> Option<RecordRef> {
+        let loc = self.index.get(&id).copied()?;
+        Some(RecordRef {
+            path: seg_path(&self.dir, loc.seq, "log"),
+            offset: loc.offset,
+            len: loc.len,
+            id,
+        })
     }
 
     /// Acknowledges records (durably); fully acknowledged inactive segments are deleted.

@@ -60,14 +60,22 @@ pub struct SentrySink {
 }
 
 impl SentrySink {
-    async fn compressed(&self, raw: Vec<u8>) -> std::io::Result<Vec<u8>> {
+    /// `raw` compressed; `raw` is handed back (for the dead-letter directory).
+    async fn compressed(&self, raw: Vec<u8>) -> (Vec<u8>, std::io::Result<Vec<u8>>) {
         let c = self.transport.compression();
         if raw.len() <= INLINE_COMPRESS_LIMIT {
-            return compress(&raw, c);
+            let body = compress(&raw, c);
+            return (raw, body);
         }
-        tokio::task::spawn_blocking(move || compress(&raw, c))
-            .await
-            .map_err(std::io::Error::other)?
+        let res = tokio::task::spawn_blocking(move || {
+            let body = compress(&raw, c);
+            (raw, body)
+        })
+        .await;
+        match res {
+            Ok(v) => v,
+            Err(e) => (Vec::new(), Err(std::io::Error::other(e))),
+        }
     }
 
     async fn dead_letter(&self, chunk_id: &str, raw: Vec<u8>) {
@@ -99,7 +107,7 @@ impl SentrySink {
                 continue;
             }
             let env = client_report_envelope(&route.dsn, &entries, self.clock.wall());
-            let body = match self.compressed(env.to_bytes()).await {
+            let body = match self.compressed(env.to_bytes()).await.1 {
                 Ok(b) => b,
                 Err(_) => {
                     self.discards.restore(&key, &entries);
@@ -144,7 +152,8 @@ impl Sink for SentrySink {
         env.headers.insert("dsn".into(), route.dsn.clone().into());
         let raw = env.to_bytes();
         drop(env);
-        let body = match self.compressed(raw.clone()).await {
+        let (raw, body) = self.compressed(raw).await;
+        let body = match body {
             Ok(b) => b,
             Err(e) => {
                 return Delivery::Retry {
