@@ -82,6 +82,11 @@ fn bad_configs_give_one_line_and_exit_2() {
             "exporters.sentry.dsn: environment variable UNSET_VARIABLE_FOR_TEST is not set",
         ),
         (
+            "compression level out of range",
+            base.replace("timeout: 5s", "timeout: 5s\n    compression_params: { level: 12 }"),
+            "exporters.sentry.compression_params.level: 12 is out of range for Gzip (1..=9)",
+        ),
+        (
             "bad protocol",
             base.replace("grpc: {", "grcp: {"),
             "receivers.otlp.protocols.grcp: unknown protocol",

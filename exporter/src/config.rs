@@ -8,6 +8,7 @@
 //!   sentry:
 //!     dsn: https://<key>@host/123
 //!     compression: gzip   # gzip | zstd | none
+//!     compression_params: { level: 2 }   # gzip 1-9 (default 2), zstd 1-22 (default 3)
 //!     timeout: 5s
 //!     num_consumers: 4
 //!     chunk_duration: 60s
@@ -37,6 +38,36 @@ pub enum Compression {
     Zstd,
     /// No compression.
     None,
+}
+
+/// `compression_params` (the Collector's name): tuning of the request compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompressionParams {
+    /// Compression level: gzip 1-9 (default 2: on profile chunk JSON ~1.5x faster than 6 for
+    /// ~11% larger bodies, while level 1, a static-Huffman mode in zlib-rs, is 40-60% larger),
+    /// zstd 1-22 (default 3). Out-of-range levels are rejected when the exporter starts.
+    pub level: Option<i32>,
+}
+
+impl CompressionParams {
+    /// The level to use with `compression`, or an error naming the valid range.
+    pub fn level_for(&self, compression: Compression) -> Result<i32, String> {
+        let (default, range) = match compression {
+            Compression::Gzip => (2, 1..=9),
+            Compression::Zstd => (3, 1..=22),
+            Compression::None => return Ok(0),
+        };
+        match self.level {
+            None => Ok(default),
+            Some(l) if range.contains(&l) => Ok(l),
+            Some(l) => Err(format!(
+                "compression_params.level {l} is out of range for {compression:?} ({}..={})",
+                range.start(),
+                range.end()
+            )),
+        }
+    }
 }
 
 /// What `export` does when the queue is full.
@@ -177,6 +208,8 @@ pub struct SentryExporterConfig {
     pub dsn: Option<String>,
     /// Request compression (default gzip).
     pub compression: Compression,
+    /// Compression level.
+    pub compression_params: CompressionParams,
     /// Per-request timeout (default 5 s).
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
@@ -219,6 +252,7 @@ impl Default for SentryExporterConfig {
         SentryExporterConfig {
             dsn: None,
             compression: Compression::Gzip,
+            compression_params: CompressionParams::default(),
             timeout: Duration::from_secs(5),
             num_consumers: 4,
             chunk_duration: acc.chunk_duration,

@@ -227,6 +227,10 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
             if c.num_consumers == 0 {
                 return Err(err(format!("{at}.num_consumers: must be at least 1")));
             }
+            if let Err(e) = c.compression_params.level_for(c.compression) {
+                let detail = e.strip_prefix("compression_params.level ").unwrap_or(&e);
+                return Err(err(format!("{at}.compression_params.level: {detail}")));
+            }
             if let Err(e) = Router::new(dsn, c.routing.as_ref()) {
                 let msg = e.to_string();
                 let msg = msg

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use transport::{Transport, compress};
+use transport::{Transport, compress_level};
 
 /// Bodies larger than this are compressed on the blocking pool.
 const INLINE_COMPRESS_LIMIT: usize = 64 << 10;
@@ -62,13 +62,13 @@ pub struct SentrySink {
 impl SentrySink {
     /// `raw` compressed; `raw` is handed back (for the dead-letter directory).
     async fn compressed(&self, raw: Vec<u8>) -> (Vec<u8>, std::io::Result<Vec<u8>>) {
-        let c = self.transport.compression();
+        let (c, level) = (self.transport.compression(), self.transport.level());
         if raw.len() <= INLINE_COMPRESS_LIMIT {
-            let body = compress(&raw, c);
+            let body = compress_level(&raw, c, level);
             return (raw, body);
         }
         let res = tokio::task::spawn_blocking(move || {
-            let body = compress(&raw, c);
+            let body = compress_level(&raw, c, level);
             (raw, body)
         })
         .await;
@@ -268,7 +268,11 @@ impl SentryExporter {
             ));
         };
         let router = Router::new(dsn, cfg.routing.as_ref())?;
-        let transport = Transport::new(cfg.compression, cfg.timeout, cfg.num_consumers)
+        let level = cfg
+            .compression_params
+            .level_for(cfg.compression)
+            .map_err(|e| ExportError::Config(format!("exporters.sentry.{e}")))?;
+        let transport = Transport::new(cfg.compression, level, cfg.timeout, cfg.num_consumers)
             .map_err(ExportError::Config)?;
         let metrics = Arc::new(ExporterMetrics::default());
         let qdir = cfg.queue_dir();

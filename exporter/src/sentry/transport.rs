@@ -9,19 +9,25 @@ use std::time::Duration;
 /// Longest part of an error response body kept for logs.
 pub const MAX_ERROR_BODY: usize = 1024;
 
-/// Compresses a request body.
+/// Compresses a request body at the default level (gzip 2, zstd 3; see
+/// [`crate::config::CompressionParams`]).
 pub fn compress(body: &[u8], compression: Compression) -> io::Result<Vec<u8>> {
+    compress_level(body, compression, if compression == Compression::Zstd { 3 } else { 2 })
+}
+
+/// Compresses a request body at `level` (gzip 0-9, zstd 1-22; ignored for `None`).
+pub fn compress_level(body: &[u8], compression: Compression, level: i32) -> io::Result<Vec<u8>> {
     match compression {
         Compression::None => Ok(body.to_vec()),
         Compression::Gzip => {
             let mut enc = GzEncoder::new(
                 Vec::with_capacity(body.len() / 4 + 64),
-                flate2::Compression::default(),
+                flate2::Compression::new(level.clamp(0, 9) as u32),
             );
             enc.write_all(body)?;
             enc.finish()
         }
-        Compression::Zstd => zstd::bulk::compress(body, 3),
+        Compression::Zstd => zstd::bulk::compress(body, level),
     }
 }
 
@@ -52,11 +58,18 @@ pub struct HttpResponse {
 pub struct Transport {
     client: reqwest::Client,
     compression: Compression,
+    level: i32,
 }
 
 impl Transport {
-    /// A client with `timeout` per request and up to `pool` idle connections per host.
-    pub fn new(compression: Compression, timeout: Duration, pool: usize) -> Result<Self, String> {
+    /// A client with `timeout` per request and up to `pool` idle connections per host,
+    /// compressing at `level` (see [`compress_level`]).
+    pub fn new(
+        compression: Compression,
+        level: i32,
+        timeout: Duration,
+        pool: usize,
+    ) -> Result<Self, String> {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
@@ -67,12 +80,18 @@ impl Transport {
         Ok(Transport {
             client,
             compression,
+            level,
         })
     }
 
     /// The configured compression.
     pub fn compression(&self) -> Compression {
         self.compression
+    }
+
+    /// The configured compression level.
+    pub fn level(&self) -> i32 {
+        self.level
     }
 
     /// POSTs an already compressed envelope body to `route`.
@@ -132,5 +151,15 @@ mod tests {
         let z = compress(&body, Compression::Zstd).unwrap();
         assert_eq!(zstd::stream::decode_all(&z[..]).unwrap(), body);
         assert_eq!(compress(&body, Compression::None).unwrap(), body);
+        for level in [1, 9] {
+            let gz = compress_level(&body, Compression::Gzip, level).unwrap();
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&gz[..])
+                .read_to_end(&mut out)
+                .unwrap();
+            assert_eq!(out, body);
+        }
+        let z = compress_level(&body, Compression::Zstd, 19).unwrap();
+        assert_eq!(zstd::stream::decode_all(&z[..]).unwrap(), body);
     }
 }
