@@ -63,6 +63,26 @@ pub(crate) struct Collector<'a> {
     touch_gen: Vec<u32>,
     touched: Vec<(u32, usize, usize)>,
     profile_gen: u32,
+    /// Per attribute-table index: [`ATTR_UNKNOWN`], [`ATTR_IDENTITY`] (the key can change a
+    /// sample's session or thread) or [`ATTR_OTHER`]; an index is validated when classified.
+    attr_class: Vec<u8>,
+    /// (resource, the sample's identity and thread attribute indices) -> (session, thread).
+    identity_cache: hashbrown::HashMap<(usize, Box<[i32]>), (u32, u32)>,
+    key_scratch: Vec<i32>,
+}
+
+const ATTR_UNKNOWN: u8 = 0;
+const ATTR_IDENTITY: u8 = 1;
+const ATTR_OTHER: u8 = 2;
+
+/// A borrowed key of [`Collector::identity_cache`] (hashes like the owned key).
+#[derive(Hash)]
+struct IdentityKey<'k>(usize, &'k [i32]);
+
+impl hashbrown::Equivalent<(usize, Box<[i32]>)> for IdentityKey<'_> {
+    fn equivalent(&self, key: &(usize, Box<[i32]>)) -> bool {
+        self.0 == key.0 && self.1 == &*key.1
+    }
 }
 
 /// Attribute lookup over the sample layer, then the resource layer; the last occurrence of a
@@ -103,9 +123,9 @@ fn chunk_span_ns(chunk: &ProfileChunk) -> u64 {
 impl<'a> Collector<'a> {
     pub(crate) fn new(dict: Dictionary<'a>, opts: &'a Options) -> Self {
         let depth = opts.effective_max_stack_depth();
-        let (stacks, links) = dict
-            .raw()
-            .map_or((0, 0), |d| (d.stack_table.len(), d.link_table.len()));
+        let (stacks, links, attrs) = dict.raw().map_or((0, 0, 0), |d| {
+            (d.stack_table.len(), d.link_table.len(), d.attribute_table.len())
+        });
         Collector {
             dict,
             opts,
@@ -118,6 +138,9 @@ impl<'a> Collector<'a> {
             touch_gen: Vec::new(),
             touched: Vec::new(),
             profile_gen: 0,
+            attr_class: vec![ATTR_UNKNOWN; attrs],
+            identity_cache: hashbrown::HashMap::new(),
+            key_scratch: Vec::new(),
         }
     }
 
@@ -184,7 +207,15 @@ impl<'a> Collector<'a> {
         // Pass 2, undone on error.
         self.profile_gen = self.profile_gen.wrapping_add(1);
         self.touched.clear();
-        let result = self.collect(resource, profile, kind.per_value, total, expected);
+        let resource_id = std::ptr::from_ref(resource_profiles) as usize;
+        let result = self.collect(
+            resource_id,
+            resource,
+            profile,
+            kind.per_value,
+            total,
+            expected,
+        );
         match result {
             Ok((observations, dropped_expansion, unusable_links)) => Ok(Outcome::Translated {
                 observations,
@@ -205,6 +236,7 @@ impl<'a> Collector<'a> {
 
     fn collect(
         &mut self,
+        resource_id: usize,
         resource: &[Attr<'a>],
         profile: &'a Profile,
         per_value: super::samples::PerValue,
@@ -212,23 +244,15 @@ impl<'a> Collector<'a> {
         expected: usize,
     ) -> Result<(u64, u64, u64), TranslateError> {
         let cap = u128::from(self.opts.effective_max_expanded_samples());
-        let mut cache: HashMap<&'a [i32], (u32, u32)> = HashMap::new();
         let (mut observations, mut dropped, mut unusable) = (0u64, 0u64, 0u64);
-        // Consecutive samples often share their attribute list: skip the hash lookup then.
+        // Consecutive samples often share their attribute list: skip the lookup then.
         let mut last: Option<(&'a [i32], (u32, u32))> = None;
         for s in &profile.samples {
             let key = s.attribute_indices.as_slice();
             let (session, thread) = match last {
                 Some((k, v)) if k == key => v,
                 _ => {
-                    let v = match cache.get(key) {
-                        Some(v) => *v,
-                        None => {
-                            let v = self.session_thread(resource, s)?;
-                            cache.insert(key, v);
-                            v
-                        }
-                    };
+                    let v = self.session_thread_cached(resource_id, resource, s)?;
                     last = Some((key, v));
                     v
                 }
@@ -299,7 +323,61 @@ impl<'a> Collector<'a> {
         false
     }
 
-    /// The session and thread of a sample (one call per distinct attribute index list).
+    /// Whether attribute `index` can change a sample's session or thread (validating the
+    /// entry the first time it is seen).
+    fn is_identity_attribute(&mut self, index: i32) -> Result<bool, TranslateError> {
+        let slot = usize::try_from(index).ok().filter(|&i| i < self.attr_class.len());
+        if let Some(i) = slot
+            && self.attr_class[i] != ATTR_UNKNOWN
+        {
+            return Ok(self.attr_class[i] == ATTR_IDENTITY);
+        }
+        let identity = self
+            .dict
+            .attribute(index)?
+            .is_some_and(|a| ProcessIdentity::is_identity_or_thread_key(a.key));
+        if let Some(i) = slot {
+            self.attr_class[i] = if identity { ATTR_IDENTITY } else { ATTR_OTHER };
+        }
+        Ok(identity)
+    }
+
+    /// The session and thread of a sample, computed once per resource and distinct list of
+    /// identity and thread attributes (eBPF samples differ in other attributes too).
+    fn session_thread_cached(
+        &mut self,
+        resource_id: usize,
+        resource: &[Attr<'a>],
+        s: &'a Sample,
+    ) -> Result<(u32, u32), TranslateError> {
+        let mut key = std::mem::take(&mut self.key_scratch);
+        key.clear();
+        let mut result = Ok(());
+        for &i in &s.attribute_indices {
+            match self.is_identity_attribute(i) {
+                Ok(true) => key.push(i),
+                Ok(false) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let out = result.and_then(|()| {
+            if let Some(&v) = self.identity_cache.get(&IdentityKey(resource_id, &key)) {
+                return Ok(v);
+            }
+            let v = self.session_thread(resource, s)?;
+            self.identity_cache
+                .insert((resource_id, key.as_slice().into()), v);
+            Ok(v)
+        });
+        self.key_scratch = key;
+        out
+    }
+
+    /// The session and thread of a sample (a pure function of the resource and the sample's
+    /// identity and thread attributes).
     fn session_thread(
         &mut self,
         resource: &[Attr<'a>],

@@ -37,8 +37,8 @@ use crate::error::TranslateError;
 use profilink_proto::sentry::Frame;
 use profilink_proto::sentry::ids::format_instruction_addr;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
+use hashbrown::HashMap;
+use hashbrown::hash_map::Entry;
 use std::sync::Arc;
 
 /// Location attribute naming the frame's runtime.

@@ -63,13 +63,43 @@ impl ProcessIdentity {
     /// Builds the identity from resolved resource attributes and sample attributes (the sample
     /// layer overrides the resource layer key by key).
     pub fn from_attributes(resource: &[Attr<'_>], sample: &[Attr<'_>]) -> Self {
-        let layer = |attrs: &[Attr<'_>]| -> Vec<(String, String)> {
-            attrs
-                .iter()
-                .filter_map(|a| scalar_text(&a.value).map(|v| (a.key.to_owned(), v)))
-                .collect()
-        };
-        Self::from_text_layers(&layer(resource), &layer(sample))
+        // The rules of `from_text_layers`, rendering only the attributes that take part.
+        let mut attributes = BTreeMap::new();
+        let mut profiler_id = None;
+        for layer in [resource, sample] {
+            for a in layer {
+                if a.key == PROFILER_ID_KEY {
+                    if let Some(bytes) = scalar_text(&a.value).and_then(|v| parse_sentry_id(&v)) {
+                        profiler_id = Some(hex::encode(bytes));
+                    }
+                } else if IDENTITY_KEYS.contains(&a.key)
+                    && let Some(v) = scalar_text(&a.value)
+                {
+                    attributes.insert(a.key.to_owned(), v);
+                }
+            }
+        }
+        if attributes.is_empty() {
+            for a in resource {
+                if a.key != PROFILER_ID_KEY
+                    && let Some(v) = scalar_text(&a.value)
+                {
+                    attributes.insert(a.key.to_owned(), v);
+                }
+            }
+        }
+        ProcessIdentity {
+            attributes,
+            profiler_id,
+        }
+    }
+
+    /// Whether an attribute with this key can change a sample's identity (or thread).
+    pub(crate) fn is_identity_or_thread_key(key: &str) -> bool {
+        key == PROFILER_ID_KEY
+            || key == "thread.id"
+            || key == "thread.name"
+            || IDENTITY_KEYS.contains(&key)
     }
 
     /// Builds the identity from plain `(key, value)` text pairs, with the same rules as

@@ -191,8 +191,11 @@ pub(crate) struct Splitter<'r, 'a> {
     frame_seen: Vec<u32>,
     frame_out: Vec<u32>,
     map_seen: Vec<u32>,
-    /// Serialized size of each frame for the current session's platform.
-    frame_size: Vec<usize>,
+    /// The runtimes of the request's frames (each once).
+    runtimes: Vec<super::platform::Runtime>,
+    /// What a frame's `platform` adds to its serialized size in the current session's chunks,
+    /// by [`Runtime::index`].
+    platform_extra: [usize; Runtime::COUNT],
     /// Mapping with a debug image of each frame, or `NONE`.
     frame_image: Vec<u32>,
     /// The `platform` of frames of each runtime (by [`Runtime::index`]) in the current
@@ -228,7 +231,17 @@ impl<'r, 'a> Splitter<'r, 'a> {
             frame_seen: vec![0; ft.frames.len()],
             frame_out: vec![0; ft.frames.len()],
             map_seen: vec![0; ft.mappings.len()],
-            frame_size: Vec::new(),
+            runtimes: {
+                let mut seen = [false; Runtime::COUNT];
+                let mut v = Vec::new();
+                for f in &ft.frames {
+                    if !std::mem::replace(&mut seen[f.runtime.index()], true) {
+                        v.push(f.runtime);
+                    }
+                }
+                v
+            },
+            platform_extra: [0; Runtime::COUNT],
             frame_platforms: vec![None; Runtime::COUNT],
             sort_scratch: Vec::new(),
             stack_count: Vec::new(),
@@ -261,21 +274,14 @@ impl<'r, 'a> Splitter<'r, 'a> {
         self.gen_
     }
 
-    /// Per-frame serialized size in a chunk of `platform` (dense, computed once per session),
-    /// and the frame platforms of that chunk platform.
-    fn frame_sizes(&mut self, platform: &str) {
-        let mut known = [false; Runtime::COUNT];
-        for info in &self.ft.frames {
-            let r = info.runtime.index();
-            if !known[r] {
-                known[r] = true;
-                self.frame_platforms[r] = frame_platform(info.runtime, platform).map(Arc::from);
-            }
+    /// The frame platforms of a chunk of `platform` and what they add to each frame's
+    /// serialized size (per runtime, so per session O(runtimes), not O(frames)).
+    fn frame_platforms(&mut self, platform: &str) {
+        for &r in &self.runtimes {
+            let p = frame_platform(r, platform);
+            self.platform_extra[r.index()] = p.map_or(0, |p| 14 + p.len());
+            self.frame_platforms[r.index()] = p.map(Arc::from);
         }
-        self.frame_size.clear();
-        self.frame_size.extend(self.ft.frames.iter().map(|info| {
-            info.json_len + frame_platform(info.runtime, platform).map_or(0, |p| 14 + p.len())
-        }));
     }
 
     fn image_of(&self, f: u32) -> Option<u32> {
@@ -306,7 +312,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
         s.linked.sort_unstable();
         let mut link_cursor = 0usize;
         let platform = choose_platform(&counts, s.platform_hint);
-        self.frame_sizes(platform);
+        self.frame_platforms(platform);
         let template = ProfileChunk {
             chunk_id: "0".repeat(32),
             profiler_id: s.profiler_id.clone(),
@@ -423,7 +429,9 @@ impl<'r, 'a> Splitter<'r, 'a> {
                             self.frame_seen[fi] = g;
                             self.frame_out[fi] = self.new_frames.len() as u32;
                             self.new_frames.push(f);
-                            delta += self.frame_size[fi] + 1;
+                            let info = &self.ft.frames[fi];
+                            delta +=
+                                info.json_len + self.platform_extra[info.runtime.index()] + 1;
                             if let Some(m) = self.image_of(f)
                                 && self.map_seen[m as usize] != g
                             {

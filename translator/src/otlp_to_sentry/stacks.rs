@@ -17,7 +17,7 @@ use super::ids::first8;
 use super::platform::Runtime;
 use crate::error::TranslateError;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 const UNRESOLVED: u32 = u32::MAX;
 

@@ -1,0 +1,227 @@
+//! The service's per-request CPU path, stage by stage, on the load test's request shape.
+//!
+//! The request is what `examples/load.rs` sends: the real eBPF fixture (`ebpf-profile.pb`)
+//! with 16 copies of its resources (distinct `service.instance.id`s, so ~100 profiler
+//! sessions of a few dozen observations each). Each stage is measured alone, per request:
+//!
+//! * `decode`: gunzip + protobuf decode (what the gRPC receiver does);
+//! * `translate`: `otlp_to_sentry::translate_request`;
+//! * `queue_encode`: the exporter's input-log record ([`input::encode_batch`]);
+//! * `merge`: 12 consecutive 5 s rounds pushed into the [`ChunkAccumulator`] and flushed as
+//!   60 s chunks (time per request: the total / 12);
+//! * `deliver`: the merged chunks of those 12 rounds serialized into envelopes and gzipped at
+//!   the exporter's default level (time per request: the total / 12).
+//!
+//! The sum is the service's CPU per request apart from networking, HTTP/2, the queue's disk
+//! writes and scheduling, so `observations / sum` bounds its samples/s per core from above.
+//! The summary line prints each stage's share.
+
+use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use flate2::read::GzDecoder;
+use profilink_exporter::accumulate::Emitted;
+use profilink_exporter::config::{AccumulateConfig, Compression};
+use profilink_exporter::queue::input;
+use profilink_exporter::sentry::transport::compress;
+use profilink_exporter::ChunkAccumulator;
+use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValue, any_value};
+use profilink_proto::sentry::{Envelope, ProfileChunk};
+use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use prost::Message;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+/// As in the `profilink` binary.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const ROUND_NS: u64 = 5_000_000_000;
+const ROUNDS: usize = 12;
+const COPIES: usize = 16;
+
+fn fixture() -> ExportProfilesServiceRequest {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/otlp/ebpf-profile.pb");
+    let bytes = std::fs::read(&path).expect("the eBPF fixture (../shared/fixtures)");
+    ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("fixture decodes")
+}
+
+/// The fixture with `COPIES` copies of its resources, shifted by `round` 5 s rounds.
+fn request(fixture: &ExportProfilesServiceRequest, round: usize) -> ExportProfilesServiceRequest {
+    let mut req = ExportProfilesServiceRequest {
+        dictionary: fixture.dictionary.clone(),
+        resource_profiles: Vec::new(),
+    };
+    let shift = round as u64 * ROUND_NS;
+    for i in 0..COPIES {
+        for rp in &fixture.resource_profiles {
+            let mut rp = rp.clone();
+            rp.resource
+                .get_or_insert_with(Default::default)
+                .attributes
+                .push(KeyValue {
+                    key: "service.instance.id".into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::StringValue(format!("bench-{i}"))),
+                    }),
+                    ..Default::default()
+                });
+            for sp in &mut rp.scope_profiles {
+                for p in &mut sp.profiles {
+                    p.time_unix_nano += shift;
+                    for s in &mut p.samples {
+                        for t in &mut s.timestamps_unix_nano {
+                            *t += shift;
+                        }
+                    }
+                }
+            }
+            req.resource_profiles.push(rp);
+        }
+    }
+    req
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).expect("in-memory gzip");
+    e.finish().expect("in-memory gzip")
+}
+
+fn decode(gz: &[u8]) -> ExportProfilesServiceRequest {
+    let mut raw = Vec::new();
+    GzDecoder::new(gz).read_to_end(&mut raw).expect("gunzip");
+    ExportProfilesServiceRequest::decode(raw.as_slice()).expect("decode")
+}
+
+fn routed(chunks: Vec<ProfileChunk>) -> Vec<(String, ProfileChunk)> {
+    chunks.into_iter().map(|c| (String::new(), c)).collect()
+}
+
+/// Pushes every round's chunks (with the hashes and sizes the queue encoding computed, as the
+/// exporter does) and flushes.
+fn merge(rounds: &[(Vec<(String, ProfileChunk)>, Vec<input::ChunkInfo>)]) -> Vec<Emitted> {
+    let mut acc = ChunkAccumulator::new(AccumulateConfig {
+        chunk_idle_timeout: Duration::from_secs(3600),
+        ..AccumulateConfig::default()
+    });
+    let now = Instant::now();
+    let mut out = Vec::new();
+    for (id, (items, infos)) in rounds.iter().enumerate() {
+        for ((route, chunk), info) in items.iter().zip(infos) {
+            acc.push_part(
+                id as u64,
+                route,
+                chunk,
+                Some(&info.frame_hashes),
+                info.approx_bytes,
+                now,
+                &mut out,
+            );
+        }
+    }
+    out.extend(acc.flush_all());
+    out
+}
+
+fn deliver(emitted: &[Emitted]) -> usize {
+    emitted
+        .iter()
+        .map(|e| {
+            let env = Envelope::for_chunk_json(
+                e.chunk.to_json(),
+                &e.chunk.platform,
+                "profilink",
+                "bench",
+            );
+            compress(&env.to_bytes(), Compression::Gzip)
+                .expect("in-memory gzip")
+                .len()
+        })
+        .sum()
+}
+
+fn median_us(mut f: impl FnMut(), n: usize) -> f64 {
+    let mut v: Vec<f64> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn bench(c: &mut Criterion) {
+    let fixture = fixture();
+    let opts = Options::default();
+    let reqs: Vec<_> = (0..ROUNDS).map(|r| request(&fixture, r)).collect();
+    let gz = gzip(&reqs[0].encode_to_vec());
+    let observations: u64 = reqs[0]
+        .resource_profiles
+        .iter()
+        .flat_map(|rp| &rp.scope_profiles)
+        .flat_map(|sp| &sp.profiles)
+        .flat_map(|p| &p.samples)
+        .map(|s| s.timestamps_unix_nano.len().max(1) as u64)
+        .sum();
+    let translated: Vec<_> = reqs
+        .iter()
+        .map(|r| routed(translate_request(r, &opts).chunks))
+        .collect();
+    let rounds: Vec<_> = translated
+        .iter()
+        .map(|items| (items.clone(), input::encode_batch(items).1))
+        .collect();
+    let emitted = merge(&rounds);
+    eprintln!(
+        "request: {} resources, {observations} observations, {} chunks from translation; \
+         12 rounds merge into {} chunks",
+        reqs[0].resource_profiles.len(),
+        translated[0].len(),
+        emitted.len()
+    );
+
+    let mut g = c.benchmark_group("request_path");
+    g.throughput(Throughput::Elements(observations));
+    g.sample_size(20);
+    g.bench_function("decode", |b| b.iter(|| decode(black_box(&gz))));
+    g.bench_function("translate", |b| {
+        b.iter(|| translate_request(black_box(&reqs[0]), &opts))
+    });
+    g.bench_function("queue_encode", |b| {
+        b.iter(|| input::encode_batch(black_box(&translated[0])))
+    });
+    g.throughput(Throughput::Elements(observations * ROUNDS as u64));
+    g.bench_function("merge_12_rounds", |b| {
+        b.iter_batched(|| (), |_| merge(black_box(&rounds)), BatchSize::SmallInput)
+    });
+    g.bench_function("deliver_12_rounds", |b| b.iter(|| deliver(black_box(&emitted))));
+    g.finish();
+
+    // Summary: medians per request, interleaved so every stage sees the same machine load.
+    let n = 15;
+    let stages: [(&str, f64); 5] = [
+        ("decode", median_us(|| drop(decode(&gz)), n)),
+        ("translate", median_us(|| drop(translate_request(&reqs[0], &opts)), n)),
+        (
+            "queue_encode",
+            median_us(|| drop(input::encode_batch(&translated[0])), n),
+        ),
+        ("merge", median_us(|| drop(merge(&rounds)), n) / ROUNDS as f64),
+        ("deliver", median_us(|| _ = deliver(&emitted), n) / ROUNDS as f64),
+    ];
+    let total: f64 = stages.iter().map(|s| s.1).sum();
+    let shares: Vec<String> = stages
+        .iter()
+        .map(|(name, us)| format!("{name} {us:.0} us ({:.0}%)", us / total * 100.0))
+        .collect();
+    eprintln!(
+        "per request: {} = {total:.0} us; {observations} observations -> at most {:.0} samples/s per core",
+        shares.join(", "),
+        observations as f64 / total * 1e6
+    );
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
