@@ -64,16 +64,21 @@ pub(crate) struct Collector<'a> {
     touched: Vec<(u32, usize, usize)>,
     profile_gen: u32,
     /// Per attribute-table index: [`ATTR_UNKNOWN`], [`ATTR_IDENTITY`] (the key can change a
-    /// sample's session or thread) or [`ATTR_OTHER`]; an index is validated when classified.
+    /// sample's process), [`ATTR_THREAD`] (its thread) or [`ATTR_OTHER`]; an index is
+    /// validated when classified.
     attr_class: Vec<u8>,
     /// (resource, the sample's identity and thread attribute indices) -> (session, thread).
     identity_cache: hashbrown::HashMap<(usize, Box<[i32]>), (u32, u32)>,
+    /// (resource, the sample's identity attribute indices) -> session.
+    session_cache: hashbrown::HashMap<(usize, Box<[i32]>), u32>,
     key_scratch: Vec<i32>,
+    id_key_scratch: Vec<i32>,
 }
 
 const ATTR_UNKNOWN: u8 = 0;
 const ATTR_IDENTITY: u8 = 1;
-const ATTR_OTHER: u8 = 2;
+const ATTR_THREAD: u8 = 2;
+const ATTR_OTHER: u8 = 3;
 
 /// A borrowed key of [`Collector::identity_cache`] (hashes like the owned key).
 #[derive(Hash)]
@@ -140,7 +145,9 @@ impl<'a> Collector<'a> {
             profile_gen: 0,
             attr_class: vec![ATTR_UNKNOWN; attrs],
             identity_cache: hashbrown::HashMap::new(),
+            session_cache: hashbrown::HashMap::new(),
             key_scratch: Vec::new(),
+            id_key_scratch: Vec::new(),
         }
     }
 
@@ -323,27 +330,28 @@ impl<'a> Collector<'a> {
         false
     }
 
-    /// Whether attribute `index` can change a sample's session or thread (validating the
-    /// entry the first time it is seen).
-    fn is_identity_attribute(&mut self, index: i32) -> Result<bool, TranslateError> {
+    /// The class of attribute `index` (validating the entry the first time it is seen).
+    fn attribute_class(&mut self, index: i32) -> Result<u8, TranslateError> {
         let slot = usize::try_from(index).ok().filter(|&i| i < self.attr_class.len());
         if let Some(i) = slot
             && self.attr_class[i] != ATTR_UNKNOWN
         {
-            return Ok(self.attr_class[i] == ATTR_IDENTITY);
+            return Ok(self.attr_class[i]);
         }
-        let identity = self
-            .dict
-            .attribute(index)?
-            .is_some_and(|a| ProcessIdentity::is_identity_or_thread_key(a.key));
+        let class = match self.dict.attribute(index)? {
+            Some(a) if ProcessIdentity::is_identity_key(a.key) => ATTR_IDENTITY,
+            Some(a) if a.key == "thread.id" || a.key == "thread.name" => ATTR_THREAD,
+            _ => ATTR_OTHER,
+        };
         if let Some(i) = slot {
-            self.attr_class[i] = if identity { ATTR_IDENTITY } else { ATTR_OTHER };
+            self.attr_class[i] = class;
         }
-        Ok(identity)
+        Ok(class)
     }
 
     /// The session and thread of a sample, computed once per resource and distinct list of
-    /// identity and thread attributes (eBPF samples differ in other attributes too).
+    /// identity and thread attributes (eBPF samples differ in other attributes too), the
+    /// session once per distinct list of identity attributes.
     fn session_thread_cached(
         &mut self,
         resource_id: usize,
@@ -351,12 +359,18 @@ impl<'a> Collector<'a> {
         s: &'a Sample,
     ) -> Result<(u32, u32), TranslateError> {
         let mut key = std::mem::take(&mut self.key_scratch);
+        let mut id_key = std::mem::take(&mut self.id_key_scratch);
         key.clear();
+        id_key.clear();
         let mut result = Ok(());
         for &i in &s.attribute_indices {
-            match self.is_identity_attribute(i) {
-                Ok(true) => key.push(i),
-                Ok(false) => {}
+            match self.attribute_class(i) {
+                Ok(ATTR_IDENTITY) => {
+                    key.push(i);
+                    id_key.push(i);
+                }
+                Ok(ATTR_THREAD) => key.push(i),
+                Ok(_) => {}
                 Err(e) => {
                     result = Err(e);
                     break;
@@ -367,30 +381,51 @@ impl<'a> Collector<'a> {
             if let Some(&v) = self.identity_cache.get(&IdentityKey(resource_id, &key)) {
                 return Ok(v);
             }
-            let v = self.session_thread(resource, s)?;
+            let v = self.session_thread(resource_id, resource, s, &id_key)?;
             self.identity_cache
                 .insert((resource_id, key.as_slice().into()), v);
             Ok(v)
         });
         self.key_scratch = key;
+        self.id_key_scratch = id_key;
         out
     }
 
     /// The session and thread of a sample (a pure function of the resource and the sample's
-    /// identity and thread attributes).
+    /// identity and thread attributes; the session of the identity attributes alone, which
+    /// are `identity_key`).
     fn session_thread(
         &mut self,
+        resource_id: usize,
         resource: &[Attr<'a>],
         s: &'a Sample,
+        identity_key: &[i32],
     ) -> Result<(u32, u32), TranslateError> {
         let attrs = self.dict.attributes(&s.attribute_indices)?;
-        let identity = ProcessIdentity::from_attributes(resource, &attrs);
+        let session = match self
+            .session_cache
+            .get(&IdentityKey(resource_id, identity_key))
+        {
+            Some(&i) => i,
+            None => {
+                let i = self.session_of(resource, &attrs);
+                self.session_cache
+                    .insert((resource_id, identity_key.into()), i);
+                i
+            }
+        };
+        Ok((session, self.thread_of(session, resource, &attrs)))
+    }
+
+    /// The session of a sample's process (created at its first sample).
+    fn session_of(&mut self, resource: &[Attr<'a>], attrs: &[Attr<'a>]) -> u32 {
+        let identity = ProcessIdentity::from_attributes(resource, attrs);
         let profiler_id = derive_profiler_id(&identity);
         let session = match self.session_index.get(&profiler_id) {
             Some(&i) => i,
             None => {
                 let i = self.sessions.len() as u32;
-                let l = |k| lookup(&attrs, resource, k);
+                let l = |k| lookup(attrs, resource, k);
                 let environment = non_empty_str(l("deployment.environment.name"))
                     .or_else(|| non_empty_str(l("deployment.environment")));
                 let platform_hint = l("telemetry.sdk.language")
@@ -412,8 +447,13 @@ impl<'a> Collector<'a> {
                 i
             }
         };
-        let tid = thread_id(&attrs, resource);
-        let name = non_empty_str(lookup(&attrs, resource, "thread.name"));
+        session
+    }
+
+    /// The thread of a sample in `session` (created at its first sample).
+    fn thread_of(&mut self, session: u32, resource: &[Attr<'a>], attrs: &[Attr<'a>]) -> u32 {
+        let tid = thread_id(attrs, resource);
+        let name = non_empty_str(lookup(attrs, resource, "thread.name"));
         let sess = &mut self.sessions[session as usize];
         let thread = match sess.thread_index.get(&tid) {
             Some(&t) => {
@@ -435,7 +475,7 @@ impl<'a> Collector<'a> {
                 t
             }
         };
-        Ok((session, thread))
+        thread
     }
 
     /// Link id for `link_index` (0: none) and whether the link was present but unusable.

@@ -94,12 +94,9 @@ impl ProcessIdentity {
         }
     }
 
-    /// Whether an attribute with this key can change a sample's identity (or thread).
-    pub(crate) fn is_identity_or_thread_key(key: &str) -> bool {
-        key == PROFILER_ID_KEY
-            || key == "thread.id"
-            || key == "thread.name"
-            || IDENTITY_KEYS.contains(&key)
+    /// Whether an attribute with this key can change a sample's identity.
+    pub(crate) fn is_identity_key(key: &str) -> bool {
+        key == PROFILER_ID_KEY || IDENTITY_KEYS.contains(&key)
     }
 
     /// Builds the identity from plain `(key, value)` text pairs, with the same rules as
