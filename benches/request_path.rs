@@ -18,11 +18,11 @@
 
 use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use flate2::read::GzDecoder;
+use profilink_exporter::ChunkAccumulator;
 use profilink_exporter::accumulate::Emitted;
 use profilink_exporter::config::{AccumulateConfig, Compression};
 use profilink_exporter::queue::input;
 use profilink_exporter::sentry::transport::compress;
-use profilink_exporter::ChunkAccumulator;
 use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValue, any_value};
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_translator::otlp_to_sentry::{Options, translate_request};
@@ -39,8 +39,8 @@ const ROUNDS: usize = 12;
 const COPIES: usize = 16;
 
 fn fixture() -> ExportProfilesServiceRequest {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/otlp/ebpf-profile.pb");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/otlp/ebpf-profile.pb");
     let bytes = std::fs::read(&path).expect("the eBPF fixture (../shared/fixtures)");
     ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("fixture decodes")
 }
@@ -99,7 +99,10 @@ fn routed(chunks: Vec<ProfileChunk>) -> Vec<(String, ProfileChunk)> {
 
 /// Pushes every round's chunks (with the hashes and sizes the queue encoding computed, as the
 /// exporter does) and flushes.
-fn merge(rounds: &[(Vec<(String, ProfileChunk)>, Vec<input::ChunkInfo>)]) -> Vec<Emitted> {
+/// One round: the routed chunks of a request and what the queue encoding found about them.
+type Round = (Vec<(String, ProfileChunk)>, Vec<input::ChunkInfo>);
+
+fn merge(rounds: &[Round]) -> Vec<Emitted> {
     let mut acc = ChunkAccumulator::new(AccumulateConfig {
         chunk_idle_timeout: Duration::from_secs(3600),
         ..AccumulateConfig::default()
@@ -196,20 +199,31 @@ fn bench(c: &mut Criterion) {
     g.bench_function("merge_12_rounds", |b| {
         b.iter_batched(|| (), |_| merge(black_box(&rounds)), BatchSize::SmallInput)
     });
-    g.bench_function("deliver_12_rounds", |b| b.iter(|| deliver(black_box(&emitted))));
+    g.bench_function("deliver_12_rounds", |b| {
+        b.iter(|| deliver(black_box(&emitted)))
+    });
     g.finish();
 
     // Summary: medians per request, interleaved so every stage sees the same machine load.
     let n = 15;
     let stages: [(&str, f64); 5] = [
         ("decode", median_us(|| drop(decode(&gz)), n)),
-        ("translate", median_us(|| drop(translate_request(&reqs[0], &opts)), n)),
+        (
+            "translate",
+            median_us(|| drop(translate_request(&reqs[0], &opts)), n),
+        ),
         (
             "queue_encode",
             median_us(|| drop(input::encode_batch(&translated[0])), n),
         ),
-        ("merge", median_us(|| drop(merge(&rounds)), n) / ROUNDS as f64),
-        ("deliver", median_us(|| _ = deliver(&emitted), n) / ROUNDS as f64),
+        (
+            "merge",
+            median_us(|| drop(merge(&rounds)), n) / ROUNDS as f64,
+        ),
+        (
+            "deliver",
+            median_us(|| _ = deliver(&emitted), n) / ROUNDS as f64,
+        ),
     ];
     let total: f64 = stages.iter().map(|s| s.1).sum();
     let shares: Vec<String> = stages

@@ -252,6 +252,23 @@ fn proc_status(pid: u32, key: &str) -> Option<u64> {
 }
 
 /// utime + stime of a process, in seconds.
+/// (busy, total) CPU seconds of the whole machine, from `/proc/stat`.
+fn machine_cpu() -> (f64, f64) {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<f64> = s
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: f64 = v.iter().sum();
+    // idle + iowait are not busy.
+    let idle = v.get(3).copied().unwrap_or(0.0) + v.get(4).copied().unwrap_or(0.0);
+    ((total - idle) / 100.0, total / 100.0)
+}
+
 fn cpu_seconds(pid: u32) -> f64 {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
@@ -534,6 +551,7 @@ service:
 
     // Run.
     let cpu0 = cpu_seconds(pid);
+    let machine0 = machine_cpu();
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_secs(a.seconds);
     let stop = Arc::new(AtomicBool::new(false));
@@ -575,6 +593,8 @@ service:
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid) - cpu0;
+    let machine1 = machine_cpu();
+    let machine_busy = (machine1.0 - machine0.0) / (machine1.1 - machine0.1).max(1e-9);
     let text = metrics(&metrics_addr).await;
     let queue_bytes = scrape(&text, "profilink_queue_size_bytes");
 
@@ -686,8 +706,9 @@ service:
         drain_s
     );
     println!(
-        "  profilink CPU: {:.2} cores ({:.0} samples per CPU-second); peak RSS (VmHWM) {:.1} MiB (sampled VmRSS peak {:.1} MiB)",
+        "  profilink CPU: {:.2} cores (machine {:.0}% busy; {:.0} samples per CPU-second); peak RSS (VmHWM) {:.1} MiB (sampled VmRSS peak {:.1} MiB)",
         cpu / elapsed,
+        machine_busy * 100.0,
         total.accepted_samples as f64 / cpu.max(1e-9),
         hwm as f64 / 1024.0,
         rss_peak_seen as f64 / 1024.0

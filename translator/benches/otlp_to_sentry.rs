@@ -19,6 +19,7 @@
 //! fair on a busy machine: both sides see the same load. Skipped under `--profile-time`.
 
 use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, criterion_main};
+use mimalloc::MiMalloc;
 use profilink_proto::otlp::{
     AnyValue, ExportProfilesServiceRequest, Function, KeyValue, KeyValueAndUnit, Line, Link,
     Location, Mapping, Profile, ProfilesDictionary, Resource, ResourceProfiles, Sample,
@@ -27,11 +28,13 @@ use profilink_proto::otlp::{
 use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::otlp_to_sentry::{Options, translate_request};
 use sha2::{Digest, Sha256};
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// Counts allocations over the `profilink` binary's allocator (mimalloc), so both sides of
+/// the ratio run on the allocator the service ships with.
 struct Counting;
 /// Counting is on only around the counted passes, so measured runs pay one relaxed load.
 static COUNTING: AtomicBool = AtomicBool::new(false);
@@ -44,17 +47,17 @@ unsafe impl GlobalAlloc for Counting {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
             BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         }
-        unsafe { System.alloc(layout) }
+        unsafe { MiMalloc.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { MiMalloc.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if COUNTING.load(Ordering::Relaxed) {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
             BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
         }
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { MiMalloc.realloc(ptr, layout, new_size) }
     }
 }
 

@@ -12,7 +12,15 @@ pub const MAX_ERROR_BODY: usize = 1024;
 /// Compresses a request body at the default level (gzip 2, zstd 3; see
 /// [`crate::config::CompressionParams`]).
 pub fn compress(body: &[u8], compression: Compression) -> io::Result<Vec<u8>> {
-    compress_level(body, compression, if compression == Compression::Zstd { 3 } else { 2 })
+    compress_level(
+        body,
+        compression,
+        if compression == Compression::Zstd {
+            3
+        } else {
+            2
+        },
+    )
 }
 
 /// Compresses a request body at `level` (gzip 0-9, zstd 1-22; ignored for `None`).

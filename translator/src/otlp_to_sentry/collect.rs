@@ -68,12 +68,15 @@ pub(crate) struct Collector<'a> {
     /// validated when classified.
     attr_class: Vec<u8>,
     /// (resource, the sample's identity and thread attribute indices) -> (session, thread).
-    identity_cache: hashbrown::HashMap<(usize, Box<[i32]>), (u32, u32)>,
+    identity_cache: hashbrown::HashMap<AttrKey, (u32, u32)>,
     /// (resource, the sample's identity attribute indices) -> session.
-    session_cache: hashbrown::HashMap<(usize, Box<[i32]>), u32>,
+    session_cache: hashbrown::HashMap<AttrKey, u32>,
     key_scratch: Vec<i32>,
     id_key_scratch: Vec<i32>,
 }
+
+/// A resource (by address, stable during a translation) and attribute indices.
+type AttrKey = (usize, Box<[i32]>);
 
 const ATTR_UNKNOWN: u8 = 0;
 const ATTR_IDENTITY: u8 = 1;
@@ -84,8 +87,8 @@ const ATTR_OTHER: u8 = 3;
 #[derive(Hash)]
 struct IdentityKey<'k>(usize, &'k [i32]);
 
-impl hashbrown::Equivalent<(usize, Box<[i32]>)> for IdentityKey<'_> {
-    fn equivalent(&self, key: &(usize, Box<[i32]>)) -> bool {
+impl hashbrown::Equivalent<AttrKey> for IdentityKey<'_> {
+    fn equivalent(&self, key: &AttrKey) -> bool {
         self.0 == key.0 && self.1 == &*key.1
     }
 }
@@ -129,7 +132,11 @@ impl<'a> Collector<'a> {
     pub(crate) fn new(dict: Dictionary<'a>, opts: &'a Options) -> Self {
         let depth = opts.effective_max_stack_depth();
         let (stacks, links, attrs) = dict.raw().map_or((0, 0, 0), |d| {
-            (d.stack_table.len(), d.link_table.len(), d.attribute_table.len())
+            (
+                d.stack_table.len(),
+                d.link_table.len(),
+                d.attribute_table.len(),
+            )
         });
         Collector {
             dict,
@@ -332,7 +339,9 @@ impl<'a> Collector<'a> {
 
     /// The class of attribute `index` (validating the entry the first time it is seen).
     fn attribute_class(&mut self, index: i32) -> Result<u8, TranslateError> {
-        let slot = usize::try_from(index).ok().filter(|&i| i < self.attr_class.len());
+        let slot = usize::try_from(index)
+            .ok()
+            .filter(|&i| i < self.attr_class.len());
         if let Some(i) = slot
             && self.attr_class[i] != ATTR_UNKNOWN
         {
@@ -421,7 +430,7 @@ impl<'a> Collector<'a> {
     fn session_of(&mut self, resource: &[Attr<'a>], attrs: &[Attr<'a>]) -> u32 {
         let identity = ProcessIdentity::from_attributes(resource, attrs);
         let profiler_id = derive_profiler_id(&identity);
-        let session = match self.session_index.get(&profiler_id) {
+        match self.session_index.get(&profiler_id) {
             Some(&i) => i,
             None => {
                 let i = self.sessions.len() as u32;
@@ -446,8 +455,7 @@ impl<'a> Collector<'a> {
                 self.session_index.insert(profiler_id, i);
                 i
             }
-        };
-        session
+        }
     }
 
     /// The thread of a sample in `session` (created at its first sample).
@@ -455,7 +463,7 @@ impl<'a> Collector<'a> {
         let tid = thread_id(attrs, resource);
         let name = non_empty_str(lookup(attrs, resource, "thread.name"));
         let sess = &mut self.sessions[session as usize];
-        let thread = match sess.thread_index.get(&tid) {
+        match sess.thread_index.get(&tid) {
             Some(&t) => {
                 let info = &mut sess.threads[t as usize];
                 if info.name.is_none() {
@@ -474,8 +482,7 @@ impl<'a> Collector<'a> {
                 sess.thread_index.insert(tid, t);
                 t
             }
-        };
-        thread
+        }
     }
 
     /// Link id for `link_index` (0: none) and whether the link was present but unusable.

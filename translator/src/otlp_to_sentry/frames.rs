@@ -34,11 +34,11 @@ use super::in_app::{basename, go_package, is_in_app, jvm_class};
 use super::platform::Runtime;
 use crate::dictionary::Dictionary;
 use crate::error::TranslateError;
+use hashbrown::HashMap;
+use hashbrown::hash_map::Entry;
 use profilink_proto::sentry::Frame;
 use profilink_proto::sentry::ids::format_instruction_addr;
 use sha2::{Digest, Sha256};
-use hashbrown::HashMap;
-use hashbrown::hash_map::Entry;
 use std::sync::Arc;
 
 /// Location attribute naming the frame's runtime.

@@ -430,8 +430,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
                             self.frame_out[fi] = self.new_frames.len() as u32;
                             self.new_frames.push(f);
                             let info = &self.ft.frames[fi];
-                            delta +=
-                                info.json_len + self.platform_extra[info.runtime.index()] + 1;
+                            delta += info.json_len + self.platform_extra[info.runtime.index()] + 1;
                             if let Some(m) = self.image_of(f)
                                 && self.map_seen[m as usize] != g
                             {

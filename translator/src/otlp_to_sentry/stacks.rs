@@ -16,8 +16,8 @@ use super::frames::FrameTable;
 use super::ids::first8;
 use super::platform::Runtime;
 use crate::error::TranslateError;
-use sha2::{Digest, Sha256};
 use hashbrown::HashMap;
+use sha2::{Digest, Sha256};
 
 const UNRESOLVED: u32 = u32::MAX;
 
