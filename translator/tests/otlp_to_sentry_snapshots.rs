@@ -290,6 +290,79 @@ fn several_processes_in_one_resource() {
     insta::assert_json_snapshot!("several_processes_in_one_resource", snapshot_value(&t));
 }
 
+/// Sessions and threads depend on the resource and the identity and thread attributes only:
+/// other per-sample attributes do not split them, a thread name seen later is kept, the same
+/// sample attributes under another resource are another process, and an out-of-range
+/// attribute index still rejects its profile when the sample is otherwise known.
+#[test]
+fn sessions_and_threads_follow_identity_attributes() {
+    let mut b = B::new();
+    let f = b.fn_loc("main", "/app/main.py", 3, "cpython");
+    let st = b.stack(&[f]);
+    let pid = b.attr_int("process.pid", 42);
+    let tid = b.attr_int("thread.id", 7);
+    let name = b.attr_str("thread.name", "worker");
+    let cpu0 = b.attr_int("cpu.id", 0);
+    let cpu1 = b.attr_int("cpu.id", 1);
+    let ms = |n: u64| T0 + n * MS;
+    let first = b.cpu_profile(
+        T0,
+        1_000 * MS,
+        vec![
+            sample(st, vec![pid, tid, cpu0], vec![ms(10), ms(20)]),
+            sample(st, vec![cpu1, pid, tid], vec![ms(30)]),
+            sample(st, vec![pid, tid, name, cpu1], vec![ms(40)]),
+        ],
+    );
+    let second = b.cpu_profile(
+        T0,
+        1_000 * MS,
+        vec![sample(st, vec![pid, tid, cpu0], vec![ms(50), ms(60)])],
+    );
+    let other_resource = b.cpu_profile(
+        T0,
+        1_000 * MS,
+        vec![sample(st, vec![pid, tid, cpu0], vec![ms(15), ms(25)])],
+    );
+    let broken = b.cpu_profile(
+        T0,
+        1_000 * MS,
+        vec![
+            sample(st, vec![pid, tid, cpu0], vec![ms(70)]),
+            sample(st, vec![pid, tid, 9_999], vec![ms(80)]),
+        ],
+    );
+    let req = b.request(vec![
+        resource(
+            vec![kv("service.instance.id", str_value("a"))],
+            vec![first, second, broken],
+        ),
+        resource(
+            vec![kv("service.instance.id", str_value("b"))],
+            vec![other_resource],
+        ),
+    ]);
+    let t = run(&req);
+    assert_eq!(t.rejected.len(), 1, "{:?}", t.rejected);
+    assert!(
+        t.rejected[0].error.to_string().contains("attribute_table"),
+        "{}",
+        t.rejected[0].error
+    );
+    assert_eq!(t.chunks.len(), 2);
+    assert_ne!(t.chunks[0].profiler_id, t.chunks[1].profiler_id);
+    let a = &t.chunks[0];
+    assert_eq!(a.profile.samples.len(), 6);
+    assert!(a.profile.samples.iter().all(|s| s.thread_id == "7"));
+    assert_eq!(a.profile.thread_metadata.len(), 1);
+    assert_eq!(
+        a.profile.thread_metadata["7"].name.as_deref(),
+        Some("worker")
+    );
+    assert_eq!(t.chunks[1].profile.samples.len(), 2);
+    assert_eq!(t.chunks[1].profile.thread_metadata["7"].name, None);
+}
+
 #[test]
 fn samples_with_links() {
     let mut b = B::new();
