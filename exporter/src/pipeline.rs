@@ -4,7 +4,8 @@
 //! acknowledgements.
 //!
 //! `export` encodes its batch ([`crate::queue::input`]) on the caller's task, appends it to the
-//! input log (fsync on the blocking pool) and hands the chunks to the engine task. The engine
+//! input log (one writer thread, concurrent calls sharing one write and fsync:
+//! [`crate::queue::input_writer`]) and hands the chunks to the engine task. The engine
 //! task owns the accumulator and the scheduling state and never waits on the disk itself:
 //! serializing merged chunks and appending them to the ready log ("persist"), and recording
 //! acknowledgements, run as background jobs on the blocking pool (one of each at a time, so
@@ -21,6 +22,7 @@ use crate::accumulate::{ChunkAccumulator, Emitted};
 use crate::clock::SharedClock;
 use crate::config::{AccumulateConfig, RetryConfig};
 use crate::metrics::{DiscardReason, ExporterMetrics};
+use crate::queue::input_writer::InputWriter;
 use crate::queue::{Queue, QueueError, ReadyMeta, Recovery, input};
 use crate::retry::Backoff;
 use profilink_proto::sentry::ProfileChunk;
@@ -122,6 +124,9 @@ pub struct Pipeline<S: Sink> {
     input_tx: mpsc::Sender<Vec<Input>>,
     control_tx: mpsc::UnboundedSender<Control>,
     task: Option<JoinHandle<()>>,
+    /// Group-commit writer of the input log (`None` if its thread could not start: each
+    /// `export` then appends on the blocking pool).
+    writer: Option<InputWriter>,
 }
 
 impl<S: Sink> Drop for Pipeline<S> {
@@ -166,6 +171,13 @@ impl<S: Sink> Pipeline<S> {
         };
         engine.recover(recovery);
         let task = tokio::spawn(engine.run(input_rx, control_rx));
+        let writer = match InputWriter::start(queue.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "queue: no input log writer thread; appending per call");
+                None
+            }
+        };
         Pipeline {
             queue,
             clock,
@@ -174,6 +186,7 @@ impl<S: Sink> Pipeline<S> {
             input_tx,
             control_tx,
             task: Some(task),
+            writer,
         }
     }
 
@@ -188,10 +201,15 @@ impl<S: Sink> Pipeline<S> {
         let (records, infos) = input::encode_batch(&chunks);
         let (bodies, ranges): (Vec<Vec<u8>>, Vec<std::ops::Range<usize>>) =
             records.into_iter().map(|r| (r.body, r.chunks)).unzip();
-        let queue = self.queue.clone();
-        let result = tokio::task::spawn_blocking(move || queue.append_inputs(&bodies))
-            .await
-            .map_err(|e| ExportError::Io(e.to_string()))?;
+        let result = match &self.writer {
+            Some(w) => w.append(bodies).await,
+            None => {
+                let queue = self.queue.clone();
+                tokio::task::spawn_blocking(move || queue.append_inputs(&bodies))
+                    .await
+                    .map_err(|e| ExportError::Io(e.to_string()))?
+            }
+        };
         let (ids, dropped) = match result {
             Ok(v) => v,
             Err(QueueError::Full { .. }) => {

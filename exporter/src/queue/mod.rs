@@ -18,6 +18,8 @@
 //! a ready record is acknowledged once delivered (or given up, with a count). After a crash,
 //! unacknowledged inputs are replayed into the accumulator and unacknowledged ready records are
 //! sent again; merged chunk ids are deterministic, so a replayed duplicate has the same id.
+//! Records are fsynced before an append returns; acknowledgements are written without a sync,
+//! so after a power loss (not a process crash) a few delivered chunks may be sent again.
 //! Keeping merged chunks on disk (rather than holding them in memory until delivered) bounds
 //! memory while Sentry rate-limits or is down: the sender reads one record per request.
 //!
@@ -39,6 +41,7 @@
 //! With `sending_queue.enabled: false` the same structure lives in memory (no durability).
 
 pub mod input;
+pub mod input_writer;
 pub mod segment;
 
 use crate::config::{Overflow, QueueConfig};
