@@ -205,7 +205,7 @@ pub(crate) struct Splitter<'r, 'a> {
     sort_scratch: Vec<Obs>,
     /// Samples of each stack in the current session.
     stack_count: Vec<u64>,
-    /// Chunk stack id of each emitted sample of the chunk being assembled.
+    /// Chunk stack id of each kept sample (when sparse threads are dropped).
     sample_stacks: Vec<u32>,
     /// Frame ids of the chunk being assembled, in order of first use.
     new_frames: Vec<u32>,
@@ -383,8 +383,8 @@ impl<'r, 'a> Splitter<'r, 'a> {
     /// Fills `chunk` (a copy of the session's template) from observation `i` on, in one pass:
     /// takes samples while the chunk stays within the duration and size limits (samples that
     /// cannot fit even alone are dropped and counted), and builds its stacks (frames and
-    /// images are listed in `new_frames`/`new_images`, `thread_metadata` filled, each sample's
-    /// stack id in `sample_stacks`). Returns the range taken (empty at the end) and its digest.
+    /// images are listed in `new_frames`/`new_images`, `thread_metadata` and the samples
+    /// filled). Returns the range taken (empty at the end) and its digest.
     fn fill(
         &mut self,
         s: &Session,
@@ -404,8 +404,11 @@ impl<'r, 'a> Splitter<'r, 'a> {
             th.in_chunk.clear();
             self.new_frames.clear();
             self.new_images.clear();
-            self.sample_stacks.clear();
             let first = s.obs[i].ts;
+            // Room for every sample within the duration limit (observations are sorted; the
+            // size limit may cut earlier, see `finish`).
+            let within = s.obs[i..].partition_point(|o| o.ts - first <= max_dur);
+            profile.samples.reserve_exact(within);
             let mut est = ctx.base;
             let mut stack_digits = 1;
             let (mut any_thread, mut any_image) = (false, false);
@@ -500,7 +503,11 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 } else {
                     self.stack_out[o.stack as usize]
                 };
-                self.sample_stacks.push(stack_id);
+                profile.samples.push(Sample {
+                    timestamp: nanos_to_secs(o.ts),
+                    stack_id: stack_id as usize,
+                    thread_id: info.sample_id.clone(),
+                });
                 checksum = checksum.wrapping_add(sample_checksum(
                     o.ts,
                     self.st.stacks[o.stack as usize].digest,
@@ -526,7 +533,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
     }
 
     /// Completes a chunk filled by [`Splitter::fill`] (all its samples kept): frames, images,
-    /// samples, links, id.
+    /// links, id.
     fn finish(
         &mut self,
         s: &Session,
@@ -538,14 +545,11 @@ impl<'r, 'a> Splitter<'r, 'a> {
     ) {
         let range = &s.obs[range.clone()];
         self.push_frames(&mut chunk.profile);
-        let profile = &mut chunk.profile;
-        profile.samples.reserve_exact(range.len());
-        profile.samples.extend(
-            range
-                .iter()
-                .zip(&self.sample_stacks)
-                .map(|(o, id)| make_sample(s, o, *id)),
-        );
+        let samples = &mut chunk.profile.samples;
+        if samples.capacity() > 2 * samples.len() {
+            // The size limit cut the chunk well before its duration limit.
+            samples.shrink_to_fit();
+        }
         if !s.linked.is_empty() {
             for o in range {
                 let link = next_link(&s.linked, link_cursor, o.key());
