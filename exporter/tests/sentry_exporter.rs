@@ -608,6 +608,11 @@ async fn full_queue_drops_oldest_when_configured() {
     cfg.sending_queue.max_size_mib = 1;
     cfg.sending_queue.overflow = Overflow::DropOldest;
     cfg.num_consumers = 1;
+    // Failed sends wait far longer than the test's 440 simulated seconds, so chunks leave
+    // the queue only by being dropped for room, never by running out of retries.
+    cfg.retry_on_failure.initial_interval = Duration::from_secs(3600);
+    cfg.retry_on_failure.max_interval = Duration::from_secs(3600);
+    cfg.retry_on_failure.max_elapsed_time = Duration::from_secs(36_000);
     let exp = SentryExporter::start_with_clock(cfg, shared).await.unwrap();
     // Each export becomes its own merged chunk (distinct sessions, idle-flushed), so the ready
     // log holds droppable chunks.
@@ -626,6 +631,7 @@ async fn full_queue_drops_oldest_when_configured() {
     }
     let m = exp.metrics().snapshot();
     assert!(m.dropped(DiscardReason::QueueOverflow) > 0, "{m:?}");
+    assert_eq!(m.dropped(DiscardReason::NetworkError), 0, "{m:?}");
     assert_eq!(m.refused_full, 0);
     drop(exp);
 }
