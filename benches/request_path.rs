@@ -16,6 +16,9 @@
 //! writes and scheduling, so `observations / sum` bounds its samples/s per core from above.
 //! The summary line prints each stage's share.
 
+#[path = "../examples/support/load_request.rs"]
+mod load_request;
+
 use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use flate2::read::GzDecoder;
 use profilink_exporter::ChunkAccumulator;
@@ -23,11 +26,11 @@ use profilink_exporter::accumulate::Emitted;
 use profilink_exporter::config::{AccumulateConfig, Compression};
 use profilink_exporter::queue::input;
 use profilink_exporter::sentry::transport::compress;
-use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValue, any_value};
+use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_translator::otlp_to_sentry::{Options, translate_request};
 use prost::Message;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::time::{Duration, Instant};
 
 /// As in the `profilink` binary.
@@ -45,46 +48,11 @@ fn fixture() -> ExportProfilesServiceRequest {
     ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("fixture decodes")
 }
 
-/// The fixture with `COPIES` copies of its resources, shifted by `round` 5 s rounds.
+/// The load test's request of round `round` (5 s rounds).
 fn request(fixture: &ExportProfilesServiceRequest, round: usize) -> ExportProfilesServiceRequest {
-    let mut req = ExportProfilesServiceRequest {
-        dictionary: fixture.dictionary.clone(),
-        resource_profiles: Vec::new(),
-    };
-    let shift = round as u64 * ROUND_NS;
-    for i in 0..COPIES {
-        for rp in &fixture.resource_profiles {
-            let mut rp = rp.clone();
-            rp.resource
-                .get_or_insert_with(Default::default)
-                .attributes
-                .push(KeyValue {
-                    key: "service.instance.id".into(),
-                    value: Some(AnyValue {
-                        value: Some(any_value::Value::StringValue(format!("bench-{i}"))),
-                    }),
-                    ..Default::default()
-                });
-            for sp in &mut rp.scope_profiles {
-                for p in &mut sp.profiles {
-                    p.time_unix_nano += shift;
-                    for s in &mut p.samples {
-                        for t in &mut s.timestamps_unix_nano {
-                            *t += shift;
-                        }
-                    }
-                }
-            }
-            req.resource_profiles.push(rp);
-        }
-    }
+    let mut req = load_request::replicated(fixture, "bench", COPIES);
+    load_request::shift(&mut req, round as u64 * ROUND_NS);
     req
-}
-
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    e.write_all(bytes).expect("in-memory gzip");
-    e.finish().expect("in-memory gzip")
 }
 
 fn decode(gz: &[u8]) -> ExportProfilesServiceRequest {
@@ -159,7 +127,7 @@ fn bench(c: &mut Criterion) {
     let fixture = fixture();
     let opts = Options::default();
     let reqs: Vec<_> = (0..ROUNDS).map(|r| request(&fixture, r)).collect();
-    let gz = gzip(&reqs[0].encode_to_vec());
+    let gz = load_request::gzip(&reqs[0].encode_to_vec());
     let observations: u64 = reqs[0]
         .resource_profiles
         .iter()

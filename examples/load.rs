@@ -25,15 +25,18 @@
 //! (`profile_sampling` rate; 0 measures receiving and translating alone), `--compression C`
 //! (the exporter's `compression`: `gzip`, the default, `zstd` or `none`).
 
+#[path = "support/load_request.rs"]
+mod load_request;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValue, any_value};
+use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use prost::Message;
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -94,57 +97,9 @@ fn args() -> Args {
     a
 }
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    e.write_all(bytes).unwrap();
-    e.finish().unwrap()
-}
-
-/// The fixture with `k` copies of its resources, each tagged for client `c`.
-fn template(
-    fixture: &ExportProfilesServiceRequest,
-    c: usize,
-    k: usize,
-) -> ExportProfilesServiceRequest {
-    let mut req = ExportProfilesServiceRequest {
-        dictionary: fixture.dictionary.clone(),
-        resource_profiles: Vec::new(),
-    };
-    for i in 0..k {
-        for rp in &fixture.resource_profiles {
-            let mut rp = rp.clone();
-            let res = rp.resource.get_or_insert_with(Default::default);
-            res.attributes.push(KeyValue {
-                key: "service.instance.id".into(),
-                value: Some(AnyValue {
-                    value: Some(any_value::Value::StringValue(format!("load-{c}-{i}"))),
-                }),
-                ..Default::default()
-            });
-            req.resource_profiles.push(rp);
-        }
-    }
-    req
-}
-
-fn shift(req: &mut ExportProfilesServiceRequest, ns: u64) {
-    for rp in &mut req.resource_profiles {
-        for sp in &mut rp.scope_profiles {
-            for p in &mut sp.profiles {
-                p.time_unix_nano += ns;
-                for s in &mut p.samples {
-                    for t in &mut s.timestamps_unix_nano {
-                        *t += ns;
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// A gRPC message frame: compressed flag, big-endian length, gzipped protobuf.
 fn frame(req: &ExportProfilesServiceRequest) -> Bytes {
-    let gz = gzip(&req.encode_to_vec());
+    let gz = load_request::gzip(&req.encode_to_vec());
     let mut out = Vec::with_capacity(gz.len() + 5);
     out.push(1);
     out.extend_from_slice(&(gz.len() as u32).to_be_bytes());
@@ -421,7 +376,7 @@ async fn main() {
 
     // Pre-build the requests.
     let templates: Vec<_> = (0..a.clients)
-        .map(|c| template(&fixture, c, a.sessions))
+        .map(|c| load_request::replicated(&fixture, &format!("load-{c}"), a.sessions))
         .collect();
     let (_, samples_per_request) = profilink_receiver::batch::otlp_counts(
         &profilink_proto::otlp::data_from_request(templates[0].clone()),
@@ -452,7 +407,7 @@ async fn main() {
                     (0..rounds)
                         .map(|r| {
                             let mut req = t.clone();
-                            shift(&mut req, r as u64 * ROUND_NS);
+                            load_request::shift(&mut req, r as u64 * ROUND_NS);
                             frame(&req)
                         })
                         .collect::<Vec<_>>()
