@@ -64,15 +64,11 @@ pub(crate) struct Collector<'a> {
     touched: Vec<(u32, usize, usize)>,
     profile_gen: u32,
     /// Per attribute-table index: [`ATTR_UNKNOWN`], [`ATTR_IDENTITY`] (the key can change a
-    /// sample's process), [`ATTR_THREAD`] (its thread) or [`ATTR_OTHER`]; an index is
-    /// validated when classified.
+    /// sample's process or thread) or [`ATTR_OTHER`]; an index is validated when classified.
     attr_class: Vec<u8>,
     /// (resource, the sample's identity and thread attribute indices) -> (session, thread).
     identity_cache: hashbrown::HashMap<AttrKey, (u32, u32)>,
-    /// (resource, the sample's identity attribute indices) -> session.
-    session_cache: hashbrown::HashMap<AttrKey, u32>,
     key_scratch: Vec<i32>,
-    id_key_scratch: Vec<i32>,
 }
 
 /// A resource (by address, stable during a translation) and attribute indices.
@@ -80,8 +76,7 @@ type AttrKey = (usize, Box<[i32]>);
 
 const ATTR_UNKNOWN: u8 = 0;
 const ATTR_IDENTITY: u8 = 1;
-const ATTR_THREAD: u8 = 2;
-const ATTR_OTHER: u8 = 3;
+const ATTR_OTHER: u8 = 2;
 
 /// A borrowed key of [`Collector::identity_cache`] (hashes like the owned key).
 #[derive(Hash)]
@@ -152,9 +147,7 @@ impl<'a> Collector<'a> {
             profile_gen: 0,
             attr_class: vec![ATTR_UNKNOWN; attrs],
             identity_cache: hashbrown::HashMap::new(),
-            session_cache: hashbrown::HashMap::new(),
             key_scratch: Vec::new(),
-            id_key_scratch: Vec::new(),
         }
     }
 
@@ -337,30 +330,30 @@ impl<'a> Collector<'a> {
         false
     }
 
-    /// The class of attribute `index` (validating the entry the first time it is seen).
-    fn attribute_class(&mut self, index: i32) -> Result<u8, TranslateError> {
+    /// Whether attribute `index` can change a sample's process or thread (validating the
+    /// entry the first time it is seen).
+    fn is_identity_attribute(&mut self, index: i32) -> Result<bool, TranslateError> {
         let slot = usize::try_from(index)
             .ok()
             .filter(|&i| i < self.attr_class.len());
         if let Some(i) = slot
             && self.attr_class[i] != ATTR_UNKNOWN
         {
-            return Ok(self.attr_class[i]);
+            return Ok(self.attr_class[i] == ATTR_IDENTITY);
         }
-        let class = match self.dict.attribute(index)? {
-            Some(a) if ProcessIdentity::is_identity_key(a.key) => ATTR_IDENTITY,
-            Some(a) if a.key == "thread.id" || a.key == "thread.name" => ATTR_THREAD,
-            _ => ATTR_OTHER,
-        };
+        let identity = self.dict.attribute(index)?.is_some_and(|a| {
+            ProcessIdentity::is_identity_key(a.key)
+                || a.key == "thread.id"
+                || a.key == "thread.name"
+        });
         if let Some(i) = slot {
-            self.attr_class[i] = class;
+            self.attr_class[i] = if identity { ATTR_IDENTITY } else { ATTR_OTHER };
         }
-        Ok(class)
+        Ok(identity)
     }
 
     /// The session and thread of a sample, computed once per resource and distinct list of
-    /// identity and thread attributes (eBPF samples differ in other attributes too), the
-    /// session once per distinct list of identity attributes.
+    /// identity and thread attributes (eBPF samples differ in other attributes too).
     fn session_thread_cached(
         &mut self,
         resource_id: usize,
@@ -368,62 +361,25 @@ impl<'a> Collector<'a> {
         s: &'a Sample,
     ) -> Result<(u32, u32), TranslateError> {
         let mut key = std::mem::take(&mut self.key_scratch);
-        let mut id_key = std::mem::take(&mut self.id_key_scratch);
         key.clear();
-        id_key.clear();
-        let mut result = Ok(());
         for &i in &s.attribute_indices {
-            match self.attribute_class(i) {
-                Ok(ATTR_IDENTITY) => {
-                    key.push(i);
-                    id_key.push(i);
-                }
-                Ok(ATTR_THREAD) => key.push(i),
-                Ok(_) => {}
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
+            if self.is_identity_attribute(i)? {
+                key.push(i);
             }
         }
-        let out = result.and_then(|()| {
-            if let Some(&v) = self.identity_cache.get(&IdentityKey(resource_id, &key)) {
-                return Ok(v);
-            }
-            let v = self.session_thread(resource_id, resource, s, &id_key)?;
-            self.identity_cache
-                .insert((resource_id, key.as_slice().into()), v);
-            Ok(v)
-        });
-        self.key_scratch = key;
-        self.id_key_scratch = id_key;
-        out
-    }
-
-    /// The session and thread of a sample (a pure function of the resource and the sample's
-    /// identity and thread attributes; the session of the identity attributes alone, which
-    /// are `identity_key`).
-    fn session_thread(
-        &mut self,
-        resource_id: usize,
-        resource: &[Attr<'a>],
-        s: &'a Sample,
-        identity_key: &[i32],
-    ) -> Result<(u32, u32), TranslateError> {
-        let attrs = self.dict.attributes(&s.attribute_indices)?;
-        let session = match self
-            .session_cache
-            .get(&IdentityKey(resource_id, identity_key))
-        {
-            Some(&i) => i,
+        let v = match self.identity_cache.get(&IdentityKey(resource_id, &key)) {
+            Some(&v) => v,
             None => {
-                let i = self.session_of(resource, &attrs);
-                self.session_cache
-                    .insert((resource_id, identity_key.into()), i);
-                i
+                let attrs = self.dict.attributes(&s.attribute_indices)?;
+                let session = self.session_of(resource, &attrs);
+                let v = (session, self.thread_of(session, resource, &attrs));
+                self.identity_cache
+                    .insert((resource_id, key.as_slice().into()), v);
+                v
             }
         };
-        Ok((session, self.thread_of(session, resource, &attrs)))
+        self.key_scratch = key;
+        Ok(v)
     }
 
     /// The session of a sample's process (created at its first sample).
