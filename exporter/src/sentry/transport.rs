@@ -1,7 +1,7 @@
 //! HTTP transport to Sentry's envelope endpoint: compression, auth headers, one pooled client.
 
 use super::routing::Route;
-use crate::config::Compression;
+use crate::config::{Compression, CompressionParams};
 use flate2::write::GzEncoder;
 use std::io::{self, Write};
 use std::time::Duration;
@@ -9,18 +9,14 @@ use std::time::Duration;
 /// Longest part of an error response body kept for logs.
 pub const MAX_ERROR_BODY: usize = 1024;
 
-/// Compresses a request body at the default level (gzip 2, zstd 3; see
-/// [`crate::config::CompressionParams`]).
+/// Compresses a request body at the default level of
+/// [`crate::config::CompressionParams`].
 pub fn compress(body: &[u8], compression: Compression) -> io::Result<Vec<u8>> {
-    compress_level(
-        body,
-        compression,
-        if compression == Compression::Zstd {
-            3
-        } else {
-            2
-        },
-    )
+    // Without a configured level there is nothing out of range.
+    let level = CompressionParams::default()
+        .level_for(compression)
+        .unwrap_or_default();
+    compress_level(body, compression, level)
 }
 
 /// Compresses a request body at `level` (gzip 0-9, zstd 1-22; ignored for `None`).
