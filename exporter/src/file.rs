@@ -132,7 +132,8 @@ impl FileExporter {
             pcfg,
             clock,
             metrics.clone(),
-        );
+        )
+        .map_err(|e| ExportError::Io(e.to_string()))?;
         Ok(FileExporter { pipeline, metrics })
     }
 

@@ -124,9 +124,8 @@ pub struct Pipeline<S: Sink> {
     input_tx: mpsc::Sender<Vec<Input>>,
     control_tx: mpsc::UnboundedSender<Control>,
     task: Option<JoinHandle<()>>,
-    /// Group-commit writer of the input log (`None` if its thread could not start: each
-    /// `export` then appends on the blocking pool).
-    writer: Option<InputWriter>,
+    /// Group-commit writer of the input log.
+    writer: InputWriter,
 }
 
 impl<S: Sink> Drop for Pipeline<S> {
@@ -138,7 +137,8 @@ impl<S: Sink> Drop for Pipeline<S> {
 }
 
 impl<S: Sink> Pipeline<S> {
-    /// Starts the engine on `queue`, replaying what `recovery` found.
+    /// Starts the engine on `queue`, replaying what `recovery` found (fails only when the
+    /// input log's writer thread cannot be started).
     pub fn start(
         queue: Arc<Queue>,
         recovery: Recovery,
@@ -146,7 +146,8 @@ impl<S: Sink> Pipeline<S> {
         cfg: PipelineConfig,
         clock: SharedClock,
         metrics: Arc<ExporterMetrics>,
-    ) -> Self {
+    ) -> std::io::Result<Self> {
+        let writer = InputWriter::start(queue.clone())?;
         // Bounded: when the engine lags, `export` waits (after its durable write) instead of
         // piling decoded chunks up in memory.
         let (input_tx, input_rx) = mpsc::channel(INPUT_BATCHES);
@@ -171,14 +172,7 @@ impl<S: Sink> Pipeline<S> {
         };
         engine.recover(recovery);
         let task = tokio::spawn(engine.run(input_rx, control_rx));
-        let writer = match InputWriter::start(queue.clone()) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                tracing::warn!(error = %e, "queue: no input log writer thread; appending per call");
-                None
-            }
-        };
-        Pipeline {
+        Ok(Pipeline {
             queue,
             clock,
             sink,
@@ -187,7 +181,7 @@ impl<S: Sink> Pipeline<S> {
             control_tx,
             task: Some(task),
             writer,
-        }
+        })
     }
 
     /// Durably queues `chunks` (routing key, chunk); `Ok` only once they are on disk.
@@ -201,15 +195,7 @@ impl<S: Sink> Pipeline<S> {
         let (records, infos) = input::encode_batch(&chunks);
         let (bodies, ranges): (Vec<Vec<u8>>, Vec<std::ops::Range<usize>>) =
             records.into_iter().map(|r| (r.body, r.chunks)).unzip();
-        let result = match &self.writer {
-            Some(w) => w.append(bodies).await,
-            None => {
-                let queue = self.queue.clone();
-                tokio::task::spawn_blocking(move || queue.append_inputs(&bodies))
-                    .await
-                    .map_err(|e| ExportError::Io(e.to_string()))?
-            }
-        };
+        let result = self.writer.append(bodies).await;
         let (ids, dropped) = match result {
             Ok(v) => v,
             Err(QueueError::Full { .. }) => {
@@ -955,6 +941,7 @@ mod tests {
             crate::clock::system_clock(),
             metrics,
         )
+        .unwrap()
     }
 
     fn open(dir: &std::path::Path) -> (Arc<Queue>, Recovery) {

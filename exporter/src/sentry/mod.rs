@@ -305,7 +305,8 @@ impl SentryExporter {
             pcfg,
             clock,
             metrics.clone(),
-        );
+        )
+        .map_err(|e| ExportError::Io(e.to_string()))?;
         let (report_stop, mut stop_rx) = watch::channel(false);
         let interval = cfg.client_report_interval.max(Duration::from_millis(10));
         let s2 = sink.clone();
