@@ -370,7 +370,10 @@ impl Queue {
         let mut dropped = Vec::new();
         if self.used() + needed > self.capacity {
             if self.overflow == Overflow::DropOldest {
-                let mut free = self.capacity.saturating_sub(self.used());
+                // The queue may already be over capacity: a merged chunk is appended before
+                // its inputs are acknowledged. Free the whole overshoot, not just `needed`.
+                let deficit = self.used() + needed - self.capacity;
+                let mut freed = 0;
                 let candidates: Vec<ReadyMeta> = {
                     let index = self.index();
                     index
@@ -381,13 +384,13 @@ impl Queue {
                         .collect()
                 };
                 for m in candidates {
-                    if free >= needed {
+                    if freed >= deficit {
                         break;
                     }
-                    free += m.bytes;
+                    freed += m.bytes;
                     dropped.push(m);
                 }
-                if free >= needed {
+                if freed >= deficit {
                     let ids: Vec<u64> = dropped.iter().map(|m| m.id).collect();
                     let mut ready = lock(&self.ready);
                     ready.ack(&ids)?;
@@ -620,6 +623,33 @@ mod tests {
         assert!(!q.lease(r[0].id));
         // Only the leased one is left to drop: refused.
         assert!(q.append_inputs(&[big]).is_err());
+    }
+
+    #[test]
+    fn drop_oldest_frees_the_whole_overshoot() {
+        // A merged chunk is appended before its inputs are acknowledged, so the queue can sit
+        // above capacity; making room must free that overshoot too, not only the new bytes.
+        let dir = tempfile::tempdir().unwrap();
+        let m = Arc::new(ExporterMetrics::default());
+        let (q, _) = Queue::open(&cfg(1, Overflow::DropOldest), dir.path(), m).unwrap();
+        let part = vec![b'x'; 250 << 10];
+        let items = (0..3).map(|_| (meta(""), part.clone())).collect();
+        let r = q.append_ready(items).unwrap();
+        let (pending, _) = q.append_inputs(std::slice::from_ref(&part)).unwrap();
+        q.append_ready(vec![(meta(""), part.clone())]).unwrap();
+        assert!(
+            q.size_bytes() > q.capacity_bytes(),
+            "over capacity until the ack"
+        );
+        let (_, dropped) = q.append_inputs(std::slice::from_ref(&part)).unwrap();
+        let ids: Vec<u64> = dropped.iter().map(|d| d.id).collect();
+        assert_eq!(
+            ids,
+            vec![r[0].id, r[1].id],
+            "oldest first, enough for the overshoot"
+        );
+        assert!(q.size_bytes() <= q.capacity_bytes());
+        q.ack_inputs(&pending).unwrap();
     }
 
     #[test]
