@@ -82,13 +82,16 @@ fn chunk(session: usize, start: f64) -> ProfileChunk {
         ..Default::default()
     };
     c.profile.frames = (0..300)
-        .map(|i| Frame {
-            function: Some(format!("crate::module_{}::function_{}", i % 17, i).into()),
-            filename: Some(format!("src/module_{}.rs", i % 17).into()),
-            lineno: Some(10 + i as u32),
-            in_app: Some(i % 3 != 0),
-            instruction_addr: Some(format!("{:#x}", 0x55_0000_0000u64 + i as u64 * 64).into()),
-            ..Default::default()
+        .map(|i| {
+            Frame {
+                function: Some(format!("crate::module_{}::function_{}", i % 17, i).into()),
+                filename: Some(format!("src/module_{}.rs", i % 17).into()),
+                lineno: Some(10 + i as u32),
+                in_app: Some(i % 3 != 0),
+                instruction_addr: Some(format!("{:#x}", 0x55_0000_0000u64 + i as u64 * 64).into()),
+                ..Default::default()
+            }
+            .into()
         })
         .collect();
     c.profile.stacks = (0..64)

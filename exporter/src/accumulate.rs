@@ -469,10 +469,10 @@ mod tests {
             version: "2".into(),
             ..Default::default()
         };
-        c.profile.frames = vec![Frame {
+        c.profile.frames = vec![std::sync::Arc::new(Frame {
             function: Some("main".into()),
             ..Default::default()
-        }];
+        })];
         c.profile.stacks = vec![vec![0]];
         let n = (secs * hz).round() as usize;
         for i in 0..n {

@@ -369,7 +369,7 @@ mod tests {
             version: "2".into(),
             ..Default::default()
         };
-        c.profile.frames = frames.iter().map(|f| frame(f)).collect();
+        c.profile.frames = frames.iter().map(|f| frame(f).into()).collect();
         c.profile.stacks = stacks;
         c.profile.samples = samples
             .iter()

@@ -909,10 +909,10 @@ mod tests {
             version: "2".into(),
             ..Default::default()
         };
-        c.profile.frames = vec![Frame {
+        c.profile.frames = vec![std::sync::Arc::new(Frame {
             function: Some("main".into()),
             ..Default::default()
-        }];
+        })];
         c.profile.stacks = vec![vec![0]];
         c.profile.samples = (0..n)
             .map(|i| Sample {

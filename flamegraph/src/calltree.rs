@@ -20,6 +20,7 @@ use crate::fingerprint;
 use crate::normalize::normalize_chunk;
 use profilink_proto::sentry::{Frame, ProfileChunk};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Parent index of root nodes.
 pub(crate) const NO_PARENT: u32 = u32::MAX;
@@ -429,7 +430,7 @@ struct FnAcc {
 fn collect_functions(
     runs: &[Run],
     roots: &[u32],
-    chunk_frames: &[Frame],
+    chunk_frames: &[Arc<Frame>],
     frame_agg: &[u32],
 ) -> Vec<FunctionAgg> {
     let mut acc: Vec<FnAcc> = Vec::new();
@@ -465,7 +466,7 @@ fn collect_node(
     runs: &[Run],
     id: u32,
     depth: u32,
-    chunk_frames: &[Frame],
+    chunk_frames: &[Arc<Frame>],
     frame_agg: &[u32],
     acc: &mut Vec<FnAcc>,
     index: &mut HashMap<u32, usize>,
@@ -785,9 +786,9 @@ mod tests {
             ..Default::default()
         };
         c.profile.frames = vec![
-            frame("handle_request", "app.web", true),
-            frame("do_work", "app.worker", true),
-            frame("loads", "json", false),
+            frame("handle_request", "app.web", true).into(),
+            frame("do_work", "app.worker", true).into(),
+            frame("loads", "json", false).into(),
         ];
         c.profile.stacks = vec![vec![2, 1, 0], vec![1, 0]];
         for i in 0..41 {

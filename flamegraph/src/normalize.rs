@@ -15,6 +15,7 @@ use profilink_proto::sentry::{Frame, ProfileChunk};
 pub fn normalize_chunk(chunk: &mut ProfileChunk) {
     let platform = chunk.platform.clone();
     for frame in &mut chunk.profile.frames {
+        let frame = std::sync::Arc::make_mut(frame);
         if frame.platform.is_none() {
             frame.platform = Some(platform.as_str().into());
         }
@@ -462,31 +463,31 @@ mod tests {
             ..Default::default()
         };
         chunk.profile.frames = vec![
-            Frame {
+            std::sync::Arc::new(Frame {
                 module: Some("threading".into()),
                 abs_path: Some("/opt/app/threading.py".into()),
                 ..Default::default()
-            },
-            Frame {
+            }),
+            std::sync::Arc::new(Frame {
                 module: Some("app.views".into()),
                 abs_path: Some("/srv/app/views.py".into()),
                 ..Default::default()
-            },
-            Frame {
+            }),
+            std::sync::Arc::new(Frame {
                 module: Some("app.views".into()),
                 abs_path: Some("/usr/local/lib/python3.11/site-packages/x.py".into()),
                 ..Default::default()
-            },
-            Frame {
+            }),
+            std::sync::Arc::new(Frame {
                 module: Some("app".into()),
                 in_app: Some(false),
                 ..Default::default()
-            },
-            Frame {
+            }),
+            std::sync::Arc::new(Frame {
                 filename: Some("<string>".into()),
                 function: Some("<module>".into()),
                 ..Default::default()
-            },
+            }),
         ];
         chunk.profile.stacks = vec![vec![1, 0, 4], vec![4, 1]];
         normalize_chunk(&mut chunk);
@@ -511,17 +512,17 @@ mod tests {
             ..Default::default()
         };
         chunk.profile.frames = vec![
-            Frame::default(),
-            Frame {
+            std::sync::Arc::new(Frame::default()),
+            std::sync::Arc::new(Frame {
                 in_app: Some(true),
                 ..Default::default()
-            },
-            Frame {
+            }),
+            std::sync::Arc::new(Frame {
                 in_app: Some(true),
                 platform: Some("rust".into()),
                 package: Some("/rustc/abc/library/std/src/rt.rs".into()),
                 ..Default::default()
-            },
+            }),
         ];
         normalize_chunk(&mut chunk);
         let in_app: Vec<_> = chunk.profile.frames.iter().map(|f| f.in_app).collect();

@@ -239,7 +239,7 @@ fn chunk() -> ProfileChunk {
                 .map(|i| chunk_sample(1_795_317_063.0 + f64::from(i) * 0.01, "1"))
                 .collect(),
             stacks: vec![vec![0, 1]],
-            frames: vec![frame("leaf"), frame("root")],
+            frames: vec![frame("leaf").into(), frame("root").into()],
             ..Default::default()
         },
         ..Default::default()
@@ -592,7 +592,7 @@ fn chunk_rules() {
         Warning "thread-too-few-samples" "profile.samples[4]" => |c| c.profile.samples.push(chunk_sample(1_795_317_063.0, "2"));
         Error "no-samples" "profile.samples" => |c| c.profile.stacks[0].clear();
         Error "no-samples" "profile.samples" => |c| c.profile.samples.clear();
-        Error "instruction-addr-format" "profile.frames[1].instruction_addr" => |c| c.profile.frames[1].instruction_addr = Some("1a".into());
+        Error "instruction-addr-format" "profile.frames[1].instruction_addr" => |c| std::sync::Arc::make_mut(&mut c.profile.frames[1]).instruction_addr = Some("1a".into());
         Error "debug-image-type" "debug_meta.images[0].type" => |c| c.debug_meta = Some(image("elf", "0x1000"));
         Error "image-addr-format" "debug_meta.images[0].image_addr" => |c| c.debug_meta = Some(image("symbolic", "nope"));
         Error "measurement-unit" "measurements.cpu.unit" => |c| c.measurements = measurements("millisecond", 1.0, 1.0);
@@ -608,7 +608,7 @@ fn chunk_edge_cases() {
     let mut c = chunk();
     c.measurements = measurements("percent", 1.0, 2.0);
     c.debug_meta = Some(image("symbolic", "0x7f00"));
-    c.profile.frames[0].instruction_addr = Some("4096".into());
+    std::sync::Arc::make_mut(&mut c.profile.frames[0]).instruction_addr = Some("4096".into());
     c.profile.samples[3].timestamp = c.profile.samples[0].timestamp + 66.0;
     assert_clean(&validate_chunk(&c));
     // The elf message says why.

@@ -368,10 +368,10 @@ mod tests {
             platform: "python".into(),
             version: "2".into(),
             profile: ProfileData {
-                frames: vec![Frame {
+                frames: vec![std::sync::Arc::new(Frame {
                     function: Some("f".into()),
                     ..Default::default()
-                }],
+                })],
                 stacks: vec![vec![0]],
                 samples: (from..=to)
                     .map(|t| Sample {

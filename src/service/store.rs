@@ -269,10 +269,10 @@ mod tests {
             ..Default::default()
         };
         c.profile = ProfileData {
-            frames: vec![Frame {
+            frames: vec![std::sync::Arc::new(Frame {
                 function: Some("f".into()),
                 ..Default::default()
-            }],
+            })],
             stacks: vec![vec![0]],
             samples: (0..samples)
                 .map(|i| Sample {

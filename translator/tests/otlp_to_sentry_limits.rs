@@ -444,6 +444,25 @@ fn a_million_timestamps_split_by_duration() {
 }
 
 #[test]
+fn chunks_of_a_session_share_their_frames() {
+    // 200 s of samples: 4 chunks of one session, each listing the same two frames.
+    let req = many_timestamps(20_000, 10 * MS);
+    let t = translate_request(&req, &Options::default());
+    assert!(t.chunks.len() >= 4, "{} chunks", t.chunks.len());
+    let first = &t.chunks[0].profile.frames;
+    assert_eq!(first.len(), 2);
+    for c in &t.chunks[1..] {
+        assert_eq!(c.profile.frames.len(), first.len());
+        for (a, b) in first.iter().zip(&c.profile.frames) {
+            assert!(
+                std::sync::Arc::ptr_eq(a, b),
+                "a frame is built once per session"
+            );
+        }
+    }
+}
+
+#[test]
 fn small_size_limit_splits_by_size() {
     let n = 20_000;
     let req = many_timestamps(n, MS);

@@ -20,11 +20,11 @@ fn good(chunk_id: &str) -> ProfileChunk {
         platform: "python".into(),
         version: "2".into(),
         profile: ProfileData {
-            frames: vec![Frame {
+            frames: vec![std::sync::Arc::new(Frame {
                 function: Some("main".into()),
                 lineno: Some(3),
                 ..Default::default()
-            }],
+            })],
             stacks: vec![vec![0], vec![]],
             samples: vec![
                 Sample {
@@ -77,10 +77,10 @@ fn non_finite_and_negative_timestamps_are_rejected() {
 fn a_bad_chunk_does_not_sink_the_others_nor_leave_anything_behind() {
     let ok = good("0123456789abcdef0123456789abcdef");
     let mut bad = with_timestamp(f64::NAN);
-    bad.profile.frames.push(Frame {
+    bad.profile.frames.push(std::sync::Arc::new(Frame {
         function: Some("only-in-the-bad-chunk".into()),
         ..Default::default()
-    });
+    }));
     bad.profile.stacks.push(vec![1]);
     bad.profile.samples.insert(
         0,
@@ -200,7 +200,7 @@ fn duplicate_keys_are_an_error() {
 fn a_100_mb_payload_just_works() {
     let big = "x".repeat(100 * 1024 * 1024);
     let mut c = good("0123456789abcdef0123456789abcdef");
-    c.profile.frames[0].function = Some(big.into());
+    std::sync::Arc::make_mut(&mut c.profile.frames[0]).function = Some(big.into());
     let json = c.to_json();
     assert!(json.len() > 100 * 1024 * 1024);
     let parsed = ProfileChunk::from_json(&json).unwrap();
@@ -224,7 +224,7 @@ fn bad_v1_profiles_are_rejected() {
     let p = SampleProfileV1 {
         event_id: Some("602ceef10d9343188ba85d4052a5e23f".into()),
         profile: profilink_proto::sentry::V1ProfileData {
-            frames: vec![Frame::default()],
+            frames: vec![std::sync::Arc::new(Frame::default())],
             stacks: vec![vec![0]],
             samples: vec![V1Sample {
                 elapsed_since_start_ns: u64::MAX,

@@ -189,7 +189,7 @@ fn observations(req: &ExportProfilesServiceRequest) -> Vec<(String, String, u64,
     out
 }
 
-fn sentry_stack(frames: &[Frame], stack: &[usize]) -> Stack {
+fn sentry_stack(frames: &[std::sync::Arc<Frame>], stack: &[usize]) -> Stack {
     stack
         .iter()
         .map(|&i| {

@@ -213,7 +213,7 @@ fn chunk() -> impl Strategy<Value = ProfileChunk> {
                 profile: ProfileData {
                     samples,
                     stacks,
-                    frames,
+                    frames: frames.into_iter().map(Into::into).collect(),
                     thread_metadata,
                 },
             }
@@ -271,7 +271,7 @@ fn a_canonical_chunk_comes_back_identical() {
         release: Some("app@1".into()),
         environment: None,
         profile: ProfileData {
-            frames: vec![f("a", 1), f("b", 2), f("c", 3)],
+            frames: vec![f("a", 1).into(), f("b", 2).into(), f("c", 3).into()],
             stacks: vec![vec![0, 1], vec![2, 1]],
             samples: vec![
                 Sample {

@@ -323,7 +323,12 @@ fn json_len_with(chunk: &ProfileChunk, frame_len: impl Fn(usize) -> usize) -> us
 
 /// The exact length of `chunk.to_json()`.
 pub fn json_len(chunk: &ProfileChunk) -> usize {
-    let lens: Vec<usize> = chunk.profile.frames.iter().map(frame_json_len).collect();
+    let lens: Vec<usize> = chunk
+        .profile
+        .frames
+        .iter()
+        .map(|f| frame_json_len(f))
+        .collect();
     json_len_with(chunk, |i| lens[i])
 }
 
@@ -930,7 +935,7 @@ fn decode_frame(r: &mut Reader<'_>, strings: &[Arc<str>]) -> Result<Frame, Decod
 
 fn decode_chunk(
     r: &mut Reader<'_>,
-    frames: &[Frame],
+    frames: &[Arc<Frame>],
     hashes: &[u64],
 ) -> Result<DecodedInput, DecodeError> {
     let route = r.string()?;
@@ -998,7 +1003,7 @@ fn decode_chunk(
         let (Some(f), Some(h)) = (frames.get(i), hashes.get(i)) else {
             return Err(DecodeError::BadIndex);
         };
-        p.frames.push(f.clone());
+        p.frames.push(Arc::clone(f));
         frame_hashes.push(*h);
     }
     let n = r.count(1)?;
@@ -1063,9 +1068,9 @@ pub fn decode(body: &[u8]) -> Result<Vec<DecodedInput>, DecodeError> {
     let n = r.count(1)?;
     let mut frames = Vec::with_capacity(n);
     for _ in 0..n {
-        frames.push(decode_frame(&mut r, &strings)?);
+        frames.push(Arc::new(decode_frame(&mut r, &strings)?));
     }
-    let hashes: Vec<u64> = frames.iter().map(frame_hash).collect();
+    let hashes: Vec<u64> = frames.iter().map(|f| frame_hash(f)).collect();
     let n = r.count(12)?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
@@ -1091,7 +1096,7 @@ fn decode_legacy(body: &[u8]) -> Result<DecodedInput, DecodeError> {
     let chunk = ProfileChunk::from_json(json).map_err(|e| DecodeError::Json(e.to_string()))?;
     Ok(DecodedInput {
         route: String::from_utf8_lossy(route).into_owned(),
-        frame_hashes: chunk.profile.frames.iter().map(frame_hash).collect(),
+        frame_hashes: chunk.profile.frames.iter().map(|f| frame_hash(f)).collect(),
         chunk,
         approx_bytes: json.len() as u64,
     })
@@ -1178,8 +1183,8 @@ mod tests {
             .insert("empty".into(), Measurement::default());
         let p = &mut c.profile;
         p.frames = vec![
-            frame("main", Some("main.rs"), Some(seed)),
-            Frame {
+            frame("main", Some("main.rs"), Some(seed)).into(),
+            std::sync::Arc::new(Frame {
                 abs_path: Some(shared.clone()),
                 filename: Some(shared),
                 colno: Some(7),
@@ -1189,8 +1194,8 @@ mod tests {
                 platform: Some("native".into()),
                 in_app: Some(false),
                 ..Default::default()
-            },
-            Frame::default(),
+            }),
+            std::sync::Arc::new(Frame::default()),
         ];
         p.stacks = vec![vec![0, 1, 2], vec![], vec![1, 99, 123_456]];
         for i in 0..40u32 {
@@ -1287,6 +1292,7 @@ mod tests {
             .profile
             .frames
             .iter()
+            .map(|f| &**f)
             .chain([&full, &Frame::default()])
         {
             assert_eq!(
@@ -1327,7 +1333,7 @@ mod tests {
         assert_eq!(records[0].chunks, 0..21);
         for ((_, c), i) in items.iter().zip(&infos) {
             assert_eq!(i.approx_bytes as usize, c.to_json().len());
-            let hashes: Vec<u64> = c.profile.frames.iter().map(frame_hash).collect();
+            let hashes: Vec<u64> = c.profile.frames.iter().map(|f| frame_hash(f)).collect();
             assert_eq!(i.frame_hashes, hashes);
         }
         assert_eq!(
@@ -1340,7 +1346,7 @@ mod tests {
             assert_eq!(&d.route, route);
             same(c, &d.chunk);
             assert_eq!(d.approx_bytes as usize, c.to_json().len());
-            let hashes: Vec<u64> = c.profile.frames.iter().map(frame_hash).collect();
+            let hashes: Vec<u64> = c.profile.frames.iter().map(|f| frame_hash(f)).collect();
             assert_eq!(d.frame_hashes, hashes);
         }
         // Shared frames are stored once: far smaller than 20 JSON chunks.
@@ -1364,6 +1370,7 @@ mod tests {
                     Some("src/lib.rs"),
                     Some(i),
                 )
+                .into()
             })
             .collect();
         // The same content in freshly allocated strings (as from another translation).

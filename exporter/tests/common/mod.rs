@@ -286,16 +286,16 @@ pub fn chunk(profiler: &str, platform: &str, start: f64, secs: f64, hz: f64) -> 
         ..Default::default()
     };
     c.profile.frames = vec![
-        Frame {
+        std::sync::Arc::new(Frame {
             function: Some("main".into()),
             in_app: Some(true),
             ..Default::default()
-        },
-        Frame {
+        }),
+        std::sync::Arc::new(Frame {
             function: Some("work".into()),
             in_app: Some(true),
             ..Default::default()
-        },
+        }),
     ];
     c.profile.stacks = vec![vec![1, 0], vec![0]];
     let n = (secs * hz).round() as usize;

@@ -238,13 +238,14 @@ pub fn synth_chunk(s: &Synth) -> ProfileChunk {
         }),
         ..Default::default()
     };
-    chunk.profile.frames = vocabulary(s.platform);
+    let mut frames = vocabulary(s.platform);
     // In-app set on some frames only; the platform rules decide the others.
-    for (i, fr) in chunk.profile.frames.iter_mut().enumerate() {
+    for (i, fr) in frames.iter_mut().enumerate() {
         if i % 3 == 1 {
             fr.in_app = Some(true);
         }
     }
+    chunk.profile.frames = frames.into_iter().map(Into::into).collect();
     chunk.profile.stacks = STACKS.iter().map(|st| st.to_vec()).collect();
     for t in 0..s.threads {
         let tid = format!("{}", 1000 + t as u64 * 7 + s.seed % 3);
@@ -532,7 +533,7 @@ pub fn brute_force(
                 let root_first: Vec<&Frame> = p.stacks[s.stack_id]
                     .iter()
                     .rev()
-                    .map(|&fi| &p.frames[fi])
+                    .map(|&fi| &*p.frames[fi])
                     .collect();
                 // Runs continue while the identity prefix matches.
                 let mut keep = 0;

@@ -75,9 +75,11 @@ pub struct ProfileData {
     /// Stacks as frame indices, leaf (innermost) first.
     #[serde(default, deserialize_with = "null_default")]
     pub stacks: Vec<Vec<usize>>,
-    /// The frames referenced by stacks.
+    /// The frames referenced by stacks. Each frame is shared (`Arc`): the chunks of one
+    /// session reuse the same frames, so building a chunk costs one reference count per frame,
+    /// not a copy. Use [`Arc::make_mut`] to change one.
     #[serde(default, deserialize_with = "null_default")]
-    pub frames: Vec<Frame>,
+    pub frames: Vec<Arc<Frame>>,
     /// Thread names and priorities keyed by thread id.
     #[serde(
         default,
@@ -290,7 +292,7 @@ mod tests {
     fn drops_threads_relay_would_drop() {
         let mut p = ProfileData {
             stacks: vec![vec![], vec![0]],
-            frames: vec![Frame::default()],
+            frames: vec![Arc::new(Frame::default())],
             samples: vec![
                 sample(1.0, 1, "1"),
                 sample(2.0, 1, "1"),

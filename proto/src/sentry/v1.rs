@@ -9,6 +9,7 @@ use super::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A V1 profile payload.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -118,9 +119,9 @@ pub struct V1ProfileData {
     /// Stacks, leaf first.
     #[serde(default, deserialize_with = "null_default")]
     pub stacks: Vec<Vec<usize>>,
-    /// Frames.
+    /// Frames (shared, as in [`super::ProfileData::frames`]).
     #[serde(default, deserialize_with = "null_default")]
-    pub frames: Vec<Frame>,
+    pub frames: Vec<Arc<Frame>>,
     /// Thread metadata keyed by thread id.
     #[serde(
         default,

@@ -6,6 +6,7 @@ use crate::sentry::chunk::{DebugMeta, Frame};
 use crate::sentry::ids::parse_instruction_addr;
 use crate::sentry::{JsonError, from_json_slice};
 use serde::Deserialize;
+use std::sync::Arc;
 
 /// Relay's limit on one profile or profile chunk (`max_profile_size`, 50 MiB).
 pub const MAX_CHUNK_BYTES: usize = 50 * 1024 * 1024;
@@ -104,7 +105,7 @@ pub(crate) fn stacks_and_ids(
 }
 
 /// `instruction_addr` must be a `"0x…"` hex string (or a decimal string).
-pub(crate) fn frames(frames: &[Frame], prefix: &str, sink: &mut Sink) {
+pub(crate) fn frames(frames: &[Arc<Frame>], prefix: &str, sink: &mut Sink) {
     for (i, f) in frames.iter().enumerate() {
         if let Some(addr) = &f.instruction_addr {
             address(

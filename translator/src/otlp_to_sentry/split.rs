@@ -34,7 +34,7 @@ use profilink_proto::sentry::CompactString;
 use profilink_proto::sentry::chunk::CHUNK_VERSION;
 use profilink_proto::sentry::timestamp::{nanos_to_secs, secs_to_nanos};
 use profilink_proto::sentry::{
-    ClientSdk, DebugMeta, ProfileChunk, ProfileData, Sample, ThreadMetadata,
+    ClientSdk, DebugMeta, Frame, ProfileChunk, ProfileData, Sample, ThreadMetadata,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -201,6 +201,13 @@ pub(crate) struct Splitter<'r, 'a> {
     /// The `platform` of frames of each runtime (by [`Runtime::index`]) in the current
     /// session's chunks, shared by all its frames.
     frame_platforms: Vec<Option<Arc<str>>>,
+    /// Each frame as the current session's chunks share it (its `platform` set), built on
+    /// first use in the session: valid where `shared_session` equals `session`.
+    shared: Vec<Option<Arc<Frame>>>,
+    /// The session each entry of `shared` was built for.
+    shared_session: Vec<u32>,
+    /// The current session's number (starts at 1).
+    session: u32,
     /// Reused sort buffer.
     sort_scratch: Vec<Obs>,
     /// Samples of each stack in the current session.
@@ -243,6 +250,9 @@ impl<'r, 'a> Splitter<'r, 'a> {
             },
             platform_extra: [0; Runtime::COUNT],
             frame_platforms: vec![None; Runtime::COUNT],
+            shared: vec![None; ft.frames.len()],
+            shared_session: vec![0; ft.frames.len()],
+            session: 0,
             sort_scratch: Vec::new(),
             stack_count: Vec::new(),
             sample_stacks: Vec::new(),
@@ -277,6 +287,12 @@ impl<'r, 'a> Splitter<'r, 'a> {
     /// The frame platforms of a chunk of `platform` and what they add to each frame's
     /// serialized size (per runtime, so per session O(runtimes), not O(frames)).
     fn frame_platforms(&mut self, platform: &str) {
+        // A new session: the frames shared so far carry the previous session's platforms.
+        self.session = self.session.wrapping_add(1);
+        if self.session == 0 {
+            self.session = 1;
+            self.shared_session.fill(0);
+        }
         for &r in &self.runtimes {
             let p = frame_platform(r, platform);
             self.platform_extra[r.index()] = p.map_or(0, |p| 14 + p.len());
@@ -559,16 +575,26 @@ impl<'r, 'a> Splitter<'r, 'a> {
         self.seal(chunk, digest, sink);
     }
 
-    /// Clones the frames listed in `new_frames` into `profile`, with the session's frame
-    /// platforms.
+    /// Adds the frames listed in `new_frames` to `profile`, with the session's frame platforms.
+    /// Each frame is built once per session and shared by its chunks.
     fn push_frames(&mut self, profile: &mut ProfileData) {
         profile.frames.reserve_exact(self.new_frames.len());
-        profile.frames.extend(self.new_frames.iter().map(|&f| {
-            let info = &self.ft.frames[f as usize];
-            let mut frame = info.frame.clone();
-            frame.platform = self.frame_platforms[info.runtime.index()].clone();
-            frame
-        }));
+        for &f in &self.new_frames {
+            let fi = f as usize;
+            let frame = match &self.shared[fi] {
+                Some(frame) if self.shared_session[fi] == self.session => Arc::clone(frame),
+                _ => {
+                    let info = &self.ft.frames[fi];
+                    let mut frame = info.frame.clone();
+                    frame.platform = self.frame_platforms[info.runtime.index()].clone();
+                    let frame = Arc::new(frame);
+                    self.shared[fi] = Some(Arc::clone(&frame));
+                    self.shared_session[fi] = self.session;
+                    frame
+                }
+            };
+            profile.frames.push(frame);
+        }
     }
 
     /// Sets the chunk's debug images and id and emits it.

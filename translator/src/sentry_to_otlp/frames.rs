@@ -37,6 +37,7 @@ use crate::error::TranslateError;
 use profilink_proto::otlp::{Function, Line, Location, Mapping};
 use profilink_proto::sentry::ids::{format_instruction_addr, parse_instruction_addr};
 use profilink_proto::sentry::{DebugImage, Frame};
+use std::sync::Arc;
 
 /// The `profile.frame.type` for a Sentry platform: `python`→`cpython`, `java`/`android`→`jvm`,
 /// `node`/`javascript`→`v8js`, `go`→`go`, `rust`/`native`/`cocoa`→`native`, `php`→`php`,
@@ -128,7 +129,7 @@ struct ImageRange {
 
 /// Interns the frames of one profile as locations, caching by frame index.
 pub(crate) struct FrameInterner<'a> {
-    frames: &'a [Frame],
+    frames: &'a [Arc<Frame>],
     platform: &'a str,
     images: &'a [DebugImage],
     ranges: Vec<ImageRange>,
@@ -138,7 +139,11 @@ pub(crate) struct FrameInterner<'a> {
 
 impl<'a> FrameInterner<'a> {
     /// An interner for `frames` of a profile of `platform` with debug `images`.
-    pub(crate) fn new(frames: &'a [Frame], platform: &'a str, images: &'a [DebugImage]) -> Self {
+    pub(crate) fn new(
+        frames: &'a [Arc<Frame>],
+        platform: &'a str,
+        images: &'a [DebugImage],
+    ) -> Self {
         let ranges = images
             .iter()
             .enumerate()
@@ -384,7 +389,7 @@ mod tests {
 
     fn round_trip(f: Frame, images: &[DebugImage]) -> Frame {
         let mut b = DictionaryBuilder::new();
-        let frames = [f];
+        let frames = [Arc::new(f)];
         let mut fi = FrameInterner::new(&frames, "python", images);
         let i = fi.location(&mut b, 0);
         assert_ne!(i, 0);
@@ -477,14 +482,14 @@ mod tests {
             ..Default::default()
         };
         let frames = [
-            Frame {
+            Arc::new(Frame {
                 instruction_addr: Some("0x1010".into()),
                 ..Default::default()
-            },
-            Frame {
+            }),
+            Arc::new(Frame {
                 instruction_addr: Some("0x1100".into()),
                 ..Default::default()
-            },
+            }),
         ];
         let mut b = DictionaryBuilder::new();
         let images = [img];

@@ -31,6 +31,7 @@ use profilink_proto::sentry::CompactString;
 use profilink_proto::sentry::timestamp::{nanos_to_secs, secs_to_nanos};
 use profilink_proto::sentry::{ClientSdk, Frame, ProfileChunk, Sample};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The value of the profile attribute `key`, if present (unresolvable attributes are skipped).
 fn profile_attr<'a>(
@@ -172,7 +173,7 @@ fn restore(
                                 let next = chunk.profile.frames.len();
                                 let f = *frame_index.entry(frame.clone()).or_insert(next);
                                 if f == next {
-                                    chunk.profile.frames.push(frame);
+                                    chunk.profile.frames.push(Arc::new(frame));
                                 }
                                 frame_of.insert(li, f);
                                 f
@@ -274,7 +275,7 @@ fn frame_key(f: &Frame) -> FrameKey<'_> {
 /// Samples whose stack or frames are out of range are dropped (check them first).
 pub fn canonical_form(chunk: &ProfileChunk) -> ProfileChunk {
     let p = &chunk.profile;
-    let mut resolved: Vec<(u64, &str, Vec<&Frame>, f64)> = p
+    let mut resolved: Vec<(u64, &str, Vec<&Arc<Frame>>, f64)> = p
         .samples
         .iter()
         .filter_map(|s| {
@@ -301,7 +302,7 @@ pub fn canonical_form(chunk: &ProfileChunk) -> ProfileChunk {
     out.profile.samples.clear();
     out.profile.stacks.clear();
     out.profile.frames.clear();
-    let mut frame_ix: HashMap<&Frame, usize> = HashMap::new();
+    let mut frame_ix: HashMap<&Arc<Frame>, usize> = HashMap::new();
     let mut stack_ix: HashMap<Vec<usize>, usize> = HashMap::new();
     for (_, thread_id, frames, timestamp) in resolved {
         let ids: Vec<usize> = frames
@@ -310,7 +311,7 @@ pub fn canonical_form(chunk: &ProfileChunk) -> ProfileChunk {
                 let next = frame_ix.len();
                 let id = *frame_ix.entry(f).or_insert(next);
                 if id == next {
-                    out.profile.frames.push(f.clone());
+                    out.profile.frames.push(Arc::clone(f));
                 }
                 id
             })

@@ -22,10 +22,11 @@ use crate::linking::{LinkIds, LinkSource, ThreadLinks};
 use profilink_proto::otlp::{AnyValue, Sample};
 use profilink_proto::sentry::{DebugImage, Frame, ThreadMetadata};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What a profile's observations refer to.
 pub(crate) struct Body<'a> {
-    pub frames: &'a [Frame],
+    pub frames: &'a [Arc<Frame>],
     pub stacks: &'a [Vec<usize>],
     pub thread_metadata: &'a BTreeMap<String, ThreadMetadata>,
     pub platform: &'a str,
