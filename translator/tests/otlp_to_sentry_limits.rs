@@ -463,6 +463,29 @@ fn chunks_of_a_session_share_their_frames() {
 }
 
 #[test]
+fn sessions_of_one_platform_share_frames() {
+    // Two processes over the same stack: one chunk each, the same frames (built once).
+    let mut b = B::new();
+    let f = b.fn_loc("hot", "/src/hot.rs", 1, "native");
+    let st = b.stack(&[f]);
+    let tid = b.attr_int("thread.id", 42);
+    let ts = vec![T0, T0 + MS, T0 + 2 * MS];
+    let resources = [1, 2]
+        .map(|pid| {
+            let p = b.cpu_profile(T0, 3 * MS, vec![sample(st, vec![tid], ts.clone())]);
+            resource(vec![kv("process.pid", int_value(pid))], vec![p])
+        })
+        .to_vec();
+    let t = translate_request(&b.request(resources), &Options::default());
+    assert_eq!(t.chunks.len(), 2);
+    assert_ne!(t.chunks[0].profiler_id, t.chunks[1].profiler_id);
+    assert!(std::sync::Arc::ptr_eq(
+        &t.chunks[0].profile.frames[0],
+        &t.chunks[1].profile.frames[0]
+    ));
+}
+
+#[test]
 fn small_size_limit_splits_by_size() {
     let n = 20_000;
     let req = many_timestamps(n, MS);

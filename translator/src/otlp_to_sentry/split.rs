@@ -153,6 +153,14 @@ impl ThreadMarks {
     }
 }
 
+/// The frames of the request as the chunks of one platform share them.
+struct SharedFrames {
+    /// The chunk platform.
+    platform: String,
+    /// Each frame (by frame id) once built.
+    frames: Vec<Option<Arc<Frame>>>,
+}
+
 /// What is fixed for all chunks of a session.
 struct SessionCtx {
     /// Serialized size of the chunk without samples, stacks, frames, images and threads.
@@ -201,13 +209,12 @@ pub(crate) struct Splitter<'r, 'a> {
     /// The `platform` of frames of each runtime (by [`Runtime::index`]) in the current
     /// session's chunks, shared by all its frames.
     frame_platforms: Vec<Option<Arc<str>>>,
-    /// Each frame as the current session's chunks share it (its `platform` set), built on
-    /// first use in the session: valid where `shared_session` equals `session`.
-    shared: Vec<Option<Arc<Frame>>>,
-    /// The session each entry of `shared` was built for.
-    shared_session: Vec<u32>,
-    /// The current session's number (starts at 1).
-    session: u32,
+    /// Frames as chunks share them, per chunk platform (a frame's `platform` depends only on
+    /// its runtime and the chunk's platform): each frame is built once per platform in the
+    /// request, however many sessions and chunks use it.
+    shared: Vec<SharedFrames>,
+    /// Index into `shared` of the current session's chunk platform.
+    current: usize,
     /// Reused sort buffer.
     sort_scratch: Vec<Obs>,
     /// Samples of each stack in the current session.
@@ -250,9 +257,8 @@ impl<'r, 'a> Splitter<'r, 'a> {
             },
             platform_extra: [0; Runtime::COUNT],
             frame_platforms: vec![None; Runtime::COUNT],
-            shared: vec![None; ft.frames.len()],
-            shared_session: vec![0; ft.frames.len()],
-            session: 0,
+            shared: Vec::new(),
+            current: 0,
             sort_scratch: Vec::new(),
             stack_count: Vec::new(),
             sample_stacks: Vec::new(),
@@ -287,12 +293,16 @@ impl<'r, 'a> Splitter<'r, 'a> {
     /// The frame platforms of a chunk of `platform` and what they add to each frame's
     /// serialized size (per runtime, so per session O(runtimes), not O(frames)).
     fn frame_platforms(&mut self, platform: &str) {
-        // A new session: the frames shared so far carry the previous session's platforms.
-        self.session = self.session.wrapping_add(1);
-        if self.session == 0 {
-            self.session = 1;
-            self.shared_session.fill(0);
-        }
+        self.current = match self.shared.iter().position(|c| c.platform == platform) {
+            Some(i) => i,
+            None => {
+                self.shared.push(SharedFrames {
+                    platform: platform.to_owned(),
+                    frames: vec![None; self.ft.frames.len()],
+                });
+                self.shared.len() - 1
+            }
+        };
         for &r in &self.runtimes {
             let p = frame_platform(r, platform);
             self.platform_extra[r.index()] = p.map_or(0, |p| 14 + p.len());
@@ -576,21 +586,20 @@ impl<'r, 'a> Splitter<'r, 'a> {
     }
 
     /// Adds the frames listed in `new_frames` to `profile`, with the session's frame platforms.
-    /// Each frame is built once per session and shared by its chunks.
+    /// Each frame is built once per chunk platform and shared by the chunks of that platform.
     fn push_frames(&mut self, profile: &mut ProfileData) {
         profile.frames.reserve_exact(self.new_frames.len());
         for &f in &self.new_frames {
             let fi = f as usize;
-            let frame = match &self.shared[fi] {
-                Some(frame) if self.shared_session[fi] == self.session => Arc::clone(frame),
-                _ => {
+            // Frame ids index the request's frame table, which `frames` mirrors.
+            let slot = &mut self.shared[self.current].frames[fi];
+            let frame = match slot {
+                Some(frame) => Arc::clone(frame),
+                None => {
                     let info = &self.ft.frames[fi];
                     let mut frame = info.frame.clone();
                     frame.platform = self.frame_platforms[info.runtime.index()].clone();
-                    let frame = Arc::new(frame);
-                    self.shared[fi] = Some(Arc::clone(&frame));
-                    self.shared_session[fi] = self.session;
-                    frame
+                    Arc::clone(slot.insert(Arc::new(frame)))
                 }
             };
             profile.frames.push(frame);
