@@ -19,7 +19,9 @@
 //! numbering follow first use among the samples kept).
 //!
 //! A chunk holds only the stacks, frames, debug images and `thread_metadata` entries its own
-//! samples use, numbered in order of first use; samples are in timestamp order. Sample
+//! samples use, numbered in order of first use; samples are in timestamp order. Frames are
+//! shared (`Arc`): each is built once per chunk platform and every chunk of that platform in
+//! the request points to it. Sample
 //! timestamps are `nanos_to_secs` of the observation time.
 
 use super::frames::FrameTable;
