@@ -2,7 +2,7 @@
 //!
 //! Loading runs in three steps, each of whose errors names the offending key:
 //! 1. parse the YAML into a tree;
-//! 2. expand `${env:VAR}` in string values ([`env`]);
+//! 2. expand `${env:VAR}` in string values ([`mod@env`]);
 //! 3. read the tree into [`Config`] (unknown keys are errors), then check that every component
 //!    id has a known type and every pipeline references defined components.
 //!

@@ -6,7 +6,7 @@
 //!   no `profile_linking` processor; `join_window: 0s` turns the wait off (chunks are linked
 //!   only to spans already received).
 //! * In a `traces` pipeline, it stamps spans with `sentry.profiler_id` and `thread.id` (see
-//!   [`crate::service::stamping`]), holding spans up to `wait` so that the profile samples
+//!   [`crate::service::traces`]), holding spans up to `wait` so that the profile samples
 //!   linked to them can arrive first.
 
 use crate::service::join::JoinConfig;

@@ -364,7 +364,7 @@ impl Pipeline {
     }
 
     /// Retries parked requests and releases the chunks whose window ran out (run every
-    /// [`TICK`] by the service).
+    /// [`super::sentry_join::TICK`] by the service).
     pub async fn tick(&self) {
         let Some(join) = &self.join else {
             return;
