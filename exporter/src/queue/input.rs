@@ -474,12 +474,16 @@ struct RecordWriter {
     string_ids: HashMap<Arc<str>, u64, Fast>,
     frames: Vec<u8>,
     /// Distinct frames of the record (by content), their JSON lengths and content hashes.
-    frame_list: Vec<Frame>,
+    frame_list: Vec<Arc<Frame>>,
     frame_json: Vec<usize>,
     frame_hashes: Vec<u64>,
     frame_table: HashTable<u64>,
     /// (addresses, record frame index): see [`FrameAddr`].
     frame_addrs: HashTable<(FrameAddr, u64)>,
+    /// Address of a shared frame -> record frame index. The translator shares each frame
+    /// between the chunks of a request, so most frames are found here with one lookup. (Every
+    /// frame is alive while a batch is encoded, so no address is reused.)
+    frame_ptrs: HashMap<usize, u64, Fast>,
     chunks: Vec<u8>,
     n_chunks: u64,
     json_bytes: u64,
@@ -497,6 +501,7 @@ impl RecordWriter {
             frame_hashes: Vec::new(),
             frame_table: HashTable::new(),
             frame_addrs: HashTable::new(),
+            frame_ptrs: HashMap::default(),
             chunks: Vec::new(),
             n_chunks: 0,
             json_bytes: 0,
@@ -519,7 +524,19 @@ impl RecordWriter {
     }
 
     /// The record's index of frame `f`: by string addresses, else by content, else added.
-    fn frame(&mut self, f: &Frame) -> u64 {
+    /// The record's index of frame `f`, added if new.
+    fn frame(&mut self, f: &Arc<Frame>) -> u64 {
+        let ptr = Arc::as_ptr(f) as usize;
+        if let Some(&id) = self.frame_ptrs.get(&ptr) {
+            return id;
+        }
+        let id = self.frame_by_content(f);
+        self.frame_ptrs.insert(ptr, id);
+        id
+    }
+
+    /// [`RecordWriter::frame`] for a frame not seen at this address.
+    fn frame_by_content(&mut self, f: &Arc<Frame>) -> u64 {
         let key = FrameAddr::of(f);
         let addr_hash = key.hash();
         let list = &self.frame_list;
@@ -533,7 +550,7 @@ impl RecordWriter {
             return id;
         }
         let hash = frame_hash(f);
-        if let Some(&id) = self.frame_table.find(hash, |&i| list[i as usize] == *f) {
+        if let Some(&id) = self.frame_table.find(hash, |&i| *list[i as usize] == **f) {
             self.frame_addrs
                 .insert_unique(addr_hash, (key, id), |(k, _)| k.hash());
             return id;
@@ -576,7 +593,7 @@ impl RecordWriter {
             put_var(&mut self.frames, u64::from(l));
         }
         let id = self.frame_list.len() as u64;
-        self.frame_list.push(f.clone());
+        self.frame_list.push(Arc::clone(f));
         self.frame_json.push(frame_json_len(f));
         self.frame_hashes.push(hash);
         let hashes = &self.frame_hashes;
