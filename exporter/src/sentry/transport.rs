@@ -84,15 +84,21 @@ fn gzip(body: &[u8], level: u32) -> io::Result<Vec<u8>> {
 fn deflate_all(c: &mut Compress, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
     let start = c.total_in();
     loop {
-        let consumed = (c.total_in() - start) as usize;
+        let consumed = usize::try_from(c.total_in() - start).unwrap_or(usize::MAX);
+        let rest = input.get(consumed..).unwrap_or_default();
         if out.capacity() - out.len() < 64 {
             out.reserve(out.capacity().max(4096));
         }
+        let before = (c.total_in(), c.total_out());
         let status = c
-            .compress_vec(&input[consumed..], out, FlushCompress::Finish)
+            .compress_vec(rest, out, FlushCompress::Finish)
             .map_err(io::Error::other)?;
         if status == Status::StreamEnd {
             return Ok(());
+        }
+        if (c.total_in(), c.total_out()) == before {
+            // Room was there and nothing moved: never spin.
+            return Err(io::Error::other("deflate made no progress"));
         }
     }
 }
