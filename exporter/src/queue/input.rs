@@ -410,61 +410,6 @@ const F_PACKAGE: u64 = 1 << 9;
 const F_PLATFORM: u64 = 1 << 10;
 const F_ALL: u64 = (1 << 11) - 1;
 
-/// Address of a string, for the pointer fast path (0 when absent).
-fn addr(s: &Option<Arc<str>>) -> usize {
-    s.as_ref()
-        .map_or(0, |a| Arc::as_ptr(a) as *const u8 as usize)
-}
-
-/// A frame identified by the addresses of its strings: two fields pointing at the same
-/// allocation hold the same text. (Every string is alive while a batch is encoded, so no
-/// address is reused.) The translator shares a request's strings between its chunks, so most
-/// frames of a batch are found this way without hashing or comparing their text. The short
-/// `platform` is not always shared: it is compared by content, with the record's frame.
-#[derive(PartialEq, Eq, Clone, Copy)]
-struct FrameAddr {
-    strs: [usize; 6],
-    colno: Option<u32>,
-    lineno: Option<u32>,
-    in_app: Option<bool>,
-}
-
-impl FrameAddr {
-    fn of(f: &Frame) -> Self {
-        FrameAddr {
-            strs: [
-                addr(&f.abs_path),
-                addr(&f.filename),
-                addr(&f.function),
-                addr(&f.instruction_addr),
-                addr(&f.module),
-                addr(&f.package),
-            ],
-            colno: f.colno,
-            lineno: f.lineno,
-            in_app: f.in_app,
-        }
-    }
-
-    /// A quick mix of the addresses and numbers (a table hash, not a content hash: equal keys
-    /// are confirmed field by field).
-    fn hash(&self) -> u64 {
-        const K: u64 = 0x9E37_79B9_7F4A_7C15;
-        let nums = u64::from(self.colno.unwrap_or(u32::MAX))
-            ^ (u64::from(self.lineno.unwrap_or(u32::MAX)) << 32)
-            ^ match self.in_app {
-                None => 0,
-                Some(false) => 1 << 62,
-                Some(true) => 2 << 62,
-            };
-        let mut h = nums.wrapping_mul(K);
-        for &p in &self.strs {
-            h = (h ^ p as u64).wrapping_mul(K).rotate_left(29);
-        }
-        h ^ (h >> 32)
-    }
-}
-
 type Fast = hashbrown::DefaultHashBuilder;
 
 /// Builds one record.
@@ -478,8 +423,6 @@ struct RecordWriter {
     frame_json: Vec<usize>,
     frame_hashes: Vec<u64>,
     frame_table: HashTable<u64>,
-    /// (addresses, record frame index): see [`FrameAddr`].
-    frame_addrs: HashTable<(FrameAddr, u64)>,
     /// Address of a shared frame -> record frame index. The translator shares each frame
     /// between the chunks of a request, so most frames are found here with one lookup. (Every
     /// frame is alive while a batch is encoded, so no address is reused.)
@@ -500,7 +443,6 @@ impl RecordWriter {
             frame_json: Vec::new(),
             frame_hashes: Vec::new(),
             frame_table: HashTable::new(),
-            frame_addrs: HashTable::new(),
             frame_ptrs: HashMap::default(),
             chunks: Vec::new(),
             n_chunks: 0,
@@ -523,8 +465,8 @@ impl RecordWriter {
         id
     }
 
-    /// The record's index of frame `f`: by string addresses, else by content, else added.
-    /// The record's index of frame `f`, added if new.
+    /// The record's index of frame `f`: by the shared frame's address, else by content, else
+    /// added.
     fn frame(&mut self, f: &Arc<Frame>) -> u64 {
         let ptr = Arc::as_ptr(f) as usize;
         if let Some(&id) = self.frame_ptrs.get(&ptr) {
@@ -537,22 +479,9 @@ impl RecordWriter {
 
     /// [`RecordWriter::frame`] for a frame not seen at this address.
     fn frame_by_content(&mut self, f: &Arc<Frame>) -> u64 {
-        let key = FrameAddr::of(f);
-        let addr_hash = key.hash();
-        let list = &self.frame_list;
-        let same = |&(k, id): &(FrameAddr, u64)| {
-            k == key
-                && list
-                    .get(id as usize)
-                    .is_some_and(|g| g.platform == f.platform)
-        };
-        if let Some(&(_, id)) = self.frame_addrs.find(addr_hash, same) {
-            return id;
-        }
         let hash = frame_hash(f);
+        let list = &self.frame_list;
         if let Some(&id) = self.frame_table.find(hash, |&i| *list[i as usize] == **f) {
-            self.frame_addrs
-                .insert_unique(addr_hash, (key, id), |(k, _)| k.hash());
             return id;
         }
         let mut mask = 0u64;
@@ -599,8 +528,6 @@ impl RecordWriter {
         let hashes = &self.frame_hashes;
         self.frame_table
             .insert_unique(hash, id, |&i| hashes[i as usize]);
-        self.frame_addrs
-            .insert_unique(addr_hash, (key, id), |(k, _)| k.hash());
         id
     }
 
