@@ -368,11 +368,12 @@ impl Queue {
             .sum();
         let mut input = lock(&self.input);
         let mut dropped = Vec::new();
-        if self.used() + needed > self.capacity {
+        let used = self.used();
+        if used + needed > self.capacity {
             if self.overflow == Overflow::DropOldest {
                 // The queue may already be over capacity: a merged chunk is appended before
                 // its inputs are acknowledged. Free the whole overshoot, not just `needed`.
-                let deficit = self.used() + needed - self.capacity;
+                let deficit = used + needed - self.capacity;
                 let mut freed = 0;
                 let candidates: Vec<ReadyMeta> = {
                     let index = self.index();

@@ -31,14 +31,11 @@ pub fn compress_level(body: &[u8], compression: Compression, level: i32) -> io::
         Compression::Gzip => gzip(body, level.clamp(0, 9) as u32),
         Compression::Zstd => ZSTD.with(|cell| {
             let mut slot = cell.borrow_mut();
-            let reusable = matches!(&*slot, Some((l, _)) if *l == level);
-            if !reusable {
-                *slot = Some((level, zstd::bulk::Compressor::new(level)?));
-            }
-            match slot.as_mut() {
-                Some((_, c)) => c.compress(body),
-                None => zstd::bulk::compress(body, level),
-            }
+            let (_, c) = match slot.take() {
+                Some((l, c)) if l == level => slot.insert((l, c)),
+                _ => slot.insert((level, zstd::bulk::Compressor::new(level)?)),
+            };
+            c.compress(body)
         }),
     }
 }
@@ -63,12 +60,12 @@ fn gzip(body: &[u8], level: u32) -> io::Result<Vec<u8>> {
     out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, xfl, 255]);
     DEFLATE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        match &mut *slot {
-            Some((l, c)) if *l == level => c.reset(),
-            _ => *slot = Some((level, Compress::new(flate2::Compression::new(level), false))),
-        }
-        let Some((_, c)) = slot.as_mut() else {
-            return Err(io::Error::other("no deflate state"));
+        let (_, c) = match slot.take() {
+            Some((l, mut c)) if l == level => {
+                c.reset();
+                slot.insert((l, c))
+            }
+            _ => slot.insert((level, Compress::new(flate2::Compression::new(level), false))),
         };
         deflate_all(c, body, &mut out)
     })?;
