@@ -159,6 +159,10 @@ impl ThreadMarks {
 struct SharedFrames {
     /// The chunk platform.
     platform: String,
+    /// The `platform` of frames of each runtime (by [`Runtime::index`]) in these chunks.
+    frame_platforms: Vec<Option<Arc<str>>>,
+    /// What a frame's `platform` adds to its serialized size, by [`Runtime::index`].
+    platform_extra: [usize; Runtime::COUNT],
     /// Each frame (by frame id) once built.
     frames: Vec<Option<Arc<Frame>>>,
 }
@@ -203,14 +207,8 @@ pub(crate) struct Splitter<'r, 'a> {
     map_seen: Vec<u32>,
     /// The runtimes of the request's frames (each once).
     runtimes: Vec<super::platform::Runtime>,
-    /// What a frame's `platform` adds to its serialized size in the current session's chunks,
-    /// by [`Runtime::index`].
-    platform_extra: [usize; Runtime::COUNT],
     /// Mapping with a debug image of each frame, or `NONE`.
     frame_image: Vec<u32>,
-    /// The `platform` of frames of each runtime (by [`Runtime::index`]) in the current
-    /// session's chunks, shared by all its frames.
-    frame_platforms: Vec<Option<Arc<str>>>,
     /// Frames as chunks share them, per chunk platform (a frame's `platform` depends only on
     /// its runtime and the chunk's platform): each frame is built once per platform in the
     /// request, however many sessions and chunks use it.
@@ -257,8 +255,6 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 }
                 v
             },
-            platform_extra: [0; Runtime::COUNT],
-            frame_platforms: vec![None; Runtime::COUNT],
             shared: Vec::new(),
             current: 0,
             sort_scratch: Vec::new(),
@@ -292,24 +288,27 @@ impl<'r, 'a> Splitter<'r, 'a> {
         self.gen_
     }
 
-    /// The frame platforms of a chunk of `platform` and what they add to each frame's
-    /// serialized size (per runtime, so per session O(runtimes), not O(frames)).
-    fn frame_platforms(&mut self, platform: &str) {
+    /// Selects the shared frames of chunk platform `platform`, setting them up (frame platforms
+    /// per runtime, O(runtimes)) the first time that platform is seen in the request.
+    fn select_platform(&mut self, platform: &str) {
         self.current = match self.shared.iter().position(|c| c.platform == platform) {
             Some(i) => i,
             None => {
-                self.shared.push(SharedFrames {
+                let mut shared = SharedFrames {
                     platform: platform.to_owned(),
+                    frame_platforms: vec![None; Runtime::COUNT],
+                    platform_extra: [0; Runtime::COUNT],
                     frames: vec![None; self.ft.frames.len()],
-                });
+                };
+                for &r in &self.runtimes {
+                    let p = frame_platform(r, platform);
+                    shared.platform_extra[r.index()] = p.map_or(0, |p| 14 + p.len());
+                    shared.frame_platforms[r.index()] = p.map(Arc::from);
+                }
+                self.shared.push(shared);
                 self.shared.len() - 1
             }
         };
-        for &r in &self.runtimes {
-            let p = frame_platform(r, platform);
-            self.platform_extra[r.index()] = p.map_or(0, |p| 14 + p.len());
-            self.frame_platforms[r.index()] = p.map(Arc::from);
-        }
     }
 
     fn image_of(&self, f: u32) -> Option<u32> {
@@ -340,7 +339,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
         s.linked.sort_unstable();
         let mut link_cursor = 0usize;
         let platform = choose_platform(&counts, s.platform_hint);
-        self.frame_platforms(platform);
+        self.select_platform(platform);
         let template = ProfileChunk {
             chunk_id: "0".repeat(32),
             profiler_id: s.profiler_id.clone(),
@@ -461,7 +460,9 @@ impl<'r, 'a> Splitter<'r, 'a> {
                             self.frame_out[fi] = self.new_frames.len() as u32;
                             self.new_frames.push(f);
                             let info = &self.ft.frames[fi];
-                            delta += info.json_len + self.platform_extra[info.runtime.index()] + 1;
+                            delta += info.json_len
+                                + self.shared[self.current].platform_extra[info.runtime.index()]
+                                + 1;
                             if let Some(m) = self.image_of(f)
                                 && self.map_seen[m as usize] != g
                             {
@@ -594,13 +595,14 @@ impl<'r, 'a> Splitter<'r, 'a> {
         for &f in &self.new_frames {
             let fi = f as usize;
             // Frame ids index the request's frame table, which `frames` mirrors.
-            let slot = &mut self.shared[self.current].frames[fi];
+            let shared = &mut self.shared[self.current];
+            let slot = &mut shared.frames[fi];
             let frame = match slot {
                 Some(frame) => Arc::clone(frame),
                 None => {
                     let info = &self.ft.frames[fi];
                     let mut frame = info.frame.clone();
-                    frame.platform = self.frame_platforms[info.runtime.index()].clone();
+                    frame.platform = shared.frame_platforms[info.runtime.index()].clone();
                     Arc::clone(slot.insert(Arc::new(frame)))
                 }
             };
