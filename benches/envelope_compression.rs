@@ -22,8 +22,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn envelopes() -> Vec<Vec<u8>> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/otlp/ebpf-profile.pb");
-    let bytes = std::fs::read(&path).expect("the eBPF fixture (../shared/fixtures)");
+        .join("tests/fixtures/otlp/ebpf-profile.pb");
+    let bytes = std::fs::read(&path).expect("the eBPF fixture (tests/fixtures)");
     let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("fixture decodes");
     translate_request(&req, &Options::default())
         .chunks

@@ -43,8 +43,8 @@ const COPIES: usize = 16;
 
 fn fixture() -> ExportProfilesServiceRequest {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/otlp/ebpf-profile.pb");
-    let bytes = std::fs::read(&path).expect("the eBPF fixture (../shared/fixtures)");
+        .join("tests/fixtures/otlp/ebpf-profile.pb");
+    let bytes = std::fs::read(&path).expect("the eBPF fixture (tests/fixtures)");
     ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("fixture decodes")
 }
 

@@ -367,7 +367,7 @@ async fn main() {
         a.binary.display()
     );
     let fixture_path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/otlp/ebpf-profile.pb");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/ebpf-profile.pb");
     let fixture = ExportProfilesServiceRequest::decode(
         std::fs::read(&fixture_path).expect("fixture").as_slice(),
     )

@@ -2,7 +2,7 @@
 //! OTLP/JSON) into Sentry profile chunks, one JSON chunk per line (NDJSON).
 //!
 //! ```sh
-//! cargo run --example translate_file -- ../shared/fixtures/otlp/ebpf-profile.pb > chunks.ndjson
+//! cargo run --example translate_file -- tests/fixtures/otlp/ebpf-profile.pb > chunks.ndjson
 //! ```
 
 use profilink_proto::otlp::ExportProfilesServiceRequest;

@@ -35,7 +35,7 @@ fn fixtures() -> Vec<ProfileChunk> {
         .iter()
         .map(|n| {
             let path = format!(
-                "{}/../../shared/fixtures/sentry/python/{n}",
+                "{}/../tests/fixtures/sentry/python/{n}",
                 env!("CARGO_MANIFEST_DIR")
             );
             let env = Envelope::parse(&std::fs::read(path).unwrap()).unwrap();

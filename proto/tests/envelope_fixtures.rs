@@ -4,7 +4,7 @@ use profilink_proto::sentry::Envelope;
 
 #[test]
 fn fixture_envelopes_survive_read_write_read() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/sentry");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/sentry");
     let mut seen = 0;
     for sub in ["python", "python-v1"] {
         for entry in std::fs::read_dir(format!("{root}/{sub}")).unwrap() {

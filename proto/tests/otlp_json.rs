@@ -14,7 +14,7 @@ use prost::Message;
 use serde_json::Value;
 use std::path::PathBuf;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/otlp");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/otlp");
 
 fn fixtures() -> Vec<(String, ExportProfilesServiceRequest)> {
     let mut out = Vec::new();

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 
 use Severity::{Error, Warning};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures");
 
 // ---------------------------------------------------------------------------------------------
 // helpers

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// The shared fixtures directory (`../shared/fixtures` beside the repository).
+/// The shared fixtures directory (`tests/fixtures`, copied from the project's shared fixtures).
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 /// All files under `fixtures()/sub` with the extension `ext`, sorted.

@@ -26,7 +26,7 @@ pub const KEY: &str = "0123456789abcdef0123456789abcdef";
 
 /// The shared fixtures directory.
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
 /// A free loopback port (bound, then released).

@@ -26,7 +26,7 @@ const CHUNKS: usize = 17;
 fn fixture_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/sentry/python"
+        "/../tests/fixtures/sentry/python"
     ))
 }
 

@@ -12,7 +12,7 @@ use profilink_translator::sentry_to_otlp::{self, SentryInput};
 use prost::Message;
 
 fn fixtures() -> Vec<(String, ExportProfilesServiceRequest)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/otlp");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/otlp");
     let mut out: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -10,7 +10,7 @@ use profilink_translator::otlp_to_sentry::{Options, SparseThreadPolicy, translat
 use prost::Message;
 use std::collections::BTreeSet;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/otlp");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/otlp");
 
 fn fixtures() -> Vec<(String, ExportProfilesServiceRequest)> {
     let mut out: Vec<_> = std::fs::read_dir(FIXTURES)

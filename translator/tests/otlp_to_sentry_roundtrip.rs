@@ -8,7 +8,7 @@ use profilink_translator::sentry_to_otlp::{self, SentryInput};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/fixtures/sentry/python"
+    "/../tests/fixtures/sentry/python"
 );
 
 fn fixture_chunks() -> Vec<ProfileChunk> {

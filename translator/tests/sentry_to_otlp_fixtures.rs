@@ -19,7 +19,7 @@ use std::path::PathBuf;
 fn fixtures() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/fixtures/sentry"
+        "/../tests/fixtures/sentry"
     ))
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 pub const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/fixtures/sentry/python"
+    "/../tests/fixtures/sentry/python"
 );
 
 pub fn now() -> f64 {
