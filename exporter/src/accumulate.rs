@@ -15,10 +15,14 @@
 //!
 //! Every input is identified by its queue id. An input may end up in several emitted chunks
 //! (when split); [`ChunkAccumulator::release`] tells which inputs are fully covered by persisted
-//! output and may be acknowledged. Time is passed in (`now`), so tests need no sleeps.
+//! output and may be acknowledged, and each emitted chunk lists the timestamp range it took
+//! from each input part ([`Emitted::consumed`], see [`crate::queue::consumed`]). A part's
+//! time-sorted samples are only ever cut between distinct timestamps, so these ranges are
+//! disjoint. Time is passed in (`now`), so tests need no sleeps.
 
 use crate::config::AccumulateConfig;
 use crate::merge::ChunkBuilder;
+use crate::queue::consumed::Consumed;
 use profilink_proto::sentry::{MeasurementValue, ProfileChunk};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
@@ -94,6 +98,8 @@ pub struct Emitted {
     pub sparse_samples_dropped: usize,
     /// The size estimate of the merged chunk (the sum of its inputs' shares).
     pub est_bytes: u64,
+    /// The timestamp range taken from each input part.
+    pub consumed: Vec<Consumed>,
 }
 
 impl Emitted {
@@ -103,6 +109,7 @@ impl Emitted {
         key: SessionKey,
         builder: ChunkBuilder,
         inputs: Vec<u64>,
+        consumed: Vec<Consumed>,
         reason: EmitReason,
     ) -> Self {
         let est_bytes = builder.est_bytes();
@@ -115,6 +122,7 @@ impl Emitted {
             reason,
             sparse_samples_dropped,
             est_bytes,
+            consumed,
         }
     }
 }
@@ -133,6 +141,7 @@ struct Session {
     builder: ChunkBuilder,
     window_start: f64,
     inputs: BTreeSet<u64>,
+    consumed: Vec<Consumed>,
     last_activity: Instant,
 }
 
@@ -173,6 +182,11 @@ impl ChunkAccumulator {
             .sum()
     }
 
+    /// How many open or unpersisted chunks hold samples of input `id`.
+    pub fn pending_count(&self, id: u64) -> u32 {
+        self.pending.get(&id).copied().unwrap_or(0)
+    }
+
     /// The earliest instant at which [`ChunkAccumulator::poll`] will emit something.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.sessions
@@ -190,7 +204,8 @@ impl ChunkAccumulator {
     }
 
     /// Splits sorted sample indices into groups that each span less than the window and stay
-    /// under the size limit.
+    /// under the size limit. Samples with equal timestamps stay in one group (so each group
+    /// of a part covers its own timestamp range; a group may pass the size limit by them).
     fn partition(
         &self,
         chunk: &ProfileChunk,
@@ -201,11 +216,13 @@ impl ChunkAccumulator {
         let max = self.max_bytes() as f64;
         let mut groups: Vec<Vec<usize>> = Vec::new();
         let mut start = 0.0;
+        let mut prev = f64::NAN;
         for &i in sorted {
             let ts = chunk.profile.samples[i].timestamp;
-            let fits = groups
-                .last()
-                .is_some_and(|g| ts < start + window && (g.len() as f64 + 1.0) * per_sample <= max);
+            let fits = groups.last().is_some_and(|g| {
+                ts < start + window && (ts == prev || (g.len() as f64 + 1.0) * per_sample <= max)
+            });
+            prev = ts;
             if fits {
                 if let Some(g) = groups.last_mut() {
                     g.push(i);
@@ -228,7 +245,7 @@ impl ChunkAccumulator {
         now: Instant,
     ) -> PushOutcome {
         let mut out = PushOutcome::default();
-        self.push_part(id, route, chunk, None, approx_bytes, now, &mut out.emitted);
+        self.push_part(id, 0, route, chunk, None, approx_bytes, now, &mut out.emitted);
         if self.finish_input(id) {
             out.ack_now.push(id);
         }
@@ -241,7 +258,8 @@ impl ChunkAccumulator {
         !self.pending.contains_key(&id)
     }
 
-    /// Adds one chunk of input `id`, appending completed chunks to `emitted`. An input may hold
+    /// Adds one chunk (number `part` of the record) of input `id`, appending completed chunks
+    /// to `emitted`. An input may hold
     /// several chunks (a queue record holds a whole `export` batch): push each, then call
     /// [`ChunkAccumulator::finish_input`]. Each open or emitted chunk counts an input once,
     /// however many of its chunks went into it.
@@ -252,6 +270,7 @@ impl ChunkAccumulator {
     pub fn push_part(
         &mut self,
         id: u64,
+        part: u32,
         route: &str,
         chunk: &ProfileChunk,
         frame_hashes: Option<&[u64]>,
@@ -366,6 +385,7 @@ impl ChunkAccumulator {
             let bytes = (in_win.len() as f64 * per_sample) as u64;
             s.builder
                 .add_hashed(chunk, frame_hashes, &in_win, &session_meas, bytes);
+            s.consumed.push(range_of(id, part, chunk, &in_win));
             if s.inputs.insert(id) {
                 *self.pending.entry(id).or_insert(0) += 1;
             }
@@ -381,6 +401,7 @@ impl ChunkAccumulator {
             let bytes = (g.len() as f64 * per_sample) as u64;
             builder.add_hashed(chunk, frame_hashes, &g, &meas, bytes);
             *self.pending.entry(id).or_insert(0) += 1;
+            let consumed = vec![range_of(id, part, chunk, &g)];
             if Some(gi) == last_after {
                 let window_start = samples[g[0]].timestamp;
                 self.sessions.insert(
@@ -389,6 +410,7 @@ impl ChunkAccumulator {
                         builder,
                         window_start,
                         inputs: BTreeSet::from([id]),
+                        consumed,
                         last_activity: now,
                     },
                 );
@@ -398,14 +420,26 @@ impl ChunkAccumulator {
                 } else {
                     EmitReason::Duration
                 };
-                out.push(Emitted::finished(key.owned(), builder, vec![id], reason));
+                out.push(Emitted::finished(
+                    key.owned(),
+                    builder,
+                    vec![id],
+                    consumed,
+                    reason,
+                ));
             }
         }
     }
 
     fn finish_session(&self, key: SessionKey, s: Session, reason: EmitReason) -> Option<Emitted> {
         let inputs: Vec<u64> = s.inputs.into_iter().collect();
-        Some(Emitted::finished(key, s.builder, inputs, reason))
+        Some(Emitted::finished(
+            key,
+            s.builder,
+            inputs,
+            s.consumed,
+            reason,
+        ))
     }
 
     /// Emits the sessions idle for at least `chunk_idle_timeout` at `now`.
@@ -453,6 +487,12 @@ impl ChunkAccumulator {
         }
         done
     }
+}
+
+/// The timestamp range of `indices` (sorted by timestamp, non-empty) of a part.
+fn range_of(id: u64, part: u32, chunk: &ProfileChunk, indices: &[usize]) -> Consumed {
+    let ts = |i: Option<&usize>| i.map_or(0.0, |&i| chunk.profile.samples[i].timestamp);
+    Consumed::new(id, part, ts(indices.first()), ts(indices.last()))
 }
 
 #[cfg(test)]
@@ -644,14 +684,14 @@ mod tests {
         // Input 1: an empty chunk first (which alone would be acknowledged at once), then two
         // sessions; input 2 only an empty chunk.
         let mut emitted = Vec::new();
-        acc.push_part(1, "", &empty, None, 10, t0, &mut emitted);
-        acc.push_part(1, "", &a, None, 100, t0, &mut emitted);
-        acc.push_part(1, "", &b, None, 100, t0, &mut emitted);
+        acc.push_part(1, 0, "", &empty, None, 10, t0, &mut emitted);
+        acc.push_part(1, 1, "", &a, None, 100, t0, &mut emitted);
+        acc.push_part(1, 2, "", &b, None, 100, t0, &mut emitted);
         // The same session twice in one input counts the input once.
-        acc.push_part(1, "", &chunk(5.0, 5.0, 20.0), None, 100, t0, &mut emitted);
+        acc.push_part(1, 3, "", &chunk(5.0, 5.0, 20.0), None, 100, t0, &mut emitted);
         assert!(emitted.is_empty());
         assert!(!acc.finish_input(1));
-        acc.push_part(2, "", &empty, None, 10, t0, &mut emitted);
+        acc.push_part(2, 0, "", &empty, None, 10, t0, &mut emitted);
         assert!(acc.finish_input(2));
         let out = acc.flush_all();
         assert_eq!(out.len(), 2);

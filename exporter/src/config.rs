@@ -223,6 +223,11 @@ pub struct SentryExporterConfig {
     pub chunk_idle_timeout: Duration,
     /// Largest serialized chunk (default 8 MiB).
     pub max_chunk_bytes: u64,
+    /// Cut the open chunks at shutdown (default false): with a durable queue, open chunks stay
+    /// as their queued inputs and the next start goes on filling them, so a restart does not
+    /// change where chunks are cut (nor, through Relay's thread rule, what survives). Set it
+    /// when the queue directory does not outlive the process.
+    pub flush_on_shutdown: bool,
     /// Backoff for 5xx, timeouts and connection errors.
     pub retry_on_failure: RetryConfig,
     /// The durable queue.
@@ -258,6 +263,7 @@ impl Default for SentryExporterConfig {
             chunk_duration: acc.chunk_duration,
             chunk_idle_timeout: acc.chunk_idle_timeout,
             max_chunk_bytes: acc.max_chunk_bytes,
+            flush_on_shutdown: false,
             retry_on_failure: RetryConfig::default(),
             sending_queue: QueueConfig::default(),
             dead_letter_dir: None,
@@ -352,6 +358,9 @@ pub struct FileExporterConfig {
     pub chunk_idle_timeout: Duration,
     /// Largest serialized chunk (default 8 MiB).
     pub max_chunk_bytes: u64,
+    /// Write the open chunks at shutdown (default true, so a stopped run leaves its files;
+    /// see the `sentry` exporter's option for why it defaults to false there).
+    pub flush_on_shutdown: bool,
     /// The durable queue (default storage `<path>/.queue`).
     pub sending_queue: QueueConfig,
     /// Scheduler tick (default 100 ms).
@@ -370,6 +379,7 @@ impl Default for FileExporterConfig {
             chunk_duration: acc.chunk_duration,
             chunk_idle_timeout: acc.chunk_idle_timeout,
             max_chunk_bytes: acc.max_chunk_bytes,
+            flush_on_shutdown: true,
             sending_queue: QueueConfig::default(),
             tick: Duration::from_millis(100),
             observer: Default::default(),

@@ -121,6 +121,7 @@ impl FileExporter {
             num_consumers: 2,
             tick: cfg.tick,
             observer: cfg.observer.clone(),
+            flush_on_shutdown: cfg.flush_on_shutdown,
         };
         let sink = Arc::new(FileSink {
             dir: cfg.path.clone(),

@@ -82,6 +82,15 @@ pub struct ExporterMetrics {
     /// Samples not sent because their thread had fewer than 2 samples in its merged chunk
     /// (Relay would drop them).
     pub sparse_samples_dropped: AtomicU64,
+    /// Samples accepted by `export`.
+    pub accepted_samples: AtomicU64,
+    /// Samples replayed from the queue at start (unacknowledged inputs and merged chunks).
+    pub replayed_samples: AtomicU64,
+    /// Samples of replayed inputs left out because a persisted chunk already holds them.
+    pub replay_skipped_samples: AtomicU64,
+    /// Samples in delivered chunks.
+    pub sent_samples: AtomicU64,
+    dropped_samples: [AtomicU64; 4],
 }
 
 /// A copy of the counters at one instant.
@@ -119,6 +128,16 @@ pub struct MetricsSnapshot {
     pub rejected_profiles: u64,
     /// See [`ExporterMetrics::sparse_samples_dropped`].
     pub sparse_samples_dropped: u64,
+    /// See [`ExporterMetrics::accepted_samples`].
+    pub accepted_samples: u64,
+    /// See [`ExporterMetrics::replayed_samples`].
+    pub replayed_samples: u64,
+    /// See [`ExporterMetrics::replay_skipped_samples`].
+    pub replay_skipped_samples: u64,
+    /// See [`ExporterMetrics::sent_samples`].
+    pub sent_samples: u64,
+    /// Samples of dropped chunks, by reason.
+    pub dropped_samples: Vec<(DiscardReason, u64)>,
 }
 
 impl MetricsSnapshot {
@@ -151,6 +170,11 @@ impl ExporterMetrics {
         get(&self.dropped[reason.index()])
     }
 
+    /// Counts `n` samples of dropped chunks for `reason`.
+    pub fn add_dropped_samples(&self, reason: DiscardReason, n: u64) {
+        self.dropped_samples[reason.index()].fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Copies all counters.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
@@ -173,6 +197,14 @@ impl ExporterMetrics {
             partial_successes: get(&self.partial_successes),
             rejected_profiles: get(&self.rejected_profiles),
             sparse_samples_dropped: get(&self.sparse_samples_dropped),
+            accepted_samples: get(&self.accepted_samples),
+            replayed_samples: get(&self.replayed_samples),
+            replay_skipped_samples: get(&self.replay_skipped_samples),
+            sent_samples: get(&self.sent_samples),
+            dropped_samples: DiscardReason::ALL
+                .iter()
+                .map(|r| (*r, get(&self.dropped_samples[r.index()])))
+                .collect(),
         }
     }
 }

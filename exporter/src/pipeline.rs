@@ -22,6 +22,7 @@ use crate::accumulate::{ChunkAccumulator, Emitted};
 use crate::clock::SharedClock;
 use crate::config::{AccumulateConfig, RetryConfig};
 use crate::metrics::{DiscardReason, ExporterMetrics};
+use crate::queue::consumed::{self, Consumed, ConsumedIndex};
 use crate::queue::input_writer::InputWriter;
 use crate::queue::{Queue, QueueError, ReadyMeta, Recovery, input};
 use crate::retry::Backoff;
@@ -83,6 +84,8 @@ pub struct PipelineConfig {
     pub tick: Duration,
     /// Sees each merged chunk once it is durably queued.
     pub observer: crate::ObserverSlot,
+    /// Cut open chunks at shutdown even with a durable queue (without one they always are).
+    pub flush_on_shutdown: bool,
 }
 
 /// Merged chunks (by size estimate) serialized and appended per persist job.
@@ -100,6 +103,8 @@ const INPUT_BATCHES: usize = 4;
 
 struct Input {
     id: u64,
+    /// The chunk's index within its record.
+    part: u32,
     route: String,
     chunk: ProfileChunk,
     /// `frame_hash` of each of the chunk's frames.
@@ -169,6 +174,7 @@ impl<S: Sink> Pipeline<S> {
             acking: None,
             input_acks: Vec::new(),
             ready_acks: Vec::new(),
+            consumption_records: HashMap::new(),
         };
         engine.recover(recovery);
         let task = tokio::spawn(engine.run(input_rx, control_rx));
@@ -209,22 +215,27 @@ impl<S: Sink> Pipeline<S> {
         for meta in &dropped {
             tracing::warn!(chunk_id = %meta.chunk_id, "queue full: dropped the oldest queued chunk");
             self.metrics.add_dropped(DiscardReason::QueueOverflow, 1);
+            self.metrics
+                .add_dropped_samples(DiscardReason::QueueOverflow, meta.samples);
             self.sink.discarded(meta, DiscardReason::QueueOverflow, 1);
         }
         ExporterMetrics::add(&self.metrics.accepted_chunks, chunks.len() as u64);
         let accepted_at = self.clock.now();
-        let mut record_of = vec![0u64; chunks.len()];
+        let mut record_of = vec![(0u64, 0u32); chunks.len()];
         for (id, range) in ids.iter().zip(ranges) {
-            for slot in record_of.get_mut(range).into_iter().flatten() {
-                *slot = *id;
+            for (part, slot) in record_of.get_mut(range).into_iter().flatten().enumerate() {
+                *slot = (*id, part as u32);
             }
         }
+        let samples: usize = chunks.iter().map(|(_, c)| c.profile.samples.len()).sum();
+        ExporterMetrics::add(&self.metrics.accepted_samples, samples as u64);
         let batch: Vec<Input> = chunks
             .into_iter()
             .zip(infos)
             .zip(record_of)
-            .map(|(((route, chunk), info), id)| Input {
+            .map(|(((route, chunk), info), (id, part))| Input {
                 id,
+                part,
                 route,
                 chunk,
                 frame_hashes: info.frame_hashes,
@@ -285,6 +296,8 @@ struct Persisted {
     inputs: Vec<Vec<u64>>,
     /// Size estimate of the group.
     est_bytes: u64,
+    /// Consumption records written: (input, record id).
+    consumption_records: Vec<(u64, u64)>,
 }
 
 /// What an acknowledgement job reports: on failure, the ids to record again.
@@ -314,6 +327,9 @@ struct Engine<S: Sink> {
     acking: Option<JoinHandle<Acked>>,
     input_acks: Vec<u64>,
     ready_acks: Vec<u64>,
+    /// Consumption records (see [`crate::queue::consumed`]) by the input they describe; they
+    /// are acknowledged with it.
+    consumption_records: HashMap<u64, Vec<u64>>,
 }
 
 /// Waits for an optional job; never ready when there is none.
@@ -325,26 +341,94 @@ async fn join_opt<T>(job: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task::
 }
 
 impl<S: Sink> Engine<S> {
+    /// Replays what the queue holds: merged chunks go back to sending; unacknowledged inputs
+    /// go back into the accumulator, less the samples that persisted chunks already hold (see
+    /// [`crate::queue::consumed`]), so chunks are cut where an uninterrupted run cuts them.
     fn recover(&mut self, recovery: Recovery) {
+        let mut ledger = ConsumedIndex::default();
+        let mut inputs = Vec::with_capacity(recovery.inputs.len());
+        let mut records = Vec::new();
+        for record in recovery.inputs {
+            match consumed::decode(&record.body) {
+                None => inputs.push(record),
+                Some(Ok(entries)) => {
+                    ledger.extend(&entries);
+                    records.push((record.id, entries));
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(id = record.id, error = %e, "queue: unreadable consumption record skipped");
+                    ExporterMetrics::add(&self.metrics.corrupt_records, 1);
+                    self.input_acks.push(record.id);
+                }
+            }
+        }
+        let live: std::collections::HashSet<u64> = inputs.iter().map(|r| r.id).collect();
+        for (id, entries) in records {
+            match entries.first().map(|c| c.input).filter(|i| live.contains(i)) {
+                Some(input) => self.consumption_records.entry(input).or_default().push(id),
+                None => self.input_acks.push(id),
+            }
+        }
+        // What merged chunks say they hold must outlive their own records, which are
+        // acknowledged once delivered: record it for the inputs still to be replayed.
+        let mut from_ready = ConsumedIndex::default();
+        for meta in &recovery.ready {
+            from_ready.extend(meta.consumed.iter().filter(|c| live.contains(&c.input)));
+        }
+        ledger.extend(
+            from_ready
+                .inputs()
+                .iter()
+                .flat_map(|i| from_ready.of_input(*i))
+                .collect::<Vec<_>>()
+                .iter(),
+        );
+        let bodies: Vec<(u64, Vec<u8>)> = from_ready
+            .inputs()
+            .into_iter()
+            .map(|i| (i, consumed::encode(&from_ready.of_input(i))))
+            .collect();
+        if !bodies.is_empty() {
+            let (owners, bodies): (Vec<u64>, Vec<Vec<u8>>) = bodies.into_iter().unzip();
+            match self.queue.append_consumed(&bodies) {
+                Ok(ids) => {
+                    for (input, id) in owners.into_iter().zip(ids) {
+                        self.consumption_records.entry(input).or_default().push(id);
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "queue: could not record consumed samples"),
+            }
+        }
         for meta in recovery.ready {
+            ExporterMetrics::add(&self.metrics.replayed_samples, meta.samples);
             self.add_ready(meta);
         }
-        let count = recovery.inputs.len();
+        let count = inputs.len();
         let now = self.clock.now();
-        for record in recovery.inputs {
+        for record in inputs {
             match input::decode(&record.body) {
                 Ok(chunks) => {
+                    let mut skipped = 0;
+                    let mut samples = 0;
                     let batch = chunks
                         .into_iter()
-                        .map(|d| Input {
-                            id: record.id,
-                            route: d.route,
-                            chunk: d.chunk,
-                            frame_hashes: d.frame_hashes,
-                            bytes: d.approx_bytes,
-                            accepted_at: now,
+                        .enumerate()
+                        .map(|(part, mut d)| {
+                            skipped += ledger.filter(record.id, part as u32, &mut d.chunk);
+                            samples += d.chunk.profile.samples.len();
+                            Input {
+                                id: record.id,
+                                part: part as u32,
+                                route: d.route,
+                                chunk: d.chunk,
+                                frame_hashes: d.frame_hashes,
+                                bytes: d.approx_bytes,
+                                accepted_at: now,
+                            }
                         })
                         .collect();
+                    ExporterMetrics::add(&self.metrics.replay_skipped_samples, skipped as u64);
+                    ExporterMetrics::add(&self.metrics.replayed_samples, samples as u64);
                     self.accept(batch);
                 }
                 Err(e) => {
@@ -390,6 +474,7 @@ impl<S: Sink> Engine<S> {
             current = Some(input.id);
             self.acc.push_part(
                 input.id,
+                input.part,
                 &input.route,
                 &input.chunk,
                 Some(&input.frame_hashes),
@@ -500,11 +585,27 @@ impl<S: Sink> Engine<S> {
         } else {
             Vec::new()
         };
+        // Inputs that stay held by other chunks after this group: what the group takes from
+        // them is recorded in the input log too (see `crate::queue::consumed`).
+        let mut holds: HashMap<u64, u32> = HashMap::new();
+        for e in &group {
+            for id in &e.inputs {
+                *holds.entry(*id).or_insert(0) += 1;
+            }
+        }
+        let mut taken: BTreeMap<u64, Vec<Consumed>> = BTreeMap::new();
+        for e in &group {
+            for c in &e.consumed {
+                if self.acc.pending_count(c.input) > holds.get(&c.input).copied().unwrap_or(0) {
+                    taken.entry(c.input).or_default().push(*c);
+                }
+            }
+        }
         let observer = self.cfg.observer.clone();
         let queue = self.queue.clone();
         self.persisting_bytes = est;
         self.persisting = Some(tokio::task::spawn_blocking(move || {
-            persist_group(&queue, group, &observer, &projects, est)
+            persist_group(&queue, group, taken, &observer, &projects, est)
         }));
     }
 
@@ -522,6 +623,9 @@ impl<S: Sink> Engine<S> {
         };
         match done.result {
             Ok(metas) => {
+                for (input, id) in done.consumption_records {
+                    self.consumption_records.entry(input).or_default().push(id);
+                }
                 self.unpersisted_bytes = self.unpersisted_bytes.saturating_sub(done.est_bytes);
                 ExporterMetrics::add(&self.metrics.merged_chunks, metas.len() as u64);
                 for m in metas {
@@ -547,7 +651,13 @@ impl<S: Sink> Engine<S> {
         if self.acking.is_some() || (self.input_acks.is_empty() && self.ready_acks.is_empty()) {
             return;
         }
-        let inputs = std::mem::take(&mut self.input_acks);
+        let mut inputs = std::mem::take(&mut self.input_acks);
+        let records: Vec<u64> = inputs
+            .iter()
+            .filter_map(|id| self.consumption_records.remove(id))
+            .flatten()
+            .collect();
+        inputs.extend(records);
         let ready = std::mem::take(&mut self.ready_acks);
         let queue = self.queue.clone();
         self.acking = Some(tokio::task::spawn_blocking(move || {
@@ -657,7 +767,9 @@ impl<S: Sink> Engine<S> {
             }
             Outcome::Sent(Delivery::Delivered) => {
                 ExporterMetrics::add(&self.metrics.sent_chunks, 1);
-                self.ready.remove(&id);
+                if let Some(item) = self.ready.remove(&id) {
+                    ExporterMetrics::add(&self.metrics.sent_samples, item.meta.samples);
+                }
                 self.ready_acks.push(id);
             }
             Outcome::Sent(Delivery::RateLimited) => {
@@ -719,6 +831,7 @@ impl<S: Sink> Engine<S> {
     fn give_up(&mut self, id: u64, reason: DiscardReason) {
         if let Some(item) = self.ready.remove(&id) {
             self.metrics.add_dropped(reason, 1);
+            self.metrics.add_dropped_samples(reason, item.meta.samples);
             self.sink.discarded(&item.meta, reason, 1);
         }
         self.ready_acks.push(id);
@@ -757,8 +870,14 @@ impl<S: Sink> Engine<S> {
         while let Ok(batch) = input_rx.try_recv() {
             self.accept(batch);
         }
-        let flushed = self.acc.flush_all();
-        self.add_emitted(flushed);
+        // On disk, open windows stay as they are (unless configured otherwise): their inputs
+        // are unacknowledged and the next start replays them and goes on filling the same
+        // windows, so a restart does not change where chunks are cut. In memory there is no
+        // next start: cut them now.
+        if self.cfg.flush_on_shutdown || !self.queue.is_durable() {
+            let flushed = self.acc.flush_all();
+            self.add_emitted(flushed);
+        }
         loop {
             self.step();
             let now = self.clock.now();
@@ -815,6 +934,80 @@ impl<S: Sink> Engine<S> {
                 "shutdown: undelivered chunks stay queued for the next start"
             );
         }
+        let summary = self.summary();
+        tracing::info!(
+            accepted = summary.accepted,
+            replayed = summary.replayed,
+            replay_skipped = summary.replay_skipped,
+            delivered = summary.delivered,
+            queued = summary.queued,
+            sparse_dropped = summary.sparse_dropped,
+            dropped = %summary.dropped_text(),
+            "exporter run summary (samples)"
+        );
+    }
+
+    /// Where every sample of this run went (see [`RunSummary`]).
+    fn summary(&self) -> RunSummary {
+        let m = self.metrics.snapshot();
+        let open = self.acc.pending_samples() as u64;
+        let unpersisted: u64 = self
+            .unpersisted
+            .iter()
+            .map(|e| e.chunk.profile.samples.len() as u64)
+            .sum();
+        let ready: u64 = self.ready.values().map(|i| i.meta.samples).sum();
+        RunSummary {
+            accepted: m.accepted_samples,
+            replayed: m.replayed_samples,
+            replay_skipped: m.replay_skipped_samples,
+            delivered: m.sent_samples,
+            queued: open + unpersisted + ready,
+            sparse_dropped: m.sparse_samples_dropped,
+            dropped: m.dropped_samples,
+        }
+    }
+}
+
+/// Where the samples of one run of an exporter went, logged when it stops. Every sample taken
+/// in (`accepted` by `export`, plus `replayed` from the queue at start) is either
+/// `delivered`, still `queued` (open windows, merged chunks not yet persisted or not yet
+/// delivered: sent after the next start), dropped as sparse (`sparse_dropped`, threads Relay
+/// would drop), or dropped for a reason (`dropped`); `replay_skipped` counts replayed samples
+/// left out because a persisted chunk already held them (they are counted in `queued` or
+/// `delivered` through that chunk).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Samples accepted by `export` in this run.
+    pub accepted: u64,
+    /// Samples replayed from the queue at start.
+    pub replayed: u64,
+    /// Replayed samples a persisted chunk already held.
+    pub replay_skipped: u64,
+    /// Samples in delivered chunks.
+    pub delivered: u64,
+    /// Samples still queued at exit.
+    pub queued: u64,
+    /// Samples of threads Relay would drop, dropped before sending.
+    pub sparse_dropped: u64,
+    /// Samples of dropped chunks, by reason.
+    pub dropped: Vec<(DiscardReason, u64)>,
+}
+
+impl RunSummary {
+    /// `reason=n` pairs of the non-zero drop reasons, or `none`.
+    pub fn dropped_text(&self) -> String {
+        let parts: Vec<String> = self
+            .dropped
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{}={n}", r.as_str()))
+            .collect();
+        if parts.is_empty() {
+            "none".to_owned()
+        } else {
+            parts.join(",")
+        }
     }
 }
 
@@ -823,6 +1016,7 @@ impl<S: Sink> Engine<S> {
 fn persist_group(
     queue: &Queue,
     group: Vec<Emitted>,
+    taken: BTreeMap<u64, Vec<Consumed>>,
     observer: &crate::ObserverSlot,
     projects: &[Option<u64>],
     est_bytes: u64,
@@ -839,6 +1033,8 @@ fn persist_group(
                 chunk_id: e.chunk.chunk_id.clone(),
                 platform: e.chunk.platform.clone(),
                 bytes: 0,
+                samples: e.chunk.profile.samples.len() as u64,
+                consumed: e.consumed.clone(),
             };
             // Sized from the estimate (an upper bound, mostly), so the buffer does not grow
             // by doubling.
@@ -850,6 +1046,18 @@ fn persist_group(
         .collect();
     match queue.append_ready(items) {
         Ok(metas) => {
+            let (owners, bodies): (Vec<u64>, Vec<Vec<u8>>) = taken
+                .iter()
+                .map(|(input, entries)| (*input, consumed::encode(entries)))
+                .unzip();
+            let consumption_records = match queue.append_consumed(&bodies) {
+                Ok(ids) => owners.into_iter().zip(ids).collect(),
+                Err(e) => {
+                    // The ready records still say what they hold until they are delivered.
+                    tracing::error!(error = %e, "queue: could not record consumed samples");
+                    Vec::new()
+                }
+            };
             if observer.0.is_some() {
                 for (i, e) in group.iter().enumerate() {
                     if !e.chunk.profile.samples.is_empty() {
@@ -861,12 +1069,14 @@ fn persist_group(
                 result: Ok(metas),
                 inputs,
                 est_bytes,
+                consumption_records,
             }
         }
         Err(e) => Persisted {
             result: Err((e.to_string(), group)),
             inputs,
             est_bytes,
+            consumption_records: Vec::new(),
         },
     }
 }
@@ -924,13 +1134,27 @@ mod tests {
         c
     }
 
+    /// An engine whose sessions go idle after 200 ms.
     fn start(queue: Arc<Queue>, recovery: Recovery, sink: Arc<Recorder>) -> Pipeline<Recorder> {
+        start_idle(queue, recovery, sink, Duration::from_millis(200))
+    }
+
+    fn start_idle(
+        queue: Arc<Queue>,
+        recovery: Recovery,
+        sink: Arc<Recorder>,
+        idle: Duration,
+    ) -> Pipeline<Recorder> {
         let cfg = PipelineConfig {
-            accumulate: AccumulateConfig::default(),
+            accumulate: AccumulateConfig {
+                chunk_idle_timeout: idle,
+                ..AccumulateConfig::default()
+            },
             retry: RetryConfig::default(),
             num_consumers: 2,
             tick: Duration::from_millis(20),
             observer: Default::default(),
+            flush_on_shutdown: false,
         };
         let metrics = Arc::new(ExporterMetrics::default());
         Pipeline::start(
@@ -942,6 +1166,15 @@ mod tests {
             metrics,
         )
         .unwrap()
+    }
+
+    /// Waits until `sink` holds `n` chunks (at most 10 s), then stops `p`.
+    async fn deliver(p: Pipeline<Recorder>, sink: &Recorder, n: usize) {
+        let start = std::time::Instant::now();
+        while sink.0.lock().unwrap().len() < n && start.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        p.shutdown(Duration::from_secs(5)).await;
     }
 
     fn open(dir: &std::path::Path) -> (Arc<Queue>, Recovery) {
@@ -975,9 +1208,7 @@ mod tests {
         let (q, rec) = open(dir.path());
         assert_eq!(rec.inputs.len(), 2);
         let sink = Arc::new(Recorder::default());
-        start(q, rec, sink.clone())
-            .shutdown(Duration::from_secs(5))
-            .await;
+        deliver(start(q, rec, sink.clone()), &sink, 2).await;
         let got = sink.0.lock().unwrap().clone();
         let samples = |p: char| -> usize {
             got.iter()
@@ -1013,11 +1244,95 @@ mod tests {
         drop(q);
         let (q, rec) = open(dir.path());
         assert_eq!(rec.inputs.len(), 3);
-        start(q, rec, sink.clone())
-            .shutdown(Duration::from_secs(5))
-            .await;
+        deliver(start(q, rec, sink.clone()), &sink, 2).await;
         let got = sink.0.lock().unwrap().clone();
         assert_eq!(got.len(), 2);
         assert!(got.iter().all(|c| c.profile.samples.len() == 300));
+    }
+
+    /// Sends `inputs` (one export each) through an engine, stopping and restarting it after
+    /// the inputs listed in `stops` (a crash when `crash`, else a shutdown), and returns what
+    /// was delivered once everything went idle.
+    async fn run_with_stops(
+        inputs: &[Vec<ProfileChunk>],
+        stops: &[usize],
+        crash: bool,
+    ) -> Vec<ProfileChunk> {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Arc::new(Recorder::default());
+        // Long idle timeout: only window ends (and the final idle flush below) cut chunks.
+        let idle = Duration::from_secs(3600);
+        let (q, rec) = open(dir.path());
+        let mut p = start_idle(q, rec, sink.clone(), idle);
+        for (i, batch) in inputs.iter().enumerate() {
+            let items = batch.iter().map(|c| (String::new(), c.clone())).collect();
+            p.export(items).await.unwrap();
+            if stops.contains(&i) {
+                // Let merged chunks of closed windows be persisted and delivered first.
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                if crash {
+                    drop(p);
+                } else {
+                    p.shutdown(Duration::from_secs(5)).await;
+                }
+                let (q, rec) = open(dir.path());
+                p = start_idle(q, rec, sink.clone(), idle);
+            }
+        }
+        p.shutdown(Duration::from_secs(5)).await;
+        // The last start flushes the open windows by going idle.
+        let (q, rec) = open(dir.path());
+        let before = sink.0.lock().unwrap().len();
+        let p = start_idle(q, rec, sink.clone(), Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let n = before + 2;
+        deliver(p, &sink, n).await;
+        let mut got = sink.0.lock().unwrap().clone();
+        got.sort_by(|a, b| a.chunk_id.cmp(&b.chunk_id));
+        // A crash between a delivery and its acknowledgement sends that chunk again: the same
+        // id with the same content (at least once), never other content under an id.
+        for w in got.windows(2) {
+            if w[0].chunk_id == w[1].chunk_id {
+                assert_eq!(w[0], w[1], "two chunks with one id");
+            }
+        }
+        got.dedup_by(|a, b| a.chunk_id == b.chunk_id);
+        got
+    }
+
+    /// 5 s inputs of two sessions over 150 s. The sessions start within the first input
+    /// (a at +2.5 s, b at +4 s), so their 60 s windows end inside later inputs.
+    fn steady_stream() -> Vec<Vec<ProfileChunk>> {
+        let mut v = vec![vec![chunk('a', 3002.5, 50), chunk('b', 3004.0, 20)]];
+        v.extend((1..30).map(|i| {
+            let t = 3000.0 + 5.0 * f64::from(i);
+            vec![chunk('a', t, 100), chunk('b', t, 100)]
+        }));
+        v
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn restarts_and_crashes_deliver_exactly_the_uninterrupted_chunks() {
+        let inputs = steady_stream();
+        let reference = run_with_stops(&inputs, &[], false).await;
+        let total: usize = reference.iter().map(|c| c.profile.samples.len()).sum();
+        assert_eq!(total, 29 * 2 * 100 + 70);
+        let ids = |v: &[ProfileChunk]| v.iter().map(|c| c.chunk_id.clone()).collect::<Vec<_>>();
+        // Stops right after a window closed (inputs straddling it half persisted), inside a
+        // window, and twice in a row.
+        for (stops, crash) in [
+            (vec![11], true),
+            (vec![11], false),
+            (vec![4, 12, 13, 25], true),
+            (vec![4, 12, 13, 25], false),
+        ] {
+            let got = run_with_stops(&inputs, &stops, crash).await;
+            assert_eq!(
+                ids(&got),
+                ids(&reference),
+                "stops {stops:?} (crash: {crash}): different chunks"
+            );
+            assert_eq!(got, reference, "stops {stops:?} (crash: {crash})");
+        }
     }
 }

@@ -31,6 +31,9 @@ fn config(server: &StandIn, dir: &Path) -> SentryExporterConfig {
         },
         tick: Duration::from_millis(10),
         client_report_interval: Duration::from_secs(3600),
+        // These tests stop the exporter to see every chunk; restarts keep open chunks by
+        // default (tested in the engine and end to end).
+        flush_on_shutdown: true,
         ..Default::default()
     }
 }

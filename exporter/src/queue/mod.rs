@@ -40,6 +40,7 @@
 //!
 //! With `sending_queue.enabled: false` the same structure lives in memory (no durability).
 
+pub mod consumed;
 pub mod input;
 pub mod input_writer;
 pub mod segment;
@@ -90,6 +91,12 @@ pub struct ReadyMeta {
     /// Record size in bytes.
     #[serde(skip)]
     pub bytes: u64,
+    /// Samples in the chunk (0 in records of older versions).
+    #[serde(default)]
+    pub samples: u64,
+    /// The timestamp range taken from each input part (see [`consumed`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumed: Vec<consumed::Consumed>,
 }
 
 /// An accepted input record: one `export` batch ([`input`] format, or a legacy single-chunk
@@ -431,6 +438,33 @@ impl Queue {
         Ok((ids, dropped))
     }
 
+    /// True when the queue is on disk (`sending_queue.enabled`).
+    pub fn is_durable(&self) -> bool {
+        matches!(lock(&self.input).log, Log::Disk(_))
+    }
+
+    /// Durably appends consumption records ([`consumed`]) to the input log, whatever the
+    /// capacity (they are a few bytes and stand for samples already counted); returns their
+    /// ids.
+    pub fn append_consumed(&self, bodies: &[Vec<u8>]) -> Result<Vec<u64>, QueueError> {
+        if bodies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut input = lock(&self.input);
+        let first = self.ids(bodies.len());
+        let records: Vec<(u64, &[u8])> = (first..)
+            .zip(bodies.iter().map(Vec::as_slice))
+            .collect();
+        input.log.append(&records)?;
+        for (id, body) in &records {
+            input.add(*id, body);
+        }
+        self.input_bytes.store(input.charged, Ordering::Release);
+        drop(input);
+        self.update_size();
+        Ok(records.iter().map(|(id, _)| *id).collect())
+    }
+
     /// Durably appends merged chunks; fills in and returns their metadata.
     pub fn append_ready(
         &self,
@@ -566,6 +600,8 @@ mod tests {
             chunk_id: "c".repeat(32),
             platform: "rust".into(),
             bytes: 0,
+            samples: 0,
+            consumed: Vec::new(),
         }
     }
 

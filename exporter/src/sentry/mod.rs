@@ -297,6 +297,7 @@ impl SentryExporter {
             num_consumers: cfg.num_consumers,
             tick: cfg.tick,
             observer: cfg.observer.clone(),
+            flush_on_shutdown: cfg.flush_on_shutdown,
         };
         let pipeline = Pipeline::start(
             Arc::new(queue),
