@@ -163,6 +163,7 @@ struct Running {
     exporters: BTreeMap<String, Arc<Exporter>>,
     store: Option<RunningStore>,
     telemetry: Vec<HttpServer>,
+    registry: Arc<Registry>,
 }
 
 /// The `profile_store` extension while the service runs.
@@ -512,11 +513,12 @@ async fn start(
             metrics: e.metrics(),
         })
         .collect();
+    let registry = Arc::new(registry);
     let address = &config.service.telemetry.metrics.address;
     if address != "none" {
         match HttpServer::start(
             address,
-            metrics::router(Arc::new(registry)),
+            metrics::router(registry.clone()),
             waiter(telemetry_rx),
         )
         .await
@@ -586,6 +588,7 @@ async fn start(
         exporters,
         store,
         telemetry,
+        registry,
     })
 }
 
@@ -600,6 +603,7 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
         exporters,
         store,
         telemetry,
+        registry,
     } = running;
     let deadline = options.shutdown_timeout;
     let _ = stop_receivers.send(true);
@@ -687,5 +691,6 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
         s.writer.close(left).await;
         s.retention.abort();
     }
+    crate::telemetry::summary::log_run_summary(&registry);
     drop(telemetry);
 }

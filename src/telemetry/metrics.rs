@@ -20,6 +20,8 @@
 //! | `profilink_exporter_dropped_chunks_total` | counter | `exporter`, `reason` | chunks given up (`ratelimit_backoff`, `queue_overflow`, `network_error`, `send_error`) |
 //! | `profilink_exporter_merged_chunks_total` | counter | `exporter` | merged chunks emitted by the accumulator |
 //! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk), dropped before sending |
+//! | `profilink_exporter_{accepted,replayed,sent}_samples_total` | counter | `exporter` | samples accepted by `export`, replayed from the queue at start, delivered |
+//! | `profilink_exporter_dropped_samples_total` | counter | `exporter`, `reason` | samples of chunks given up (reasons as for chunks) |
 //! | `profilink_queue_size_bytes` | gauge | `exporter` | bytes of unacknowledged records in the durable queue |
 //! | `profilink_queue_capacity_bytes` | gauge | `exporter` | the queue's capacity |
 //! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`) |
@@ -136,7 +138,8 @@ pub struct ReceiverEntry {
 }
 
 impl ReceiverEntry {
-    fn counters(&self) -> &Counters {
+    /// The counters of this listener's transport.
+    pub fn counters(&self) -> &Counters {
         match (crate::config::component_type(&self.id), self.transport) {
             ("sentry", _) => &self.stats.sentry_http,
             (_, "grpc") => &self.stats.otlp_grpc,
@@ -355,6 +358,24 @@ impl Registry {
                 |s| s.sparse_samples_dropped,
             ),
             (
+                "profilink_exporter_accepted_samples_total",
+                "counter",
+                "Samples accepted by the exporter's export.",
+                |s| s.accepted_samples,
+            ),
+            (
+                "profilink_exporter_replayed_samples_total",
+                "counter",
+                "Samples replayed from the durable queue at start.",
+                |s| s.replayed_samples,
+            ),
+            (
+                "profilink_exporter_sent_samples_total",
+                "counter",
+                "Samples in delivered chunks.",
+                |s| s.sent_samples,
+            ),
+            (
                 "profilink_queue_size_bytes",
                 "gauge",
                 "Bytes of unacknowledged records in the exporter's queue.",
@@ -377,6 +398,17 @@ impl Registry {
         f.header(name, "counter", "Chunks given up, by reason.");
         for (e, s) in &exporters {
             for (reason, n) in &s.dropped {
+                f.sample(
+                    name,
+                    &[("exporter", &e.id), ("reason", reason.as_str())],
+                    *n,
+                );
+            }
+        }
+        let name = "profilink_exporter_dropped_samples_total";
+        f.header(name, "counter", "Samples of chunks given up, by reason.");
+        for (e, s) in &exporters {
+            for (reason, n) in &s.dropped_samples {
                 f.sample(
                     name,
                     &[("exporter", &e.id), ("reason", reason.as_str())],

@@ -1,0 +1,58 @@
+//! The run summary logged when the service stops: where every sample of the run went.
+//!
+//! One line for the whole service (receivers, translation, sampling) and one per chunk
+//! exporter: `accepted + replayed = delivered + queued + sparse_dropped + dropped`, where
+//! `replayed` is what the queue held at start and `queued` what it holds at exit (sent after
+//! the next start). The exporters also log the same numbers themselves as they stop.
+
+use super::metrics::Registry;
+use std::sync::atomic::Ordering;
+
+/// Logs the summary lines of `registry` (call once the exporters have stopped).
+pub fn log_run_summary(registry: &Registry) {
+    let (mut accepted, mut refused) = (0u64, 0u64);
+    let mut seen = std::collections::HashSet::new();
+    for r in &registry.receivers {
+        // Several listeners of one receiver share its counters: count each set once.
+        let c = r.counters();
+        if seen.insert(std::ptr::from_ref(c)) {
+            accepted += c.accepted_samples.load(Ordering::Relaxed);
+            refused += c.refused_samples.load(Ordering::Relaxed);
+        }
+    }
+    let c = &registry.counters;
+    tracing::info!(
+        received_samples = accepted,
+        refused_samples = refused,
+        translation_dropped_expansion = c.dropped_samples_expansion.load(Ordering::Relaxed),
+        translation_dropped_size = c.dropped_samples_size.load(Ordering::Relaxed),
+        sampling_dropped_chunks = c.sampling_dropped_chunks.load(Ordering::Relaxed),
+        sampling_dropped_profiles = c.sampling_dropped_profiles.load(Ordering::Relaxed),
+        "run summary: receivers"
+    );
+    for e in &registry.exporters {
+        let m = e.metrics.snapshot();
+        if m.accepted_samples == 0 && m.replayed_samples == 0 {
+            continue;
+        }
+        let dropped: u64 = m.dropped_samples.iter().map(|(_, n)| n).sum();
+        let queued = (m.accepted_samples + m.replayed_samples)
+            .saturating_sub(m.sent_samples + m.sparse_samples_dropped + dropped);
+        let reasons: Vec<String> = m
+            .dropped_samples
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{}={n}", r.as_str()))
+            .collect();
+        tracing::info!(
+            exporter = %e.id,
+            accepted = m.accepted_samples,
+            replayed = m.replayed_samples,
+            delivered = m.sent_samples,
+            queued,
+            sparse_dropped = m.sparse_samples_dropped,
+            dropped = %if reasons.is_empty() { "none".to_owned() } else { reasons.join(",") },
+            "run summary: exporter samples"
+        );
+    }
+}
