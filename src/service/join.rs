@@ -8,15 +8,48 @@
 //! * **Spans** (the intervals of transactions and of span-streaming items) are kept per profiler
 //!   for [`JoinConfig::span_retention`] after they arrive, so a chunk arriving after its
 //!   transactions still finds them.
-//! * **A chunk is released** when a span of its profiler ending at or after the chunk's last
-//!   sample has arrived (the SDK has moved past the chunk: transactions end in order of their
-//!   end time), or when it has waited [`JoinConfig::window`] (default 30 s), whichever comes
-//!   first. It is translated with the links of every span its profiler has in the buffer.
+//! * **A chunk is released** when it has waited [`JoinConfig::window`] (default 30 s), or
+//!   earlier when the session's spans prove that no span overlapping the chunk can still
+//!   come (*covered*, below). It is translated with the links of every span its profiler has in
+//!   the buffer.
 //! * **Bounds**: held chunks are limited by [`JoinConfig::max_bytes`] (estimated in-memory
 //!   size) and by [`JoinConfig::max_sessions`] profiler sessions; spans by
 //!   [`JoinConfig::max_spans`]. Past a bound the oldest chunks are released early and the oldest
 //!   spans forgotten; both are counted. A chunk released without any span of its profiler
 //!   covering its time range is counted as unlinked.
+//!
+//! # The covered release
+//!
+//! What is knowable: SDKs send a transaction when it *ends* (span streaming: a span when it
+//! ends, in batches), so a session's spans arrive in order of their end time; and a span that
+//! links a sample of a chunk started at or before the chunk's last sample `C`. With several
+//! threads, transactions still open at `C` end, and arrive, after others that end past `C`, so
+//! the first span past `C` proves nothing by itself. Per session the buffer keeps `D`, the
+//! longest duration (end − start) of any span seen in the session, and `E`, the latest end of the
+//! spans that arrived. A chunk is **covered** when
+//!
+//! `E > C + D + ORDER_SLACK` ([`ORDER_SLACK`] = 1 s)
+//!
+//! A span that overlaps the chunk and has not arrived yet ends, in SDK order, at or after about
+//! `E` (within the slack, for threads whose transactions end within a second of each other and
+//! reach the transport in either order), so it lasts longer than `E − C − ORDER_SLACK > D`:
+//! longer than every span the session has shown so far. Hence, for traffic in SDK order whose
+//! spans arrive within `join_window` of the chunk, the live links equal the offline ones
+//! (`profilink translate --transactions` over the same inputs) **unless a span longer than any
+//! earlier span of its session is open across a chunk's end**: the *worst case*, where that
+//! span's samples in the chunk lose their link when the chunk is released before it arrives.
+//!
+//! Latency: a chunk leaves about `D + 1 s` of the session's (SDK clock) time after its last
+//! sample, once a span ending that late arrives (with 60 s chunks and sub-second transactions,
+//! a second or two after the chunk); never later than the window. A session whose longest span
+//! is at least the window waits the window. A chunk that arrives after spans ending late
+//! enough is released at once.
+//!
+//! Limits: spans arriving more than `join_window` after their chunk (a slow or retrying SDK, a
+//! proxy that reorders) are not linked to it; neither are spans arriving out of SDK order after
+//! the covered release (e.g. a long transaction sent late). Transactions of a profiler session
+//! that ends (sentry-python's `trace` lifecycle stops the profiler when no transaction runs)
+//! are all sent before its last chunk, which is released by the window.
 //!
 //! The buffer is plain state: callers pass the time, so tests drive it without sleeping.
 
@@ -26,6 +59,10 @@ use profilink_proto::sentry::timestamp::secs_to_nanos;
 use profilink_translator::linking::{SpanInterval, TransactionLinks};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
+
+/// Margin on the order in which an SDK sends spans: spans ending within it of each other may
+/// arrive in either order (see the module docs).
+pub const ORDER_SLACK: Duration = Duration::from_secs(1);
 
 /// Settings of a [`JoinBuffer`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +95,8 @@ impl Default for JoinConfig {
 /// Why chunks left the buffer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct JoinCounts {
-    /// Released because a span past their end arrived.
+    /// Released because spans of their session past their end plus the longest span duration
+    /// arrived (see the module docs).
     pub released_covered: u64,
     /// Released because their window ran out.
     pub released_window: u64,
@@ -89,6 +127,18 @@ struct Session {
     spans: Vec<(SpanInterval, Instant)>,
     /// Latest end among the spans that arrived.
     latest_end_ns: u64,
+    /// Longest duration (end − start) among the spans that arrived.
+    longest_ns: u64,
+}
+
+impl Session {
+    /// Whether spans that arrived show that no span overlapping a chunk whose last sample is at
+    /// `end_ns` is still to come (see the module docs).
+    fn covers(&self, end_ns: u64) -> bool {
+        let slack = ORDER_SLACK.as_nanos() as u64;
+        !self.spans.is_empty()
+            && self.latest_end_ns > end_ns.saturating_add(self.longest_ns).saturating_add(slack)
+    }
 }
 
 /// Chunks released together: one profiler session's, with the links of its spans.
@@ -186,6 +236,7 @@ impl JoinBuffer {
         for s in spans {
             let session = self.sessions.entry(s.profiler_id.clone()).or_default();
             session.latest_end_ns = session.latest_end_ns.max(s.end_ns);
+            session.longest_ns = session.longest_ns.max(s.end_ns.saturating_sub(s.start_ns));
             session.spans.push((s, now));
             self.spans += 1;
         }
@@ -229,9 +280,8 @@ impl JoinBuffer {
         let mut releasing: HashSet<u64> = HashSet::new();
         let mut bytes_after = self.bytes;
         for (pid, s) in &self.sessions {
-            let has_spans = !s.spans.is_empty();
             for h in &s.chunks {
-                let covered = has_spans && s.latest_end_ns >= h.end_ns;
+                let covered = s.covers(h.end_ns);
                 let expired = now.saturating_duration_since(h.arrived) >= window;
                 if covered {
                     self.counts.released_covered += 1;
@@ -362,6 +412,11 @@ mod tests {
 
     /// A chunk of `profiler` with one sample per second on thread "7" over `[from, to]` s.
     fn chunk(profiler: &str, id: u64, from: u64, to: u64) -> ProfileChunk {
+        chunk_on(profiler, id, from, to, &["7"])
+    }
+
+    /// A chunk of `profiler` with one sample per second on each of `threads` over `[from, to]` s.
+    fn chunk_on(profiler: &str, id: u64, from: u64, to: u64, threads: &[&str]) -> ProfileChunk {
         ProfileChunk {
             chunk_id: format!("{id:032x}"),
             profiler_id: profiler.into(),
@@ -374,10 +429,12 @@ mod tests {
                 })],
                 stacks: vec![vec![0]],
                 samples: (from..=to)
-                    .map(|t| Sample {
-                        stack_id: 0,
-                        thread_id: "7".into(),
-                        timestamp: t as f64,
+                    .flat_map(|t| {
+                        threads.iter().map(move |th| Sample {
+                            stack_id: 0,
+                            thread_id: (*th).into(),
+                            timestamp: t as f64,
+                        })
                     })
                     .collect(),
                 ..Default::default()
@@ -387,9 +444,13 @@ mod tests {
     }
 
     fn span(profiler: &str, id: u8, from: u64, to: u64) -> SpanInterval {
+        span_on(profiler, "7", id, from, to)
+    }
+
+    fn span_on(profiler: &str, thread: &str, id: u8, from: u64, to: u64) -> SpanInterval {
         SpanInterval {
             profiler_id: profiler.into(),
-            thread_id: "7".into(),
+            thread_id: thread.into(),
             start_ns: from * S,
             end_ns: to * S,
             is_root: false,
@@ -410,7 +471,7 @@ mod tests {
     }
 
     #[test]
-    fn chunk_waits_for_a_span_past_its_end() {
+    fn chunk_waits_past_its_end_by_the_longest_span_seen() {
         let t0 = Instant::now();
         let mut b = JoinBuffer::new(JoinConfig::default());
         b.add_chunk(chunk(P1, 1, 100, 160), 7, t0);
@@ -419,11 +480,18 @@ mod tests {
             b.take_ready(t0).is_empty(),
             "the span ends before the chunk"
         );
+        // The longest span is 15 s: a span ending at 165 does not show that every span open
+        // at 160 has arrived (the old rule released here).
         b.add_spans([span(P1, 2, 150, 165)], t0 + Duration::from_secs(1));
-        let r = b.take_ready(t0 + Duration::from_secs(1));
+        assert!(b.take_ready(t0 + Duration::from_secs(1)).is_empty());
+        // 160 + 15 + 1 (slack) = 176 is not enough either: the end must be past it.
+        b.add_spans([span(P1, 3, 170, 176)], t0 + Duration::from_secs(2));
+        assert!(b.take_ready(t0 + Duration::from_secs(2)).is_empty());
+        b.add_spans([span(P1, 4, 176, 177)], t0 + Duration::from_secs(3));
+        let r = b.take_ready(t0 + Duration::from_secs(3));
         assert_eq!(ids(&r), vec![(P1.to_string(), vec![format!("{:032x}", 1)])]);
         assert_eq!(r[0].chunks[0].0, 7, "project kept");
-        // Both spans link.
+        // Every span links.
         assert_eq!(r[0].links.link(P1, "7", 115 * S), Some(([1; 16], [1; 8])));
         assert_eq!(r[0].links.link(P1, "7", 155 * S), Some(([1; 16], [2; 8])));
         assert_eq!(r[0].links.link(P1, "8", 155 * S), None, "other thread");
@@ -433,18 +501,97 @@ mod tests {
             (1, 0, 0)
         );
         assert_eq!((b.held_chunks(), b.held_bytes()), (0, 0));
-        assert_eq!(b.kept_spans(), 2, "spans stay for later chunks");
+        assert_eq!(b.kept_spans(), 4, "spans stay for later chunks");
+    }
+
+    /// Four threads in SDK order (each transaction arrives when it ends): transactions open at
+    /// the chunk's end arrive after the first one that ends past it, and still link.
+    #[test]
+    fn transactions_open_at_the_chunk_end_on_other_threads_link() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut b = JoinBuffer::new(JoinConfig::default());
+        let threads = ["7", "8", "9", "10"];
+        // Earlier transactions: the longest lasted 6 s.
+        b.add_spans(
+            [
+                span_on(P1, "7", 1, 90, 92),
+                span_on(P1, "8", 2, 88, 94),
+                span_on(P1, "9", 3, 91, 93),
+            ],
+            at(0),
+        );
+        b.add_chunk(chunk_on(P1, 1, 100, 160, &threads), 1, at(0));
+        // In end order: each one open at 160.
+        let sdk_order = [
+            span_on(P1, "7", 4, 158, 161),
+            span_on(P1, "8", 5, 157, 162),
+            span_on(P1, "9", 6, 159, 163),
+            span_on(P1, "10", 7, 158, 164),
+            span_on(P1, "7", 8, 161, 165),
+        ];
+        let mut released = Vec::new();
+        for (i, s) in sdk_order.into_iter().enumerate() {
+            b.add_spans([s], at(i as u64 + 1));
+            released.extend(b.take_ready(at(i as u64 + 1)));
+            assert!(released.is_empty(), "released after span {i}");
+        }
+        // 160 + 6 + 1 < 168.
+        b.add_spans([span_on(P1, "8", 9, 163, 168)], at(10));
+        let r = b.take_ready(at(10));
+        assert_eq!(ids(&r), vec![(P1.to_string(), vec![format!("{:032x}", 1)])]);
+        for (thread, id) in [("7", 4), ("8", 5), ("9", 6), ("10", 7)] {
+            assert_eq!(
+                r[0].links.link(P1, thread, 159 * S + S / 2),
+                Some(([1; 16], [id; 8])),
+                "thread {thread}"
+            );
+        }
+        assert_eq!(b.counts().released_covered, 1);
+    }
+
+    /// The worst case, documented: a span longer than any the session showed before, open
+    /// across the chunk's end and sent after the covered release, does not link.
+    #[test]
+    fn a_span_longer_than_any_seen_before_may_arrive_too_late() {
+        let t0 = Instant::now();
+        let mut b = JoinBuffer::new(JoinConfig::default());
+        b.add_spans([span_on(P1, "7", 1, 150, 152)], t0);
+        b.add_chunk(chunk_on(P1, 1, 100, 160, &["7", "8"]), 1, t0);
+        b.add_spans([span_on(P1, "7", 2, 161, 163)], t0);
+        assert!(b.take_ready(t0).is_empty(), "163 is not past 160 + 2 + 1");
+        b.add_spans([span_on(P1, "7", 3, 163, 164)], t0);
+        let r = b.take_ready(t0);
+        assert_eq!(r.len(), 1);
+        // Thread 8 ran one 20 s transaction, sent when it ended at 170: too late.
+        b.add_spans([span_on(P1, "8", 4, 150, 170)], t0);
+        assert_eq!(r[0].links.link(P1, "8", 155 * S), None);
+        // From then on the session waits 20 s past a chunk's end.
+        b.add_chunk(chunk_on(P1, 2, 161, 220, &["7", "8"]), 1, t0);
+        b.add_spans([span_on(P1, "8", 5, 225, 241)], t0);
+        assert!(b.take_ready(t0).is_empty(), "241 is not past 220 + 20 + 1");
+        b.add_spans([span_on(P1, "8", 6, 241, 242)], t0);
+        assert_eq!(b.take_ready(t0).len(), 1);
     }
 
     #[test]
     fn chunk_after_its_spans_is_released_linked() {
         let t0 = Instant::now();
         let mut b = JoinBuffer::new(JoinConfig::default());
-        b.add_spans([span(P1, 1, 100, 200)], t0);
+        b.add_spans(
+            [
+                span(P1, 1, 100, 120),
+                span(P1, 2, 120, 140),
+                span(P1, 3, 170, 182),
+            ],
+            t0,
+        );
+        // 182 > 160 + 20 + 1: released as it arrives.
         b.add_chunk(chunk(P1, 1, 100, 160), 1, t0 + Duration::from_secs(60));
         let r = b.take_ready(t0 + Duration::from_secs(60));
         assert_eq!(r.len(), 1);
-        assert_eq!(r[0].links.link(P1, "7", 130 * S), Some(([1; 16], [1; 8])));
+        assert_eq!(r[0].links.link(P1, "7", 130 * S), Some(([1; 16], [2; 8])));
+        assert_eq!(b.counts().released_covered, 1);
         // Past the retention the spans are gone and the session with them.
         assert!(b.take_ready(t0 + Duration::from_secs(121)).is_empty());
         assert_eq!((b.kept_spans(), b.sessions()), (0, 0));

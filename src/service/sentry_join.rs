@@ -20,7 +20,8 @@ pub const MAX_PARKED: usize = 64;
 /// Counters of one pipeline's join buffer (see [`JoinCounts`]), plus its current size.
 #[derive(Debug, Default)]
 pub struct JoinMetrics {
-    /// Chunks released because a span past their end arrived.
+    /// Chunks released because their session's spans showed that none overlapping them is
+    /// still to come (see [`crate::service::join`]).
     pub released_covered: AtomicU64,
     /// Chunks released when their window ran out.
     pub released_window: AtomicU64,

@@ -33,7 +33,7 @@
 //! | `profilink_store_chunks_total` | counter | `outcome` | chunks offered to the `profile_store`: `stored`, `dropped` (its pending queue was full), `failed` (refused or not written) |
 //! | `profilink_store_link_failures_total` | counter | | batches of transactions the `profile_store` could not link to chunks |
 //! | `profilink_store_pending_bytes` | gauge | | estimated bytes of chunks waiting to be stored |
-//! | `profilink_join_released_chunks_total` | counter | `pipeline`, `reason` | chunks released by a Sentry → OTLP pipeline's join buffer: `covered` (a span past their end arrived), `window`, `overflow` (bounds), `shutdown` |
+//! | `profilink_join_released_chunks_total` | counter | `pipeline`, `reason` | chunks released by a Sentry → OTLP pipeline's join buffer: `covered` (spans ended past their end by more than the session's longest span plus 1 s), `window`, `overflow` (bounds), `shutdown` |
 //! | `profilink_join_unlinked_chunks_total` | counter | `pipeline` | chunks released with no span of their profiler overlapping them |
 //! | `profilink_join_evicted_spans_total` | counter | `pipeline` | spans forgotten early to stay within `max_spans` |
 //! | `profilink_join_dropped_requests_total` | counter | `pipeline` | linked requests dropped while OTLP exporters refused |
