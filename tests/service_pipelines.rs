@@ -65,6 +65,9 @@ exporters:
     compression: gzip
     timeout: 5s
     chunk_idle_timeout: 300ms
+    # This test drains the open windows at SIGTERM (by default they wait for the next start;
+    # see service_restart.rs).
+    flush_on_shutdown: true
     tick: 20ms
     retry_on_failure: {{ enabled: true, initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 60s }}
     sending_queue: {{ enabled: true, storage: ./data/queue, max_size_mib: 64 }}

@@ -308,7 +308,7 @@ impl Registry {
             .iter()
             .map(|e| (e, e.metrics.snapshot()))
             .collect();
-        let exporter_families: [(&str, &str, &str, ExporterField); 10] = [
+        let exporter_families: [(&str, &str, &str, ExporterField); 13] = [
             (
                 "profilink_exporter_accepted_chunks_total",
                 "counter",
