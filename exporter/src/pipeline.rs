@@ -175,6 +175,7 @@ impl<S: Sink> Pipeline<S> {
             input_acks: Vec::new(),
             ready_acks: Vec::new(),
             consumption_records: HashMap::new(),
+            keep_open_windows: false,
         };
         engine.recover(recovery);
         let task = tokio::spawn(engine.run(input_rx, control_rx));
@@ -330,6 +331,8 @@ struct Engine<S: Sink> {
     /// Consumption records (see [`crate::queue::consumed`]) by the input they describe; they
     /// are acknowledged with it.
     consumption_records: HashMap<u64, Vec<u64>>,
+    /// Set while draining with open windows kept for the next start: no idle cuts.
+    keep_open_windows: bool,
 }
 
 /// Waits for an optional job; never ready when there is none.
@@ -553,8 +556,10 @@ impl<S: Sink> Engine<S> {
 
     fn step(&mut self) {
         let now = self.clock.now();
-        let idle = self.acc.poll(now);
-        self.add_emitted(idle);
+        if !self.keep_open_windows {
+            let idle = self.acc.poll(now);
+            self.add_emitted(idle);
+        }
         self.start_persist();
         self.start_acks();
         self.dispatch(self.clock.now());
@@ -877,6 +882,10 @@ impl<S: Sink> Engine<S> {
         if self.cfg.flush_on_shutdown || !self.queue.is_durable() {
             let flushed = self.acc.flush_all();
             self.add_emitted(flushed);
+        } else {
+            // Nor does a long drain make them idle: no input arrives because the receivers
+            // stopped, not because the producers did.
+            self.keep_open_windows = true;
         }
         loop {
             self.step();
