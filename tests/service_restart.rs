@@ -192,7 +192,11 @@ async fn run(stop: Option<Stop>, expect: Option<usize>) -> BTreeMap<String, Prof
             last = now;
         }
     } else {
-        assert!(waited, "{stop:?}: not every chunk arrived; stderr:\n{}", p.stderr());
+        assert!(
+            waited,
+            "{stop:?}: not every chunk arrived; stderr:\n{}",
+            p.stderr()
+        );
         // Nothing more may come.
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -246,7 +250,11 @@ async fn matrix(signal: &'static str, seed: u64) {
     for stop in stops(signal, seed, 10) {
         let got = run(Some(stop), Some(reference.len())).await;
         let ids = |m: &BTreeMap<String, ProfileChunk>| m.keys().cloned().collect::<Vec<_>>();
-        assert_eq!(ids(&got), ids(&reference), "{stop:?}: other chunks than the reference");
+        assert_eq!(
+            ids(&got),
+            ids(&reference),
+            "{stop:?}: other chunks than the reference"
+        );
         let got_obs = observations(&got.values().cloned().collect::<Vec<_>>());
         assert_same_observations(&want, &got_obs, &format!("{stop:?}"));
     }

@@ -245,7 +245,16 @@ impl ChunkAccumulator {
         now: Instant,
     ) -> PushOutcome {
         let mut out = PushOutcome::default();
-        self.push_part(id, 0, route, chunk, None, approx_bytes, now, &mut out.emitted);
+        self.push_part(
+            id,
+            0,
+            route,
+            chunk,
+            None,
+            approx_bytes,
+            now,
+            &mut out.emitted,
+        );
         if self.finish_input(id) {
             out.ack_now.push(id);
         }
@@ -434,11 +443,7 @@ impl ChunkAccumulator {
     fn finish_session(&self, key: SessionKey, s: Session, reason: EmitReason) -> Option<Emitted> {
         let inputs: Vec<u64> = s.inputs.into_iter().collect();
         Some(Emitted::finished(
-            key,
-            s.builder,
-            inputs,
-            s.consumed,
-            reason,
+            key, s.builder, inputs, s.consumed, reason,
         ))
     }
 
@@ -688,7 +693,16 @@ mod tests {
         acc.push_part(1, 1, "", &a, None, 100, t0, &mut emitted);
         acc.push_part(1, 2, "", &b, None, 100, t0, &mut emitted);
         // The same session twice in one input counts the input once.
-        acc.push_part(1, 3, "", &chunk(5.0, 5.0, 20.0), None, 100, t0, &mut emitted);
+        acc.push_part(
+            1,
+            3,
+            "",
+            &chunk(5.0, 5.0, 20.0),
+            None,
+            100,
+            t0,
+            &mut emitted,
+        );
         assert!(emitted.is_empty());
         assert!(!acc.finish_input(1));
         acc.push_part(2, 0, "", &empty, None, 10, t0, &mut emitted);

@@ -367,7 +367,11 @@ impl<S: Sink> Engine<S> {
         }
         let live: std::collections::HashSet<u64> = inputs.iter().map(|r| r.id).collect();
         for (id, entries) in records {
-            match entries.first().map(|c| c.input).filter(|i| live.contains(i)) {
+            match entries
+                .first()
+                .map(|c| c.input)
+                .filter(|i| live.contains(i))
+            {
                 Some(input) => self.consumption_records.entry(input).or_default().push(id),
                 None => self.input_acks.push(id),
             }

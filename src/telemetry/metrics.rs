@@ -394,26 +394,30 @@ impl Registry {
                 f.sample(name, &[("exporter", &e.id)], get(s));
             }
         }
-        let name = "profilink_exporter_dropped_chunks_total";
-        f.header(name, "counter", "Chunks given up, by reason.");
-        for (e, s) in &exporters {
-            for (reason, n) in &s.dropped {
-                f.sample(
-                    name,
-                    &[("exporter", &e.id), ("reason", reason.as_str())],
-                    *n,
-                );
-            }
-        }
-        let name = "profilink_exporter_dropped_samples_total";
-        f.header(name, "counter", "Samples of chunks given up, by reason.");
-        for (e, s) in &exporters {
-            for (reason, n) in &s.dropped_samples {
-                f.sample(
-                    name,
-                    &[("exporter", &e.id), ("reason", reason.as_str())],
-                    *n,
-                );
+        type ByReason =
+            fn(&profilink_exporter::MetricsSnapshot) -> &[(profilink_exporter::DiscardReason, u64)];
+        let by_reason: [(&str, &str, ByReason); 2] = [
+            (
+                "profilink_exporter_dropped_chunks_total",
+                "Chunks given up, by reason.",
+                |s| &s.dropped,
+            ),
+            (
+                "profilink_exporter_dropped_samples_total",
+                "Samples of chunks given up, by reason.",
+                |s| &s.dropped_samples,
+            ),
+        ];
+        for (name, help, values) in by_reason {
+            f.header(name, "counter", help);
+            for (e, s) in &exporters {
+                for (reason, n) in values(s) {
+                    f.sample(
+                        name,
+                        &[("exporter", &e.id), ("reason", reason.as_str())],
+                        *n,
+                    );
+                }
             }
         }
 

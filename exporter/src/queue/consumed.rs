@@ -145,7 +145,10 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_other_records_are_not_taken_for_them() {
-        let entries = vec![Consumed::new(7, 0, 1.5, 2.25), Consumed::new(7, 3, 0.1, 0.1)];
+        let entries = vec![
+            Consumed::new(7, 0, 1.5, 2.25),
+            Consumed::new(7, 3, 0.1, 0.1),
+        ];
         let body = encode(&entries);
         assert_eq!(decode(&body).unwrap().unwrap(), entries);
         assert!(decode(&[0xFF, 0xFF, 0xFF, 0xFF, 1, 0]).is_none());
@@ -158,7 +161,10 @@ mod tests {
     #[test]
     fn filter_removes_exactly_the_consumed_samples_of_that_part() {
         let mut idx = ConsumedIndex::default();
-        idx.extend(&[Consumed::new(1, 0, 10.0, 12.0), Consumed::new(1, 1, 0.0, 99.0)]);
+        idx.extend(&[
+            Consumed::new(1, 0, 10.0, 12.0),
+            Consumed::new(1, 1, 0.0, 99.0),
+        ]);
         let mut c = ProfileChunk::default();
         for ts in [9.5, 10.0, 11.0, 12.0, 12.5] {
             c.profile.samples.push(Sample {

@@ -373,7 +373,7 @@ impl Queue {
             .iter()
             .map(|b| record_size(0) + input::charge(b))
             .sum();
-        let mut input = lock(&self.input);
+        let input = lock(&self.input);
         let mut dropped = Vec::new();
         let used = self.used();
         if used + needed > self.capacity {
@@ -421,13 +421,18 @@ impl Queue {
                 });
             }
         }
+        let ids = self.append_to_input(input, bodies)?;
+        Ok((ids, dropped))
+    }
+
+    /// Appends `bodies` to the input log (held locked as `input`) under new ids.
+    fn append_to_input(
+        &self,
+        mut input: MutexGuard<'_, InputLog>,
+        bodies: &[Vec<u8>],
+    ) -> Result<Vec<u64>, QueueError> {
         let first = self.ids(bodies.len());
-        let ids: Vec<u64> = (first..first + bodies.len() as u64).collect();
-        let records: Vec<(u64, &[u8])> = ids
-            .iter()
-            .copied()
-            .zip(bodies.iter().map(Vec::as_slice))
-            .collect();
+        let records: Vec<(u64, &[u8])> = (first..).zip(bodies.iter().map(Vec::as_slice)).collect();
         input.log.append(&records)?;
         for (id, body) in &records {
             input.add(*id, body);
@@ -435,7 +440,7 @@ impl Queue {
         self.input_bytes.store(input.charged, Ordering::Release);
         drop(input);
         self.update_size();
-        Ok((ids, dropped))
+        Ok(records.iter().map(|(id, _)| *id).collect())
     }
 
     /// True when the queue is on disk (`sending_queue.enabled`).
@@ -450,19 +455,7 @@ impl Queue {
         if bodies.is_empty() {
             return Ok(Vec::new());
         }
-        let mut input = lock(&self.input);
-        let first = self.ids(bodies.len());
-        let records: Vec<(u64, &[u8])> = (first..)
-            .zip(bodies.iter().map(Vec::as_slice))
-            .collect();
-        input.log.append(&records)?;
-        for (id, body) in &records {
-            input.add(*id, body);
-        }
-        self.input_bytes.store(input.charged, Ordering::Release);
-        drop(input);
-        self.update_size();
-        Ok(records.iter().map(|(id, _)| *id).collect())
+        self.append_to_input(lock(&self.input), bodies)
     }
 
     /// Durably appends merged chunks; fills in and returns their metadata.
