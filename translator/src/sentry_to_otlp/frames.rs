@@ -514,6 +514,58 @@ mod tests {
     }
 
     #[test]
+    fn synthetic_images_go_back_to_elf_space() {
+        let code_id = "2e5abcee94f3bcbed7bba094f341070a2585a2ba";
+        let base = profilink_proto::sentry::image_space::slot_base(&hex::decode(code_id).unwrap());
+        let img = DebugImage {
+            image_type: "symbolic".into(),
+            code_file: Some("libc.so.6".into()),
+            code_id: Some(code_id.into()),
+            image_addr: Some(format_instruction_addr(base)),
+            image_size: Some(0x1b_0000),
+            ..Default::default()
+        };
+        let frame = Frame {
+            instruction_addr: Some(format_instruction_addr(base + 0x2_a1ca).into()),
+            ..Default::default()
+        };
+        let mut b = DictionaryBuilder::new();
+        let images = [img.clone()];
+        let frames = [Arc::new(frame.clone())];
+        let mut fi = FrameInterner::new(&frames, "rust", &images);
+        let l = fi.location(&mut b, 0);
+        let d = b.finish();
+        let loc = &d.location_table[l as usize];
+        assert_eq!(loc.address, 0x2_a1ca);
+        let m = &d.mapping_table[loc.mapping_index as usize];
+        assert_eq!((m.memory_start, m.memory_limit, m.file_offset), (0, 0x1b_0000, 0));
+        let dict = Dictionary::new(Some(&d));
+        assert_eq!(decode_location(&dict, loc).unwrap(), frame);
+        // The slot base itself (ELF address 0) is kept as a string.
+        let at_base = Frame {
+            instruction_addr: Some(format_instruction_addr(base).into()),
+            ..Default::default()
+        };
+        assert_eq!(round_trip(at_base.clone(), &[img.clone()]), at_base);
+        // An image outside its build id's slot is not synthetic: addresses stay as they are.
+        let moved = DebugImage {
+            image_addr: Some(format_instruction_addr(base + (1 << 32))),
+            ..img
+        };
+        let far = Frame {
+            instruction_addr: Some(format_instruction_addr(base + (1 << 32) + 5).into()),
+            ..Default::default()
+        };
+        let mut b = DictionaryBuilder::new();
+        let images = [moved];
+        let frames = [Arc::new(far)];
+        let mut fi = FrameInterner::new(&frames, "rust", &images);
+        let l = fi.location(&mut b, 0);
+        let d = b.finish();
+        assert_eq!(d.location_table[l as usize].address, base + (1 << 32) + 5);
+    }
+
+    #[test]
     fn address_maps_to_its_image() {
         let img = DebugImage {
             image_type: "symbolic".into(),
