@@ -18,7 +18,8 @@
 //!   map, whose addresses are relative to the object's `load_address()` (its first `PT_LOAD`
 //!   address), as Symbolicator's symbol caches are.
 //!
-//! Every frame must resolve to the function it was made from. Without gcc the test says so and
+//! Every frame must resolve to the function it was made from, and `profilink validate`'s chunk
+//! rules find nothing (no overlapping images, no frame outside its image). Without gcc the test says so and
 //! skips, unless `PROFILINK_REQUIRE_GCC` is set (as `scripts/test.sh` does), then it fails.
 
 use profilink_proto::otlp::{
@@ -28,6 +29,7 @@ use profilink_proto::otlp::{
 };
 use profilink_proto::sentry::ids::parse_instruction_addr;
 use profilink_proto::sentry::{DebugImage, ProfileChunk};
+use profilink_proto::validate::validate_chunk;
 use profilink_translator::otlp_to_sentry::{Options, translate_request};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -487,6 +489,9 @@ fn native_frames_resolve_to_their_functions() {
     let mut report = Vec::new();
     for (chunk, planned) in t.chunks.iter().zip(&planned_stacks) {
         let app = &elfs[planned[0].object].name;
+        // No finding at all: no overlapping images, no frame outside its image.
+        let findings = validate_chunk(chunk);
+        assert!(findings.is_empty(), "{app}: {findings:#?}");
         let resolved = resolve_chunk(chunk, planned, &objects, &by_code_id, &elfs);
         report.push(format!("{app}: {resolved}/{} frames", planned.len()));
         assert_eq!(resolved, planned.len(), "{app}");
