@@ -20,7 +20,8 @@
 //!
 //! Every frame must resolve to the function it was made from, and `profilink validate`'s chunk
 //! rules find nothing (no overlapping images, no frame outside its image). Without gcc the test says so and
-//! skips, unless `PROFILINK_REQUIRE_GCC` is set (as `scripts/test.sh` does), then it fails.
+//! skips, unless `PROFILINK_REQUIRE_GCC` is set (as `scripts/test.sh` does), then it fails
+//! (as it does when the toolchain's `rust-lld` is missing). x86_64 Linux only.
 
 use profilink_proto::otlp::{
     AnyValue, ExportProfilesServiceRequest, KeyValue, KeyValueAndUnit, Location, Mapping, Profile,
@@ -270,7 +271,13 @@ fn build_binaries(dir: &Path) -> Vec<(String, PathBuf)> {
                 &[&b, "-fuse-ld=lld", "-fno-pie", "-no-pie"],
             ));
         }
-        None => eprintln!("native_symbolication: rust-lld not found, lld binaries skipped"),
+        None => {
+            assert!(
+                std::env::var_os("PROFILINK_REQUIRE_GCC").is_none(),
+                "PROFILINK_REQUIRE_GCC is set but the toolchain's rust-lld was not found"
+            );
+            eprintln!("native_symbolication: rust-lld not found, lld binaries skipped");
+        }
     }
     let rs = dir.join("app.rs");
     std::fs::write(&rs, RUST_SOURCE).unwrap();
@@ -363,6 +370,10 @@ fn find_image(images: &[DebugImage], addr: u64) -> Option<(&DebugImage, u64)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(target_os = "linux", target_arch = "x86_64")),
+    ignore = "builds and reads x86_64 Linux ELF files"
+)]
 fn native_frames_resolve_to_their_functions() {
     if !has_gcc() {
         assert!(
