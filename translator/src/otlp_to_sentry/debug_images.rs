@@ -28,11 +28,11 @@
 //!
 //! * `L`, the estimate of `V0`: `memory_start - file_offset` (the text segment's
 //!   `p_vaddr - p_offset`, which is `V0` for ld.bfd, gold and Go), rounded down to 2 MiB when
-//!   that removes at most 64 KiB (lld and mold shift the text segment by one page, 4 KiB on
-//!   x86_64 and 64 KiB on aarch64), else unchanged (i386's `0x8048000`);
+//!   that removes at most 64 KiB (lld shifts the text segment by one page, 4 KiB on x86_64 and
+//!   64 KiB on aarch64), else unchanged (i386's `0x8048000`);
 //! * `B`, the base of the image's 4 GiB slot, a function of its build id
-//!   ([`profilink_proto::sentry::image_space`]), so images never overlap and every request
-//!   gives an image the same place;
+//!   ([`profilink_proto::sentry::image_space`]), so images do not overlap (barring a slot
+//!   collision, whose odds are given there) and every request gives an image the same place;
 //! * its native frames' `instruction_addr` = `B + address` (the low 32 bits stay the ELF
 //!   address) when `L <= address < memory_limit`; an address outside its image's range keeps
 //!   its raw value, which lies outside every slot.
@@ -41,7 +41,8 @@
 //! `memory_start`, gets no image (its frames keep raw addresses); a text segment shifted by 2
 //! MiB or more from `V0` (linked with `-z max-page-size=2M` and hugepage-aligned text) and
 //! executables whose link base is not 2 MiB-aligned but within 64 KiB of it are looked up at a
-//! wrong offset.
+//! wrong offset; mappings and addresses in the process's runtime address space (as `perf` or
+//! pprof record them) are not recognised and resolve at a wrong offset.
 
 use crate::dictionary::{AttrValue, Dictionary};
 use crate::error::TranslateError;
