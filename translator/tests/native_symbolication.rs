@@ -93,10 +93,24 @@ fn main() {
 
 const APP_FUNCTIONS: [&str; 3] = ["work_alpha", "work_beta", "work_gamma"];
 const LIBC_FUNCTIONS: [&str; 8] = [
-    "fopen", "qsort", "getenv", "strtol", "malloc", "fclose", "setlocale", "printf",
+    "fopen",
+    "qsort",
+    "getenv",
+    "strtol",
+    "malloc",
+    "fclose",
+    "setlocale",
+    "printf",
 ];
 const LIBM_FUNCTIONS: [&str; 8] = [
-    "fmod", "atan2", "cbrt", "hypot", "erf", "tgamma", "lgamma", "remainder",
+    "fmod",
+    "atan2",
+    "cbrt",
+    "hypot",
+    "erf",
+    "tgamma",
+    "lgamma",
+    "remainder",
 ];
 
 /// An ELF file read for the test.
@@ -131,7 +145,12 @@ fn exec_segments(data: &[u8]) -> Vec<(u64, u64, u64, u64)> {
         let p = phoff + i * phentsize;
         let (p_type, p_flags) = (u32_at(p), u32_at(p + 4));
         if p_type == 1 && p_flags & 1 != 0 {
-            out.push((u64_at(p + 8), u64_at(p + 16), u64_at(p + 32), u64_at(p + 40)));
+            out.push((
+                u64_at(p + 8),
+                u64_at(p + 16),
+                u64_at(p + 32),
+                u64_at(p + 40),
+            ));
         }
     }
     out
@@ -149,7 +168,9 @@ fn ebpf_mapping(data: &[u8], runtime_base: u64) -> (u64, u64, u64) {
     let file_offset = p_offset & !(PAGE - 1);
     let elf_va = segments
         .iter()
-        .find(|&&(off, _, filesz, _)| file_offset >= off & !(PAGE - 1) && file_offset < off + filesz)
+        .find(|&&(off, _, filesz, _)| {
+            file_offset >= off & !(PAGE - 1) && file_offset < off + filesz
+        })
         .map(|&(off, va, _, _)| va - (off - file_offset))
         .expect("the mapped offset is in an executable segment");
     let bias = vaddr - elf_va;
@@ -186,7 +207,12 @@ fn plan(obj: &Object<'_>, object: usize, names: &[&str], n: usize) -> Vec<Planne
             break;
         }
     }
-    assert_eq!(out.len(), n, "found {out:?} of {names:?} in {:?}", obj.code_id());
+    assert_eq!(
+        out.len(),
+        n,
+        "found {out:?} of {names:?} in {:?}",
+        obj.code_id()
+    );
     out
 }
 
@@ -237,7 +263,11 @@ fn system_library(name: &str) -> PathBuf {
             }
         }
     }
-    for dir in ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64"] {
+    for dir in [
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib64",
+    ] {
         let p = Path::new(dir).join(name);
         if p.exists() {
             return p;
@@ -283,7 +313,13 @@ fn build_binaries(dir: &Path) -> Vec<(String, PathBuf)> {
     std::fs::write(&rs, RUST_SOURCE).unwrap();
     let path = dir.join("rustc-bin");
     run(Command::new("rustc")
-        .args(["-C", "opt-level=1", "-C", "link-arg=-Wl,--build-id=sha1", "-o"])
+        .args([
+            "-C",
+            "opt-level=1",
+            "-C",
+            "link-arg=-Wl,--build-id=sha1",
+            "-o",
+        ])
         .arg(&path)
         .arg(&rs));
     out.push(("rustc-bin".to_owned(), path));

@@ -52,7 +52,10 @@ fn address_zero_is_unset_and_native_addresses_go_into_their_image() {
         1_000 * MS,
         vec![sample(stack, vec![t1], vec![T0, T0 + 50 * MS])],
     );
-    let req = b.request(vec![resource(vec![kv("process.pid", int_value(7))], vec![p])]);
+    let req = b.request(vec![resource(
+        vec![kv("process.pid", int_value(7))],
+        vec![p],
+    )]);
     let opts = Options::default();
     let t = translate_request(&req, &opts);
     assert_eq!(t.chunks.len(), 1, "{:?}", t.rejected);

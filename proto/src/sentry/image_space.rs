@@ -114,10 +114,19 @@ mod tests {
         let id = hex::decode("2e5abcee94f3bcbed7bba094f341070a2585a2ba").unwrap();
         let base = slot_base(&id);
         let code = "2e5abcee94f3bcbed7bba094f341070a2585a2ba";
-        assert_eq!(synthetic_image_base(base, 0x17_0000, Some(code)), Some(base));
-        assert_eq!(synthetic_image_base(base + 0x40_0000, 0x1000, None), Some(base));
+        assert_eq!(
+            synthetic_image_base(base, 0x17_0000, Some(code)),
+            Some(base)
+        );
+        assert_eq!(
+            synthetic_image_base(base + 0x40_0000, 0x1000, None),
+            Some(base)
+        );
         // Wrong slot for the build id, past the slot, empty, outside the space.
-        assert_eq!(synthetic_image_base(base + SLOT_SIZE, 0x1000, Some(code)), None);
+        assert_eq!(
+            synthetic_image_base(base + SLOT_SIZE, 0x1000, Some(code)),
+            None
+        );
         assert_eq!(synthetic_image_base(base, SLOT_SIZE + 1, None), None);
         assert_eq!(synthetic_image_base(base, 0, None), None);
         assert_eq!(synthetic_image_base(0x40_0000, 0x1000, None), None);

@@ -259,7 +259,11 @@ pub(crate) fn image_addresses(
         }
     }
     for (i, f) in frames.iter().enumerate() {
-        let Some(addr) = f.instruction_addr.as_deref().and_then(parse_instruction_addr) else {
+        let Some(addr) = f
+            .instruction_addr
+            .as_deref()
+            .and_then(parse_instruction_addr)
+        else {
             continue;
         };
         if !image_space::is_synthetic(addr) {

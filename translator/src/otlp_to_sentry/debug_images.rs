@@ -105,7 +105,11 @@ pub(crate) fn load_address(memory_start: u64, file_offset: u64) -> Option<u64> {
     const MAX_PAGE_SHIFT: u64 = 64 << 10;
     let delta = memory_start.checked_sub(file_offset)?;
     let rem = delta % HUGE_PAGE;
-    Some(if rem <= MAX_PAGE_SHIFT { delta - rem } else { delta })
+    Some(if rem <= MAX_PAGE_SHIFT {
+        delta - rem
+    } else {
+        delta
+    })
 }
 
 /// Where an image's ELF-space addresses go in the chunk.

@@ -212,15 +212,8 @@ impl<'a> FrameTable<'a> {
 
         let start = self.loc_frames.len();
         for (name, file, line, col) in lines {
-            let frame = self.make_frame(
-                runtime,
-                name,
-                file,
-                line,
-                col,
-                address,
-                package.as_deref(),
-            );
+            let frame =
+                self.make_frame(runtime, name, file, line, col, address, package.as_deref());
             let id = self.intern(frame, runtime, mapping);
             self.loc_frames.push(id);
         }

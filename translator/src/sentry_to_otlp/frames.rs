@@ -538,7 +538,10 @@ mod tests {
         let loc = &d.location_table[l as usize];
         assert_eq!(loc.address, 0x2_a1ca);
         let m = &d.mapping_table[loc.mapping_index as usize];
-        assert_eq!((m.memory_start, m.memory_limit, m.file_offset), (0, 0x1b_0000, 0));
+        assert_eq!(
+            (m.memory_start, m.memory_limit, m.file_offset),
+            (0, 0x1b_0000, 0)
+        );
         let dict = Dictionary::new(Some(&d));
         assert_eq!(decode_location(&dict, loc).unwrap(), frame);
         // The slot base itself (ELF address 0) is kept as a string.
@@ -546,7 +549,10 @@ mod tests {
             instruction_addr: Some(format_instruction_addr(base).into()),
             ..Default::default()
         };
-        assert_eq!(round_trip(at_base.clone(), &[img.clone()]), at_base);
+        assert_eq!(
+            round_trip(at_base.clone(), std::slice::from_ref(&img)),
+            at_base
+        );
         // An image outside its build id's slot is not synthetic: addresses stay as they are.
         let moved = DebugImage {
             image_addr: Some(format_instruction_addr(base + (1 << 32))),
