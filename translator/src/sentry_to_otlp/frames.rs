@@ -16,7 +16,7 @@
 //!   goes back to ELF space, as the eBPF profiler reports it: the mapping's range and the
 //!   location's address are the chunk's minus the slot base, `file_offset` 0 (the range starts
 //!   at the image's load address), and [`SENTRY_DEBUG_IMAGE_SLOT_BASE`] keeps the base, which
-//!   [`decode_location`] adds back.
+//!   restoring the chunk adds back.
 //! * One `Line` when any of `function`, `abs_path`, `filename`, `lineno`, `colno` is set (else
 //!   none, as for an unsymbolized native frame): `line` ← `lineno`, `column` ← `colno`
 //!   (0 when unset), `function_index` → `Function { name ← function, filename ← abs_path, else
