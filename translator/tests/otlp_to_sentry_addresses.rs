@@ -99,3 +99,37 @@ fn address_zero_is_unset_and_native_addresses_go_into_their_image() {
     assert_eq!(addr(5), Some(0x1500));
     assert_eq!(addr(6), Some(0x77));
 }
+
+/// The image of one build id lands at the same address in every request, whatever the mapping
+/// table looks like, so chunks cut from separate requests (the exporter merges 5 s parts into
+/// 60 s chunks) agree on it.
+#[test]
+fn an_image_has_the_same_place_in_every_request() {
+    let placed = |other_mappings: usize| {
+        let mut b = B::new();
+        for i in 0..other_mappings {
+            let id = format!("{:040x}", i + 1);
+            b.mapping(&format!("lib{i}.so"), 0x1000, 0x9000, Some(&id));
+        }
+        let libc = b.mapping("libc.so.6", 0x28000, 0x1b0000, Some(LIBC_BUILD_ID));
+        let n = b.loc(libc, 0x76_2d4, &[], Some("native"));
+        let stack = b.stack(&[n]);
+        let p = b.cpu_profile(
+            T0,
+            1_000 * MS,
+            vec![sample(stack, vec![], vec![T0, T0 + MS])],
+        );
+        let req = b.request(vec![resource(
+            vec![kv("process.pid", int_value(7))],
+            vec![p],
+        )]);
+        let t = translate_request(&req, &Options::default());
+        let c = &t.chunks[0];
+        let images = &c.debug_meta.as_ref().unwrap().images;
+        (
+            images[0].image_addr.clone().unwrap(),
+            frame(c, 0).instruction_addr.clone().unwrap(),
+        )
+    };
+    assert_eq!(placed(0), placed(3));
+}
