@@ -265,6 +265,24 @@ fn image(image_type: &str, addr: &str) -> DebugMeta {
     }
 }
 
+/// A synthetic slot base (profilink's image space starts at 2^56).
+const SLOT: u64 = (1 << 56) + (7 << 32);
+
+/// `debug_meta` with `symbolic` images of the given (address, size).
+fn sized_images(ranges: &[(u64, u64)]) -> DebugMeta {
+    DebugMeta {
+        images: ranges
+            .iter()
+            .map(|&(addr, size)| DebugImage {
+                image_type: "symbolic".into(),
+                image_addr: Some(format!("{addr:#x}")),
+                image_size: Some(size),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
 /// The valid chunk as a JSON value.
 fn chunk_value() -> Value {
     serde_json::from_slice(&chunk().to_json()).unwrap()
@@ -595,6 +613,12 @@ fn chunk_rules() {
         Error "instruction-addr-format" "profile.frames[1].instruction_addr" => |c| std::sync::Arc::make_mut(&mut c.profile.frames[1]).instruction_addr = Some("1a".into());
         Error "debug-image-type" "debug_meta.images[0].type" => |c| c.debug_meta = Some(image("elf", "0x1000"));
         Error "image-addr-format" "debug_meta.images[0].image_addr" => |c| c.debug_meta = Some(image("symbolic", "nope"));
+        Warning "debug-image-overlap" "debug_meta.images[1]" => |c| c.debug_meta = Some(sized_images(&[(0x1000, 0x1000), (0x1800, 0x100)]));
+        Warning "instruction-addr-outside-image" "profile.frames[1].instruction_addr" => |c| {
+            c.debug_meta = Some(sized_images(&[(SLOT, 0x1000)]));
+            std::sync::Arc::make_mut(&mut c.profile.frames[0]).instruction_addr = Some(format!("{:#x}", SLOT + 0x10).into());
+            std::sync::Arc::make_mut(&mut c.profile.frames[1]).instruction_addr = Some(format!("{:#x}", SLOT + 0x2000).into());
+        };
         Error "measurement-unit" "measurements.cpu.unit" => |c| c.measurements = measurements("millisecond", 1.0, 1.0);
         Error "measurement-unit" "measurements.cpu.unit" => |c| c.measurements = measurements("", 1.0, 1.0);
         Error "timestamp-not-finite" "measurements.cpu.values[0].timestamp" => |c| c.measurements = measurements("percent", f64::INFINITY, 1.0);
@@ -611,6 +635,13 @@ fn chunk_edge_cases() {
     std::sync::Arc::make_mut(&mut c.profile.frames[0]).instruction_addr = Some("4096".into());
     c.profile.samples[3].timestamp = c.profile.samples[0].timestamp + 66.0;
     assert_clean(&validate_chunk(&c));
+    // Adjacent images, and synthetic addresses inside their image, are fine; so are frames
+    // outside the synthetic space that no image holds.
+    let mut ok = chunk();
+    ok.debug_meta = Some(sized_images(&[(SLOT, 0x1000), (SLOT + 0x1000, 0x10)]));
+    std::sync::Arc::make_mut(&mut ok.profile.frames[0]).instruction_addr =
+        Some(format!("{:#x}", SLOT + 0x1005).into());
+    assert_clean(&validate_chunk(&ok));
     // The elf message says why.
     c.debug_meta = Some(image("elf", "0x1"));
     assert!(validate_chunk(&c)[0].message.contains("elf"));

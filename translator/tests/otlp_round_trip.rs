@@ -5,9 +5,11 @@ mod otlp_to_sentry_support;
 
 use otlp_to_sentry_support::{Obs, assert_same_observations, expected_observations};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
+use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::dictionary::Dictionary;
 use profilink_translator::linking::ExactLinks;
 use profilink_translator::otlp_to_sentry::{self, Options, SparseThreadPolicy};
+use profilink_translator::sentry_to_otlp::restore::{canonical_form, restore_request};
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
 use prost::Message;
 
@@ -106,6 +108,18 @@ fn observations_frames_and_links_survive_otlp_to_chunks_to_otlp() {
         assert!(!before.is_empty(), "{name}");
         assert_same_observations(after, before);
         assert_same_links(&name, &req, &back.request);
+        // The OTLP made from profilink's chunks (ELF addresses, slot bases kept) restores them
+        // exactly.
+        let restored: Vec<ProfileChunk> = restore_request(&back.request)
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let key = |c: &ProfileChunk| c.chunk_id.clone();
+        let mut want: Vec<ProfileChunk> = there.chunks.iter().map(canonical_form).collect();
+        let mut got: Vec<ProfileChunk> = restored.iter().map(canonical_form).collect();
+        want.sort_by_key(key);
+        got.sort_by_key(key);
+        assert!(got == want, "{name}: restored chunks differ");
     }
 }
 

@@ -1,7 +1,9 @@
 //! chunk → OTLP → `restore_chunk` gives back an equal chunk, for random irregular chunks:
 //! duplicate frames, empty vs absent fields, missing or extra thread metadata, repeated
-//! timestamps, odd instruction addresses, debug images and measurements.
+//! timestamps, odd instruction addresses, debug images (including images in profilink's
+//! synthetic address space, whose addresses go to OTLP as ELF addresses) and measurements.
 
+use profilink_proto::sentry::image_space::slot_base;
 use profilink_proto::sentry::{
     ClientSdk, DebugImage, DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk,
     ProfileData, Sample, ThreadMetadata,
@@ -32,8 +34,25 @@ fn opt_num() -> impl Strategy<Value = Option<u32>> {
     ]
 }
 
+/// Build id of the synthetic image of the generated chunks.
+const SYNTHETIC_CODE_ID: &str = "2e5abcee94f3bcbed7bba094f341070a2585a2ba";
+
+/// Its slot base.
+fn synthetic_base() -> u64 {
+    slot_base(&[
+        0x2e, 0x5a, 0xbc, 0xee, 0x94, 0xf3, 0xbc, 0xbe, 0xd7, 0xbb, 0xa0, 0x94, 0xf3, 0x41, 0x07,
+        0x0a, 0x25, 0x85, 0xa2, 0xba,
+    ])
+}
+
 fn addr() -> impl Strategy<Value = Option<String>> {
+    let base = synthetic_base();
     prop_oneof![
+        // In, at the start of, or around the synthetic image (`0x28000..0x29000`), or its
+        // slot base itself (ELF address 0).
+        2 => (0x27f00u64..0x29100).prop_map(move |a| Some(format!("{:#x}", base + a))),
+        1 => Just(Some(format!("{base:#x}"))),
+        1 => Just(Some(format!("{:#X}", base + 0x28010))),
         3 => Just(None),
         1 => Just(Some("0x1a".to_owned())),
         1 => Just(Some("0X1A".to_owned())),
@@ -65,7 +84,25 @@ fn frame() -> impl Strategy<Value = Frame> {
         })
 }
 
+/// An image as profilink places it: in the slot of its build id, from ELF address 0x28000.
+fn synthetic_image() -> impl Strategy<Value = DebugImage> {
+    (0u64..2, opt_text()).prop_map(|(start, code_file)| DebugImage {
+        image_type: "symbolic".to_owned(),
+        code_file,
+        debug_id: Some("eebc5a2e-f394-bebc-d7bb-a094f341070a".to_owned()),
+        code_id: Some(SYNTHETIC_CODE_ID.to_owned()),
+        image_addr: Some(format!("{:#x}", synthetic_base() + start * 0x28000)),
+        image_vmaddr: None,
+        image_size: Some(0x29000 - start * 0x28000),
+        other: BTreeMap::new(),
+    })
+}
+
 fn image() -> impl Strategy<Value = DebugImage> {
+    prop_oneof![2 => plain_image(), 1 => synthetic_image()]
+}
+
+fn plain_image() -> impl Strategy<Value = DebugImage> {
     (
         prop_oneof![Just("symbolic"), Just("macho"), Just("")],
         opt_text(),

@@ -7,6 +7,7 @@ pub mod chunk;
 mod de;
 pub mod envelope;
 pub mod ids;
+pub mod image_space;
 pub mod span_item;
 pub mod timestamp;
 pub mod transaction;

@@ -118,6 +118,7 @@ pub(crate) fn check_chunk(c: &ProfileChunk, prefix: &str, sink: &mut Sink) {
         sink,
     );
     common::frames(&data.frames, prefix, sink);
+    common::image_addresses(&data.frames, c.debug_meta.as_ref(), prefix, sink);
     samples(c, prefix, sink);
 }
 

@@ -54,6 +54,8 @@
 //! | `instruction-addr-format` | error | `instruction_addr` not `"0x…"` hex or decimal |
 //! | `image-addr-format` | error | `image_addr`/`image_vmaddr` not an address |
 //! | `debug-image-type` | error | image `type` not macho/symbolic/sourcemap/proguard/jvm (e.g. `elf`) |
+//! | `debug-image-overlap` | warning | two debug images' `[image_addr, image_addr + image_size)` overlap: Symbolicator gives each address to one of them |
+//! | `instruction-addr-outside-image` | warning | a frame address in profilink's synthetic image space ([`crate::sentry::image_space`]) that lies in no debug image: it cannot be symbolicated |
 //! | `measurement-unit` | error | unit not ns/nanosecond/hz/hertz/byte/percent/nj/nanojoule |
 //! | `envelope-profile-items` | error | more than one `profile`/`profile_chunk` item (Relay: 413) |
 //! | `envelope-item-count` | error | more than 500 items |

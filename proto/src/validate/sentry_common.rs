@@ -4,6 +4,7 @@
 use super::finding::{Sink, join_path};
 use crate::sentry::chunk::{DebugMeta, Frame};
 use crate::sentry::ids::parse_instruction_addr;
+use crate::sentry::image_space;
 use crate::sentry::{JsonError, from_json_slice};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -206,3 +207,78 @@ pub(crate) fn measurements<'a>(
 /// One measurement series as the checks see it: name, unit, and (timestamp if the format has
 /// one, value) pairs. Chunks time values in seconds; V1 profiles relative to the start.
 pub(crate) type MeasurementSeries<'a> = (&'a str, &'a str, Vec<(Option<f64>, f64)>);
+
+/// An image's address range as Symbolicator sees it.
+struct ImageSpan {
+    index: usize,
+    start: u64,
+    end: u64,
+}
+
+/// How Symbolicator will read the chunk's native addresses (its `abs` mode: a frame belongs to
+/// the last image starting at or below it, within that image's size): images whose ranges
+/// overlap (`debug-image-overlap`: frames there can go to the wrong image), and frames in
+/// profilink's synthetic image space ([`image_space`]) that lie in no image
+/// (`instruction-addr-outside-image`: they were placed for an image the chunk does not list,
+/// so they cannot be symbolicated).
+pub(crate) fn image_addresses(
+    frames: &[Arc<Frame>],
+    meta: Option<&DebugMeta>,
+    prefix: &str,
+    sink: &mut Sink,
+) {
+    let mut spans: Vec<ImageSpan> = meta
+        .map(|m| &m.images[..])
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, image)| {
+            let start = parse_instruction_addr(image.image_addr.as_deref()?)?;
+            let size = image.image_size.filter(|s| *s > 0)?;
+            Some(ImageSpan {
+                index,
+                start,
+                end: start.saturating_add(size),
+            })
+        })
+        .collect();
+    spans.sort_by_key(|s| (s.start, s.index));
+    for pair in spans.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if b.start < a.end {
+            sink.warning(
+                "debug-image-overlap",
+                format_args!("{prefix}debug_meta.images[{}]", b.index),
+                format_args!(
+                    "image [{:#x}, {:#x}) overlaps images[{}] [{:#x}, {:#x}); Symbolicator \
+                     gives each address to one image only, so frames there may resolve in the \
+                     wrong one",
+                    b.start, b.end, a.index, a.start, a.end
+                ),
+            );
+        }
+    }
+    for (i, f) in frames.iter().enumerate() {
+        let Some(addr) = f
+            .instruction_addr
+            .as_deref()
+            .and_then(parse_instruction_addr)
+        else {
+            continue;
+        };
+        if !image_space::is_synthetic(addr) {
+            continue;
+        }
+        let inside = spans.iter().any(|s| s.start <= addr && addr < s.end);
+        if !inside {
+            sink.warning(
+                "instruction-addr-outside-image",
+                format_args!("{prefix}profile.frames[{i}].instruction_addr"),
+                format_args!(
+                    "{addr:#x} is in profilink's image address space but in no debug image of \
+                     the chunk; Sentry cannot symbolicate it"
+                ),
+            );
+        }
+    }
+}

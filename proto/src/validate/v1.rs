@@ -60,6 +60,7 @@ fn check_v1(p: &SampleProfileV1, prefix: &str, sink: &mut Sink) {
     );
     common::frames(&data.frames, prefix, sink);
     common::debug_meta(p.debug_meta.as_ref(), prefix, sink);
+    common::image_addresses(&data.frames, p.debug_meta.as_ref(), prefix, sink);
     common::measurements(
         p.measurements.iter().map(|(name, m)| {
             let values = m.values.iter().map(|v| (None, v.value)).collect();

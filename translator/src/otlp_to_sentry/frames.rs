@@ -12,10 +12,13 @@
 //!   a relative path gives `filename` = the path as given and no `abs_path`. Empty names and the
 //!   JVM placeholder `<unknown>` are omitted.
 //! * `lineno`/`colno`: `Line.line`/`Line.column` when in `1..=u32::MAX`.
-//! * `instruction_addr`: for frames without a function name (unsymbolized native code,
-//!   unnamed interpreter frames), `Location.address` as lowercase `"0x…"`, unchanged (for the
-//!   eBPF profiler an ELF virtual address). No function name is synthesized, so Sentry can
-//!   symbolicate the address (for the `rust` platform, with `debug_meta`).
+//! * `instruction_addr`: for frames without a function name (unsymbolized native code) whose
+//!   `Location.address` is not 0, that address as lowercase `"0x…"`: moved into its image's
+//!   slot when the mapping has a debug image and the address lies in the image (see
+//!   [`super::debug_images`]), else unchanged. Address 0 is proto3's "unset": such a frame
+//!   (e.g. an anonymous JavaScript function, with only file/line/column) gets no
+//!   `instruction_addr`. No function name is synthesized, so Sentry can symbolicate the address
+//!   (for the `rust` and `cocoa` platforms, with `debug_meta`).
 //! * `package`: for native-family and unspecified frames, the mapping's file name when the
 //!   location has a mapping with a name (native libraries, executables, `vmlinux` and kernel
 //!   modules). Managed frames (Go, JVM, …) use `module` instead.
@@ -167,6 +170,13 @@ impl<'a> FrameTable<'a> {
             .then(|| self.mappings[mapping as usize].filename.as_str())
             .filter(|f| !f.is_empty())
             .map(str::to_owned);
+        let placement = (mapping != UNRESOLVED)
+            .then(|| self.mappings[mapping as usize].placement)
+            .flatten();
+        // 0 is "unset" (proto3): no address rather than a made-up `0x0`.
+        let address = (loc.address != 0)
+            .then(|| placement.and_then(|p| p.place(loc.address)))
+            .map(|placed| placed.unwrap_or(loc.address));
 
         // (function, filename, line, column) per kept line.
         let mut lines: Vec<(&'a str, &'a str, i64, i64)> =
@@ -202,15 +212,8 @@ impl<'a> FrameTable<'a> {
 
         let start = self.loc_frames.len();
         for (name, file, line, col) in lines {
-            let frame = self.make_frame(
-                runtime,
-                name,
-                file,
-                line,
-                col,
-                loc.address,
-                package.as_deref(),
-            );
+            let frame =
+                self.make_frame(runtime, name, file, line, col, address, package.as_deref());
             let id = self.intern(frame, runtime, mapping);
             self.loc_frames.push(id);
         }
@@ -234,7 +237,7 @@ impl<'a> FrameTable<'a> {
         file: &str,
         line: i64,
         col: i64,
-        address: u64,
+        address: Option<u64>,
         package: Option<&str>,
     ) -> Frame {
         // Borrowed until the frame is built: each string is copied once, into its `Arc`.
@@ -254,9 +257,9 @@ impl<'a> FrameTable<'a> {
         let path = abs_path.or(filename);
         let in_app = is_in_app(runtime, function, path, package);
         Frame {
-            instruction_addr: function
-                .is_none()
-                .then(|| format_instruction_addr(address).into()),
+            instruction_addr: address
+                .filter(|_| function.is_none())
+                .map(|a| format_instruction_addr(a).into()),
             abs_path: abs_path.map(Arc::from),
             colno: positive_u32(col),
             filename: filename.map(Arc::from),

@@ -87,9 +87,11 @@
 //! `abs_path` = path and `filename` = base name; a relative one only `filename`), `lineno`,
 //! `colno`, `package` (native code: the mapping's file), `module` (JVM class, Go package) and always an
 //! explicit `in_app`. Frames without a function name (unsymbolized native code) get
-//! `instruction_addr` = `Location.address` as `"0x…"`, unchanged, and no synthesized name, so
-//! Sentry can symbolicate them. Stacks deeper than `max_stack_depth` lose their root-side
-//! frames (counted).
+//! `instruction_addr` from a non-zero `Location.address` as `"0x…"` (moved into its image's
+//! synthetic slot, see *Debug images*) and no synthesized name, so Sentry can symbolicate them;
+//! address 0 means unset and gives no `instruction_addr` (anonymous JavaScript functions keep
+//! only their file, line and column). Stacks deeper than `max_stack_depth` lose their
+//! root-side frames (counted).
 //!
 //! `in_app` heuristic: false for kernel frames; for files under system or dependency
 //! locations (`/usr/lib/`, `/lib/`, `/usr/local/lib/`, `/usr/local/go/`, `site-packages`,
@@ -117,11 +119,24 @@
 //!
 //! For each mapping used by a frame of the chunk that has a GNU build id (mapping attribute
 //! `process.executable.build_id.gnu`) and a non-empty range (`memory_limit > memory_start`;
-//! kernel mappings are `0-0` and their frames are already symbolized): `type` `symbolic`, `code_file` = mapping file name,
-//! `code_id` = build id hex, `debug_id` = the build id's first 16 bytes (zero-padded) with the
-//! first three UUID groups byte-swapped (little-endian, as symbolic does for ELF), age 0;
-//! `image_addr` = `memory_start`, `image_size` = `memory_limit - memory_start`. See
-//! [`debug_id_from_build_id`].
+//! kernel mappings are `0-0` and their frames are already symbolized): `type` `symbolic`,
+//! `code_file` = mapping file name, `code_id` = build id hex, `debug_id` = the build id's first
+//! 16 bytes (zero-padded) with the first three UUID groups byte-swapped (little-endian, as
+//! symbolic does for ELF), age 0. See [`debug_id_from_build_id`].
+//!
+//! Addresses: the eBPF profiler reports native addresses and mapping ranges in each object's
+//! ELF virtual-address space, where the objects of a process overlap, while Symbolicator picks
+//! a frame's image by address across the chunk (`abs` mode) and looks it up at
+//! `instruction_addr - image_addr` relative to the object's first `PT_LOAD`. So each image gets
+//! a 4 GiB slot of its own at `B`, a function of its build id
+//! ([`profilink_proto::sentry::image_space`]), and an estimated load address `L` =
+//! `memory_start - file_offset` rounded down to 2 MiB when that removes at most 64 KiB:
+//! `image_addr` = `B + L`, `image_size` = `memory_limit - L`, and each of its native frames
+//! gets `instruction_addr` = `B + address` (when the address lies in `[L, memory_limit)`; other
+//! addresses stay as they are, outside every slot). Assumptions and limits are in the
+//! `debug_images` module: mappings in ELF space as the eBPF profiler sends them, images ending
+//! below 4 GiB, and a text segment whose `p_vaddr - p_offset` is the first `PT_LOAD` address,
+//! or at most 64 KiB above it when that address is 2 MiB-aligned.
 //!
 //! # Chunks
 //!

@@ -39,8 +39,10 @@
 //! | mapping | [`SENTRY_DEBUG_IMAGE_DEBUG_ID`] | string | debug image `debug_id` |
 //! | mapping | [`SENTRY_DEBUG_IMAGE_VMADDR`] | string | debug image `image_vmaddr` |
 //! | mapping | [`SENTRY_DEBUG_IMAGE_ARCH`] | string | debug image `arch` (an extra field), when a string |
+//! | mapping | [`SENTRY_DEBUG_IMAGE_SLOT_BASE`] | int | for an image profilink placed in its synthetic address space (see [`profilink_proto::sentry::image_space`]): the slot base subtracted from the image's and its frames' addresses, which are ELF virtual addresses in OTLP |
 //!
-//! Mapping attributes are for OTLP consumers; restore reads [`SENTRY_DEBUG_META`].
+//! Mapping attributes are for OTLP consumers; restore reads [`SENTRY_DEBUG_META`] and, for the
+//! frames' addresses, [`SENTRY_DEBUG_IMAGE_SLOT_BASE`].
 
 /// `service.name` (resource).
 pub const SERVICE_NAME: &str = "service.name";
@@ -120,6 +122,9 @@ pub const SENTRY_DEBUG_IMAGE_DEBUG_ID: &str = "sentry.debug_image.debug_id";
 pub const SENTRY_DEBUG_IMAGE_VMADDR: &str = "sentry.debug_image.image_vmaddr";
 /// `sentry.debug_image.arch` (mapping).
 pub const SENTRY_DEBUG_IMAGE_ARCH: &str = "sentry.debug_image.arch";
+/// `sentry.debug_image.slot_base` (mapping): the synthetic slot base of an image profilink
+/// placed; `instruction_addr` = this + `Location.address`.
+pub const SENTRY_DEBUG_IMAGE_SLOT_BASE: &str = "sentry.debug_image.slot_base";
 
 /// Names used inside [`SENTRY_FRAME_PRESENT`].
 pub mod field {

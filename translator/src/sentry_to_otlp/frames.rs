@@ -11,6 +11,12 @@
 //!   [`PROCESS_EXECUTABLE_BUILD_ID_GNU`] ← `code_id`, [`SENTRY_DEBUG_IMAGE_TYPE`],
 //!   [`SENTRY_DEBUG_IMAGE_DEBUG_ID`], [`SENTRY_DEBUG_IMAGE_VMADDR`], [`SENTRY_DEBUG_IMAGE_ARCH`].
 //!   Images no frame falls into get no mapping (they are kept in `sentry.debug_meta`).
+//! * An image that profilink placed in its synthetic address space (it lies within one slot,
+//!   the slot of its `code_id`; [`profilink_proto::sentry::image_space::synthetic_image_base`])
+//!   goes back to ELF space, as the eBPF profiler reports it: the mapping's range and the
+//!   location's address are the chunk's minus the slot base, `file_offset` 0 (the range starts
+//!   at the image's load address), and [`SENTRY_DEBUG_IMAGE_SLOT_BASE`] keeps the base, which
+//!   restoring the chunk adds back.
 //! * One `Line` when any of `function`, `abs_path`, `filename`, `lineno`, `colno` is set (else
 //!   none, as for an unsymbolized native frame): `line` ← `lineno`, `column` ← `colno`
 //!   (0 when unset), `function_index` → `Function { name ← function, filename ← abs_path, else
@@ -36,6 +42,7 @@ use crate::dictionary::{AttrValue, Dictionary};
 use crate::error::TranslateError;
 use profilink_proto::otlp::{Function, Line, Location, Mapping};
 use profilink_proto::sentry::ids::{format_instruction_addr, parse_instruction_addr};
+use profilink_proto::sentry::image_space::synthetic_image_base;
 use profilink_proto::sentry::{DebugImage, Frame};
 use std::sync::Arc;
 
@@ -125,6 +132,8 @@ struct ImageRange {
     start: u64,
     end: u64,
     image: usize,
+    /// The slot base when profilink placed the image (0 otherwise).
+    base: u64,
 }
 
 /// Interns the frames of one profile as locations, caching by frame index.
@@ -150,10 +159,12 @@ impl<'a> FrameInterner<'a> {
             .filter_map(|(image, img)| {
                 let start = parse_instruction_addr(img.image_addr.as_deref()?)?;
                 let size = img.image_size.filter(|s| *s > 0)?;
+                let base = synthetic_image_base(start, size, img.code_id.as_deref()).unwrap_or(0);
                 Some(ImageRange {
                     start,
                     end: start.saturating_add(size),
                     image,
+                    base,
                 })
             })
             .collect();
@@ -183,18 +194,20 @@ impl<'a> FrameInterner<'a> {
         i
     }
 
-    fn mapping(&mut self, b: &mut DictionaryBuilder, address: u64) -> i32 {
+    /// The mapping of the image holding `address` (0 for none) and that image's slot base (0
+    /// when it is not a synthetic image).
+    fn mapping(&mut self, b: &mut DictionaryBuilder, address: u64) -> (i32, u64) {
         let Some(image) = self
             .ranges
             .iter()
             .find(|r| r.start <= address && address < r.end)
-            .map(|r| (r.image, r.start, r.end))
+            .map(|r| (r.image, r.start, r.end, r.base))
         else {
-            return 0;
+            return (0, 0);
         };
-        let (idx, start, end) = image;
+        let (idx, start, end, base) = image;
         if let Some(Some(m)) = self.mapping_cache.get(idx) {
-            return *m;
+            return (*m, base);
         }
         let img = &self.images[idx];
         let mut attrs = Vec::new();
@@ -211,16 +224,20 @@ impl<'a> FrameInterner<'a> {
         if let Some(serde_json::Value::String(arch)) = img.other.get("arch") {
             attrs.push(b.attribute_str(SENTRY_DEBUG_IMAGE_ARCH, arch));
         }
+        if base != 0 {
+            // The base is below 2^63, so it fits an i64.
+            attrs.push(b.attribute_int(SENTRY_DEBUG_IMAGE_SLOT_BASE, base as i64));
+        }
         let filename_strindex = img.code_file.as_deref().map_or(0, |f| b.string(f));
         let m = b.mapping(Mapping {
-            memory_start: start,
-            memory_limit: end,
+            memory_start: start - base,
+            memory_limit: end - base,
             file_offset: 0,
             filename_strindex,
             attribute_indices: attrs,
         });
         self.mapping_cache[idx] = Some(m);
-        m
+        (m, base)
     }
 
     fn build_location(&mut self, b: &mut DictionaryBuilder, f: &Frame) -> Location {
@@ -295,11 +312,18 @@ impl<'a> FrameInterner<'a> {
             });
         }
 
-        let mapping_index = if address != 0 {
+        let (mapping_index, base) = if address != 0 {
             self.mapping(b, address)
         } else {
-            0
+            (0, 0)
         };
+        if base != 0 && address == base && addr_attr.is_none() {
+            // ELF address 0 would read as "no address": keep the string.
+            if let Some(s) = &f.instruction_addr {
+                attrs.push(b.attribute_str(SENTRY_FRAME_INSTRUCTION_ADDR, s));
+            }
+        }
+        let address = address - base;
         if lines.is_empty() && address == 0 && mapping_index == 0 && attrs.is_empty() {
             // Would be Location{}, the zero entry: keep it distinct with an all-zero line.
             lines.push(Line::default());
@@ -317,6 +341,21 @@ fn u32_field(v: i64, what: &str) -> Result<u32, TranslateError> {
     u32::try_from(v).map_err(|_| {
         TranslateError::Invalid(format!("{what} {v} does not fit a Sentry frame (u32)"))
     })
+}
+
+/// The [`SENTRY_DEBUG_IMAGE_SLOT_BASE`] of mapping `index` (0 when absent).
+fn slot_base_of(dict: &Dictionary<'_>, index: i32) -> Result<u64, TranslateError> {
+    let Some(m) = dict.mapping(index)? else {
+        return Ok(0);
+    };
+    for a in dict.attributes(&m.attribute_indices)? {
+        if let (SENTRY_DEBUG_IMAGE_SLOT_BASE, AttrValue::Int(v)) = (a.key, &a.value) {
+            return u64::try_from(*v).map_err(|_| {
+                TranslateError::Invalid(format!("{SENTRY_DEBUG_IMAGE_SLOT_BASE} {v} is negative"))
+            });
+        }
+    }
+    Ok(0)
 }
 
 /// Rebuilds the Sentry frame of a location written by [`FrameInterner`] (see the module docs).
@@ -346,7 +385,10 @@ pub(crate) fn decode_location(
     }
     frame.instruction_addr = match addr_attr {
         Some(s) => Some(s.into()),
-        None if loc.address != 0 => Some(format_instruction_addr(loc.address).into()),
+        None if loc.address != 0 => {
+            let base = slot_base_of(dict, loc.mapping_index)?;
+            Some(format_instruction_addr(base.wrapping_add(loc.address)).into())
+        }
         None => None,
     };
     if let Some(line) = loc.lines.last() {
@@ -469,6 +511,64 @@ mod tests {
         for f in cases {
             assert_eq!(round_trip(f.clone(), &[]), f);
         }
+    }
+
+    #[test]
+    fn synthetic_images_go_back_to_elf_space() {
+        let code_id = "2e5abcee94f3bcbed7bba094f341070a2585a2ba";
+        let base = profilink_proto::sentry::image_space::slot_base(&hex::decode(code_id).unwrap());
+        let img = DebugImage {
+            image_type: "symbolic".into(),
+            code_file: Some("libc.so.6".into()),
+            code_id: Some(code_id.into()),
+            image_addr: Some(format_instruction_addr(base)),
+            image_size: Some(0x1b_0000),
+            ..Default::default()
+        };
+        let frame = Frame {
+            instruction_addr: Some(format_instruction_addr(base + 0x2_a1ca).into()),
+            ..Default::default()
+        };
+        let mut b = DictionaryBuilder::new();
+        let images = [img.clone()];
+        let frames = [Arc::new(frame.clone())];
+        let mut fi = FrameInterner::new(&frames, "rust", &images);
+        let l = fi.location(&mut b, 0);
+        let d = b.finish();
+        let loc = &d.location_table[l as usize];
+        assert_eq!(loc.address, 0x2_a1ca);
+        let m = &d.mapping_table[loc.mapping_index as usize];
+        assert_eq!(
+            (m.memory_start, m.memory_limit, m.file_offset),
+            (0, 0x1b_0000, 0)
+        );
+        let dict = Dictionary::new(Some(&d));
+        assert_eq!(decode_location(&dict, loc).unwrap(), frame);
+        // The slot base itself (ELF address 0) is kept as a string.
+        let at_base = Frame {
+            instruction_addr: Some(format_instruction_addr(base).into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            round_trip(at_base.clone(), std::slice::from_ref(&img)),
+            at_base
+        );
+        // An image outside its build id's slot is not synthetic: addresses stay as they are.
+        let moved = DebugImage {
+            image_addr: Some(format_instruction_addr(base + (1 << 32))),
+            ..img
+        };
+        let far = Frame {
+            instruction_addr: Some(format_instruction_addr(base + (1 << 32) + 5).into()),
+            ..Default::default()
+        };
+        let mut b = DictionaryBuilder::new();
+        let images = [moved];
+        let frames = [Arc::new(far)];
+        let mut fi = FrameInterner::new(&frames, "rust", &images);
+        let l = fi.location(&mut b, 0);
+        let d = b.finish();
+        assert_eq!(d.location_table[l as usize].address, base + (1 << 32) + 5);
     }
 
     #[test]
