@@ -82,6 +82,10 @@ pub struct ExporterMetrics {
     /// Samples not sent because their thread had fewer than 2 samples in its merged chunk
     /// (Relay would drop them).
     pub sparse_samples_dropped: AtomicU64,
+    /// Samples of such threads moved into group threads instead (`sparse_threads: group`).
+    pub sparse_samples_grouped: AtomicU64,
+    /// Threads whose samples were moved into group threads.
+    pub sparse_threads_grouped: AtomicU64,
 }
 
 /// A copy of the counters at one instant.
@@ -119,6 +123,10 @@ pub struct MetricsSnapshot {
     pub rejected_profiles: u64,
     /// See [`ExporterMetrics::sparse_samples_dropped`].
     pub sparse_samples_dropped: u64,
+    /// See [`ExporterMetrics::sparse_samples_grouped`].
+    pub sparse_samples_grouped: u64,
+    /// See [`ExporterMetrics::sparse_threads_grouped`].
+    pub sparse_threads_grouped: u64,
 }
 
 impl MetricsSnapshot {
@@ -173,6 +181,8 @@ impl ExporterMetrics {
             partial_successes: get(&self.partial_successes),
             rejected_profiles: get(&self.rejected_profiles),
             sparse_samples_dropped: get(&self.sparse_samples_dropped),
+            sparse_samples_grouped: get(&self.sparse_samples_grouped),
+            sparse_threads_grouped: get(&self.sparse_threads_grouped),
         }
     }
 }

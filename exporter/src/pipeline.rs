@@ -25,7 +25,7 @@ use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::input_writer::InputWriter;
 use crate::queue::{Queue, QueueError, ReadyMeta, Recovery, input};
 use crate::retry::Backoff;
-use profilink_proto::sentry::ProfileChunk;
+use profilink_proto::sentry::{CompactString, ProfileChunk};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
@@ -104,6 +104,8 @@ struct Input {
     chunk: ProfileChunk,
     /// `frame_hash` of each of the chunk's frames.
     frame_hashes: Vec<u64>,
+    /// Thread ids spans may reference (never grouped).
+    linked: Vec<CompactString>,
     bytes: u64,
     accepted_at: Instant,
 }
@@ -186,13 +188,23 @@ impl<S: Sink> Pipeline<S> {
 
     /// Durably queues `chunks` (routing key, chunk); `Ok` only once they are on disk.
     pub async fn export(&self, chunks: Vec<(String, ProfileChunk)>) -> Result<(), ExportError> {
+        self.export_linked(chunks, Vec::new()).await
+    }
+
+    /// [`Pipeline::export`] with `linked[i]` the thread ids of chunk `i` that spans may
+    /// reference (persisted with it; see [`crate::ExportChunk::linked_threads`]).
+    pub async fn export_linked(
+        &self,
+        chunks: Vec<(String, ProfileChunk)>,
+        linked: Vec<Vec<CompactString>>,
+    ) -> Result<(), ExportError> {
         if chunks.is_empty() {
             return Ok(());
         }
         if self.input_tx.is_closed() {
             return Err(ExportError::Closed);
         }
-        let (records, infos) = input::encode_batch(&chunks);
+        let (records, infos) = input::encode_batch_linked(&chunks, &linked);
         let (bodies, ranges): (Vec<Vec<u8>>, Vec<std::ops::Range<usize>>) =
             records.into_iter().map(|r| (r.body, r.chunks)).unzip();
         let result = self.writer.append(bodies).await;
@@ -219,6 +231,7 @@ impl<S: Sink> Pipeline<S> {
                 *slot = *id;
             }
         }
+        let mut linked = linked.into_iter();
         let batch: Vec<Input> = chunks
             .into_iter()
             .zip(infos)
@@ -227,6 +240,7 @@ impl<S: Sink> Pipeline<S> {
                 id,
                 route,
                 chunk,
+                linked: linked.next().unwrap_or_default(),
                 frame_hashes: info.frame_hashes,
                 bytes: info.approx_bytes,
                 accepted_at,
@@ -340,6 +354,7 @@ impl<S: Sink> Engine<S> {
                             id: record.id,
                             route: d.route,
                             chunk: d.chunk,
+                            linked: d.linked_threads,
                             frame_hashes: d.frame_hashes,
                             bytes: d.approx_bytes,
                             accepted_at: now,
@@ -392,6 +407,7 @@ impl<S: Sink> Engine<S> {
                 input.id,
                 &input.route,
                 &input.chunk,
+                &input.linked,
                 Some(&input.frame_hashes),
                 input.bytes,
                 input.accepted_at,
@@ -411,6 +427,14 @@ impl<S: Sink> Engine<S> {
             ExporterMetrics::add(
                 &self.metrics.sparse_samples_dropped,
                 e.sparse_samples_dropped as u64,
+            );
+            ExporterMetrics::add(
+                &self.metrics.sparse_samples_grouped,
+                e.sparse_samples_grouped as u64,
+            );
+            ExporterMetrics::add(
+                &self.metrics.sparse_threads_grouped,
+                e.sparse_threads_grouped as u64,
             );
             self.unpersisted_bytes += e.est_bytes;
             self.unpersisted.push_back(e);

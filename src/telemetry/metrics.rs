@@ -19,7 +19,9 @@
 //! | `profilink_exporter_rate_limited_total` | counter | `exporter` | responses that imposed a rate limit |
 //! | `profilink_exporter_dropped_chunks_total` | counter | `exporter`, `reason` | chunks given up (`ratelimit_backoff`, `queue_overflow`, `network_error`, `send_error`) |
 //! | `profilink_exporter_merged_chunks_total` | counter | `exporter` | merged chunks emitted by the accumulator |
-//! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk), dropped before sending |
+//! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk) that could not be grouped, dropped before sending |
+//! | `profilink_exporter_sparse_samples_grouped_total` | counter | `exporter` | samples of such threads moved into group threads (`sparse_threads: group`) |
+//! | `profilink_exporter_sparse_threads_grouped_total` | counter | `exporter` | threads whose samples were moved into group threads |
 //! | `profilink_queue_size_bytes` | gauge | `exporter` | bytes of unacknowledged records in the durable queue |
 //! | `profilink_queue_capacity_bytes` | gauge | `exporter` | the queue's capacity |
 //! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`) |
@@ -305,7 +307,7 @@ impl Registry {
             .iter()
             .map(|e| (e, e.metrics.snapshot()))
             .collect();
-        let exporter_families: [(&str, &str, &str, ExporterField); 10] = [
+        let exporter_families: [(&str, &str, &str, ExporterField); 12] = [
             (
                 "profilink_exporter_accepted_chunks_total",
                 "counter",
@@ -353,6 +355,18 @@ impl Registry {
                 "counter",
                 "Samples of threads with fewer than 2 non-empty-stack samples in a merged chunk, dropped as Relay would.",
                 |s| s.sparse_samples_dropped,
+            ),
+            (
+                "profilink_exporter_sparse_samples_grouped_total",
+                "counter",
+                "Samples of threads Relay would drop, moved into group threads it keeps.",
+                |s| s.sparse_samples_grouped,
+            ),
+            (
+                "profilink_exporter_sparse_threads_grouped_total",
+                "counter",
+                "Threads of merged chunks whose samples were moved into group threads.",
+                |s| s.sparse_threads_grouped,
             ),
             (
                 "profilink_queue_size_bytes",
