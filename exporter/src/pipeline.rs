@@ -1044,4 +1044,55 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert!(got.iter().all(|c| c.profile.samples.len() == 300));
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn linked_threads_survive_a_crash_and_are_not_grouped_on_replay() {
+        // Threads 5, 6 and 7 are seen once each, in two inputs; 7 is linked (spans reference
+        // it). Merged after a replay, 5 and 6 are grouped and 7 keeps its id (and, being
+        // alone, is dropped as Relay would): the queue remembered that 7 is linked.
+        let with_one = |start: f64, tids: &[&str]| {
+            let mut c = chunk('a', start, 20);
+            for (i, t) in tids.iter().enumerate() {
+                c.profile.samples.push(Sample {
+                    timestamp: start + 0.01 + i as f64 * 0.05,
+                    stack_id: 0,
+                    thread_id: (*t).into(),
+                });
+            }
+            c
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (q, rec) = open(dir.path());
+        let sink = Arc::new(Recorder::default());
+        let p = start(q.clone(), rec, sink.clone());
+        p.export_linked(vec![(String::new(), with_one(3000.0, &["5"]))], vec![])
+            .await
+            .unwrap();
+        p.export_linked(
+            vec![(String::new(), with_one(3005.0, &["6", "7"]))],
+            vec![vec!["7".into()]],
+        )
+        .await
+        .unwrap();
+        drop(p);
+        drop(q);
+        let (q, rec) = open(dir.path());
+        assert_eq!(rec.inputs.len(), 2);
+        start(q, rec, sink.clone())
+            .shutdown(Duration::from_secs(5))
+            .await;
+        let got = sink.0.lock().unwrap().clone();
+        assert_eq!(got.len(), 1);
+        let mut threads: Vec<&str> = got[0]
+            .profile
+            .samples
+            .iter()
+            .map(|s| s.thread_id.as_str())
+            .collect();
+        threads.sort();
+        threads.dedup();
+        let group = profilink_proto::sentry::thread_groups::group_id(b"other").to_string();
+        assert_eq!(threads, vec!["1", group.as_str()]);
+        assert_eq!(got[0].profile.samples.len(), 42);
+    }
 }
