@@ -24,7 +24,8 @@ const FIXTURES: [(&str, usize, usize, usize); 3] = [
 
 /// Input observation timestamps (nanoseconds), with multiplicity.
 fn input_timestamps(path: &Path) -> BTreeMap<u64, usize> {
-    let req = ExportProfilesServiceRequest::decode(std::fs::read(path).unwrap().as_slice()).unwrap();
+    let req =
+        ExportProfilesServiceRequest::decode(std::fs::read(path).unwrap().as_slice()).unwrap();
     let mut out = BTreeMap::new();
     for p in req
         .resource_profiles
@@ -33,7 +34,10 @@ fn input_timestamps(path: &Path) -> BTreeMap<u64, usize> {
         .flat_map(|s| &s.profiles)
     {
         for s in &p.samples {
-            assert!(!s.timestamps_unix_nano.is_empty(), "eBPF samples have timestamps");
+            assert!(
+                !s.timestamps_unix_nano.is_empty(),
+                "eBPF samples have timestamps"
+            );
             for &t in &s.timestamps_unix_nano {
                 *out.entry(t).or_insert(0) += 1;
             }
@@ -64,7 +68,11 @@ fn translate(input: &Path, out: &Path, extra: &[&str]) -> (Vec<ProfileChunk>, St
 
 /// Every output sample is an input observation (timestamps to the microsecond, with
 /// multiplicity): nothing invented. Returns the samples.
-fn assert_nothing_invented(name: &str, chunks: &[ProfileChunk], input: &BTreeMap<u64, usize>) -> usize {
+fn assert_nothing_invented(
+    name: &str,
+    chunks: &[ProfileChunk],
+    input: &BTreeMap<u64, usize>,
+) -> usize {
     let mut left = input.clone();
     let mut n = 0;
     for c in chunks {
@@ -74,7 +82,8 @@ fn assert_nothing_invented(name: &str, chunks: &[ProfileChunk], input: &BTreeMap
                 .range(ns.saturating_sub(2_000)..=ns + 2_000)
                 .find(|(_, k)| **k > 0)
                 .map(|(t, _)| *t);
-            let t = hit.unwrap_or_else(|| panic!("{name}: sample at {} not in the input", s.timestamp));
+            let t =
+                hit.unwrap_or_else(|| panic!("{name}: sample at {} not in the input", s.timestamp));
             *left.get_mut(&t).unwrap() -= 1;
             n += 1;
         }
@@ -92,7 +101,11 @@ fn validate(name: &str, out: &Path, chunks: usize) {
     );
     if vroomrs_available() {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vroomrs_check.py");
-        let res = Command::new("python3").arg(script).arg(out).output().unwrap();
+        let res = Command::new("python3")
+            .arg(script)
+            .arg(out)
+            .output()
+            .unwrap();
         let report = String::from_utf8_lossy(&res.stdout);
         assert!(res.status.success(), "vroomrs rejected {name}:\n{report}");
         assert_eq!(report.lines().count(), chunks);
@@ -111,7 +124,10 @@ fn grouping_keeps_the_ebpf_samples_relay_would_drop() {
         let (chunks, stderr) = translate(&input, &out, &[]);
         let kept = assert_nothing_invented(name, &chunks, &ts);
         assert_eq!(kept, grouped, "{name}: kept {kept} of {all}");
-        assert!(kept * 10 >= all * 9, "{name}: kept {kept} of {all}, want >= 90%");
+        assert!(
+            kept * 10 >= all * 9,
+            "{name}: kept {kept} of {all}, want >= 90%"
+        );
         assert!(stderr.contains("grouped"), "{name}: {stderr}");
         validate(name, &out, chunks.len());
         // Group threads are named.

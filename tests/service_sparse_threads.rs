@@ -110,7 +110,11 @@ service:
         tokio::time::sleep(Duration::from_millis(700)).await;
         let chunks: Vec<ProfileChunk> = standin.chunks()[before..].to_vec();
         let got: usize = chunks.iter().map(|c| c.profile.samples.len()).sum();
-        assert!(ok, "{name}: {got} of {kept} delivered; stderr:\n{}", p.stderr());
+        assert!(
+            ok,
+            "{name}: {got} of {kept} delivered; stderr:\n{}",
+            p.stderr()
+        );
         assert_eq!(got, kept, "{name}: {got} of {all} observations kept");
         assert!(got * 10 >= all * 9, "{name}: {got} of {all}, want >= 90%");
         delivered += got;
@@ -129,7 +133,9 @@ service:
                 if id >= profilink_proto::sentry::thread_groups::GROUP_ID_MIN {
                     grouped_total += 1;
                     assert!(
-                        c.profile.thread_metadata[s.thread_id.as_str()].name.is_some(),
+                        c.profile.thread_metadata[s.thread_id.as_str()]
+                            .name
+                            .is_some(),
                         "{name}: unnamed group {}",
                         s.thread_id
                     );
@@ -164,7 +170,10 @@ service:
     let e = [("exporter", "sentry")];
     // Samples in group threads, plus the lone samples that joined a same-name thread.
     let grouped = scrape(&text, "profilink_exporter_sparse_samples_grouped_total", &e).unwrap();
-    assert!(grouped >= grouped_total, "{grouped} < {grouped_total}\n{text}");
+    assert!(
+        grouped >= grouped_total,
+        "{grouped} < {grouped_total}\n{text}"
+    );
     assert!(scrape(&text, "profilink_exporter_sparse_threads_grouped_total", &e).unwrap() > 0);
     let lost: usize = FIXTURES.iter().map(|f| f.2 - f.1).sum();
     assert_eq!(

@@ -125,9 +125,7 @@ impl Emitted {
         let est_bytes = builder.est_bytes();
         let mut chunk = builder.finish();
         let grouped = match policy {
-            SparseThreads::Group => chunk
-                .profile
-                .group_sparse_threads(|t| linked.contains(t)),
+            SparseThreads::Group => chunk.profile.group_sparse_threads(|t| linked.contains(t)),
             SparseThreads::Drop => Default::default(),
         };
         let (_, sparse_samples_dropped) = chunk.profile.drop_sparse_threads();
@@ -255,7 +253,16 @@ impl ChunkAccumulator {
         now: Instant,
     ) -> PushOutcome {
         let mut out = PushOutcome::default();
-        self.push_part(id, route, chunk, &[], None, approx_bytes, now, &mut out.emitted);
+        self.push_part(
+            id,
+            route,
+            chunk,
+            &[],
+            None,
+            approx_bytes,
+            now,
+            &mut out.emitted,
+        );
         if self.finish_input(id) {
             out.ack_now.push(id);
         }
@@ -654,9 +661,16 @@ mod tests {
             .map(|s| s.thread_id.as_str())
             .collect();
         assert_eq!(threads, BTreeSet::from(["7", group.as_str()]));
-        assert_eq!(e.chunk.profile.thread_metadata[&group].name.as_deref(), Some("w"));
         assert_eq!(
-            (e.sparse_samples_grouped, e.sparse_threads_grouped, e.sparse_samples_dropped),
+            e.chunk.profile.thread_metadata[&group].name.as_deref(),
+            Some("w")
+        );
+        assert_eq!(
+            (
+                e.sparse_samples_grouped,
+                e.sparse_threads_grouped,
+                e.sparse_samples_dropped
+            ),
             (2, 2, 1)
         );
         // The same chunk id on replay, and `drop` keeps today's behaviour.
@@ -755,7 +769,16 @@ mod tests {
         acc.push_part(1, "", &a, &[], None, 100, t0, &mut emitted);
         acc.push_part(1, "", &b, &[], None, 100, t0, &mut emitted);
         // The same session twice in one input counts the input once.
-        acc.push_part(1, "", &chunk(5.0, 5.0, 20.0), &[], None, 100, t0, &mut emitted);
+        acc.push_part(
+            1,
+            "",
+            &chunk(5.0, 5.0, 20.0),
+            &[],
+            None,
+            100,
+            t0,
+            &mut emitted,
+        );
         assert!(emitted.is_empty());
         assert!(!acc.finish_input(1));
         acc.push_part(2, "", &empty, &[], None, 10, t0, &mut emitted);

@@ -40,8 +40,8 @@ use thiserror::Error;
 pub use accumulate::ChunkAccumulator;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{
-    Compression, SparseThreads, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig,
-    RetryConfig, RoutingConfig, SentryExporterConfig,
+    Compression, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig,
+    RetryConfig, RoutingConfig, SentryExporterConfig, SparseThreads,
 };
 pub use file::FileExporter;
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};

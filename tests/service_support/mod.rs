@@ -497,10 +497,12 @@ pub fn expected_observations(chunks: &[ProfileChunk]) -> Observations {
     use profilink_proto::sentry::{ProfileData, Sample};
     let mut sessions: BTreeMap<String, ProfileData> = BTreeMap::new();
     for c in chunks {
-        let p = sessions.entry(c.profiler_id.clone()).or_insert_with(|| ProfileData {
-            stacks: vec![vec![], vec![0]],
-            ..Default::default()
-        });
+        let p = sessions
+            .entry(c.profiler_id.clone())
+            .or_insert_with(|| ProfileData {
+                stacks: vec![vec![], vec![0]],
+                ..Default::default()
+            });
         for s in &c.profile.samples {
             let non_empty = c
                 .profile
@@ -514,7 +516,9 @@ pub fn expected_observations(chunks: &[ProfileChunk]) -> Observations {
             });
         }
         for (k, m) in &c.profile.thread_metadata {
-            p.thread_metadata.entry(k.clone()).or_insert_with(|| m.clone());
+            p.thread_metadata
+                .entry(k.clone())
+                .or_insert_with(|| m.clone());
         }
     }
     let mut m: Observations = BTreeMap::new();

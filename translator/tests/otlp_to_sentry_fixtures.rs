@@ -3,8 +3,8 @@
 mod otlp_to_sentry_support;
 
 use otlp_to_sentry_support::{
-    B, Obs, actual_observations, assert_same_observations, check_chunk, expected_observations,
-    kv, resource, sample, str_value,
+    B, Obs, actual_observations, assert_same_observations, check_chunk, expected_observations, kv,
+    resource, sample, str_value,
 };
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_translator::otlp_to_sentry::{
@@ -242,7 +242,11 @@ fn grouping_sparse_threads_keeps_the_samples_relay_would_drop() {
             }
         }
         let s = t.stats;
-        assert_eq!(s.samples_in, s.samples_out + s.samples_dropped_sparse, "{name}: {s:?}");
+        assert_eq!(
+            s.samples_in,
+            s.samples_out + s.samples_dropped_sparse,
+            "{name}: {s:?}"
+        );
         let expected = expected_observations(&req, opts.max_stack_depth);
         let actual = actual_observations(&t);
         assert_eq!(actual.len() as u64, s.samples_out);
@@ -254,13 +258,20 @@ fn grouping_sparse_threads_keeps_the_samples_relay_would_drop() {
                 "{name}: kept {} of {all}, want {kept}",
                 actual.len()
             );
-            assert!(s.samples_grouped > 0 && s.thread_groups > 0, "{name}: {s:?}");
+            assert!(
+                s.samples_grouped > 0 && s.thread_groups > 0,
+                "{name}: {s:?}"
+            );
         } else {
             // SDK data: every observation on its own thread, nothing grouped.
             assert_same_observations(actual, expected);
             assert_eq!(s.samples_grouped, 0, "{name}");
         }
-        assert_eq!(translate_request(&req, &opts), t, "{name}: not deterministic");
+        assert_eq!(
+            translate_request(&req, &opts),
+            t,
+            "{name}: not deterministic"
+        );
     }
 }
 
@@ -282,7 +293,10 @@ fn linked_threads_keep_their_ids_and_their_links() {
         (13, "worker", vec![t0 + 3_000], true),
         (14, "main", vec![t0 + 4_000], true),
     ] {
-        let attrs = vec![b.attr_int("thread.id", tid), b.attr_str("thread.name", name)];
+        let attrs = vec![
+            b.attr_int("thread.id", tid),
+            b.attr_str("thread.name", name),
+        ];
         let mut smp = sample(st, attrs, times);
         if linked {
             smp.link_index = link;
@@ -298,10 +312,18 @@ fn linked_threads_keep_their_ids_and_their_links() {
     let t = translate_request(&req, &keep);
     assert_eq!(t.chunks.len(), 1);
     let c = &t.chunks[0];
-    let threads: BTreeSet<&str> = c.profile.samples.iter().map(|s| s.thread_id.as_str()).collect();
+    let threads: BTreeSet<&str> = c
+        .profile
+        .samples
+        .iter()
+        .map(|s| s.thread_id.as_str())
+        .collect();
     let group = profilink_proto::sentry::thread_groups::group_id(b"name\0worker").to_string();
     assert_eq!(threads, BTreeSet::from(["10", "13", "14", group.as_str()]));
-    assert_eq!(c.profile.thread_metadata[&group].name.as_deref(), Some("worker"));
+    assert_eq!(
+        c.profile.thread_metadata[&group].name.as_deref(),
+        Some("worker")
+    );
     assert_eq!((t.stats.samples_grouped, t.stats.threads_grouped), (2, 2));
     // Each link names the thread its sample is under in the chunk.
     assert_eq!(t.links.len(), 2);

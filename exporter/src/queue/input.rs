@@ -1396,7 +1396,10 @@ mod tests {
     #[test]
     fn linked_threads_round_trip() {
         let items = vec![("".to_string(), rich(4)), ("r".to_string(), rich(5))];
-        let linked = vec![vec![CompactString::from("237382"), CompactString::from("1")]];
+        let linked = vec![vec![
+            CompactString::from("237382"),
+            CompactString::from("1"),
+        ]];
         let (records, _) = encode_batch_linked(&items, &linked);
         let d = decode(&records[0].body).unwrap();
         assert_eq!(d[0].linked_threads, linked[0]);
@@ -1440,10 +1443,7 @@ mod tests {
         assert_eq!(c.profile.samples.len(), 2);
         assert_eq!(c.profile.samples[1].timestamp, 2.0);
         assert_eq!(c.profile.frames[0].function.as_deref(), Some("main"));
-        assert_eq!(
-            c.profile.thread_metadata["7"].name.as_deref(),
-            Some("main")
-        );
+        assert_eq!(c.profile.thread_metadata["7"].name.as_deref(), Some("main"));
         assert_eq!(charge(&b), 100.max(b.len() as u64));
     }
 

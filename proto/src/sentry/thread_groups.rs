@@ -484,10 +484,15 @@ mod tests {
         // A real thread already has the group's id, and another one the next id (only in
         // `thread_metadata`): the group takes the one after.
         let mut p = chunk(
-            &[(&taken, Some("real"), 3), ("1", Some("w"), 1), ("2", Some("w"), 1)],
+            &[
+                (&taken, Some("real"), 3),
+                ("1", Some("w"), 1),
+                ("2", Some("w"), 1),
+            ],
             &[],
         );
-        p.thread_metadata.insert(next.clone(), ThreadMetadata::default());
+        p.thread_metadata
+            .insert(next.clone(), ThreadMetadata::default());
         p.group_sparse_threads(|_| false);
         let t = threads_of(&p);
         let after = (taken.parse::<u64>().unwrap() + 2).to_string();

@@ -383,7 +383,14 @@ impl<'r, 'a> Splitter<'r, 'a> {
         let grouping = self.opts.sparse_thread_grouping == SparseThreadGrouping::Group;
         // Threads with a linked observation anywhere in the session: spans may reference
         // them, so they are never grouped.
-        let mut linked = vec![false; if s.linked.is_empty() { 0 } else { s.threads.len() }];
+        let mut linked = vec![
+            false;
+            if s.linked.is_empty() {
+                0
+            } else {
+                s.threads.len()
+            }
+        ];
         for l in &s.linked {
             if let Some(t) = linked.get_mut(((l.key >> 32) as u32) as usize) {
                 *t = true;
@@ -399,7 +406,11 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 continue;
             }
             // Threads Relay would drop: fewer than two non-empty-stack samples in the chunk.
-            let sparse = th.in_chunk.iter().filter(|&&t| th.count[t as usize] < 2).count();
+            let sparse = th
+                .in_chunk
+                .iter()
+                .filter(|&&t| th.count[t as usize] < 2)
+                .count();
             sink.stats.sparse_threads += sparse as u64;
             self.groups = if grouping && sparse > 0 {
                 self.plan_groups(s, &th, &linked, digest.est)
@@ -411,7 +422,10 @@ impl<'r, 'a> Splitter<'r, 'a> {
             if drop && sparse > 0 {
                 for &t in &th.in_chunk {
                     if th.count[t as usize] < 2
-                        && !self.groups.moves.contains_key(s.threads[t as usize].id.as_str())
+                        && !self
+                            .groups
+                            .moves
+                            .contains_key(s.threads[t as usize].id.as_str())
                     {
                         th.mark[t as usize] = dropped_gen;
                         any_dropped = true;
