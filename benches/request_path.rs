@@ -83,6 +83,7 @@ fn merge(rounds: &[Round]) -> Vec<Emitted> {
                 id as u64,
                 route,
                 chunk,
+                &[],
                 Some(&info.frame_hashes),
                 info.approx_bytes,
                 now,

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
             from,
             output,
             transactions,
+            sparse_threads,
             inputs,
         }) => {
             let args = cli::translate::Args {
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
                 from,
                 output: output.as_deref(),
                 transactions: &transactions,
+                sparse_threads,
                 inputs: &inputs,
             };
             match cli::translate::run(&args) {

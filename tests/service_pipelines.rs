@@ -68,6 +68,7 @@ exporters:
     # This test drains the open windows at SIGTERM (by default they wait for the next start;
     # see service_restart.rs).
     flush_on_shutdown: true
+    sparse_threads: drop
     tick: 20ms
     retry_on_failure: {{ enabled: true, initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 60s }}
     sending_queue: {{ enabled: true, storage: ./data/queue, max_size_mib: 64 }}
@@ -94,7 +95,7 @@ service:
 
     let req = otlp_fixture("ebpf-profile.pb");
     let (profiles, samples) = otlp_counts(&req);
-    let expected = expected_observations(&expected_chunks(&req));
+    let expected = expected_observations_dropped(&expected_chunks(&req));
     let n = observation_count(&expected);
 
     // gRPC: every observation reaches the stand-in once the session goes idle.
@@ -162,7 +163,8 @@ service:
         scrape(&text, "profilink_exporter_dropped_chunks_total", &e),
         Some(0)
     );
-    // What the exporter left out is exactly the sparse threads' samples.
+    // What the exporter left out (`sparse_threads: drop`) is exactly the sparse threads'
+    // samples; `tests/service_sparse_threads.rs` covers the default, grouping.
     let all = observation_count(&observations(&expected_chunks(&req))) as u64;
     assert_eq!(
         scrape(&text, "profilink_exporter_sparse_samples_dropped_total", &e),

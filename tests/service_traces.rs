@@ -1,7 +1,8 @@
 //! Trace linking in the running binary, OTLP → Sentry: OTLP traces and OTLP profiles of the
 //! same resource go in (traces first: they wait for their profiles); the spans reaching the
 //! Sentry stand-in's OTLP traces endpoint carry the exported chunks' `sentry.profiler_id` and
-//! the `thread.id` of their linked samples.
+//! the `thread.id` of their linked samples, and the exporter's sparse-thread grouping never
+//! touches a thread those samples are on.
 
 mod service_support;
 
@@ -9,13 +10,71 @@ use profilink::service::pipeline::otlp_to_sentry_options;
 use profilink::telemetry::metrics::scrape;
 use profilink_proto::otlp::trace::trace_service_client::TraceServiceClient;
 use profilink_proto::otlp::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span};
-use profilink_proto::otlp::{AnyValue, any_value};
+use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValueAndUnit, any_value};
 use profilink_translator::otlp_to_sentry;
 use service_support::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 type SpanKey = (Vec<u8>, Vec<u8>);
+
+/// The SDK's main thread (its samples link to spans) in the Python fixture.
+const MAIN_THREAD: i64 = 140_357_056_605_056;
+
+/// Adds unlinked single samples, each on a new thread, copied from the first sample of the
+/// main thread (same stack and time + 1 µs per sample): `(thread id, thread name)`. Returns
+/// their timestamps.
+fn add_sparse_threads(req: &mut ExportProfilesServiceRequest, threads: &[(i64, &str)]) -> Vec<u64> {
+    let d = req.dictionary.as_mut().unwrap();
+    let key = |d: &profilink_proto::otlp::ProfilesDictionary, k: &str| {
+        d.string_table.iter().position(|s| s == k).unwrap() as i32
+    };
+    let (tid_key, name_key) = (key(d, "thread.id"), key(d, "thread.name"));
+    let is_main = |d: &profilink_proto::otlp::ProfilesDictionary, i: &i32| {
+        let a = &d.attribute_table[*i as usize];
+        a.key_strindex == tid_key
+            && a.value.as_ref().and_then(|v| v.value.as_ref())
+                == Some(&any_value::Value::IntValue(MAIN_THREAD))
+    };
+    let profile = &mut req.resource_profiles[0].scope_profiles[0].profiles[0];
+    let model = profile
+        .samples
+        .iter()
+        .find(|s| s.attribute_indices.iter().any(|i| is_main(d, i)))
+        .unwrap()
+        .clone();
+    let mut times = Vec::new();
+    for (n, (tid, name)) in threads.iter().enumerate() {
+        d.string_table.push((*name).to_string());
+        let name_idx = (d.string_table.len() - 1) as i32;
+        let mut attrs: Vec<i32> = Vec::new();
+        for i in &model.attribute_indices {
+            let a = &d.attribute_table[*i as usize];
+            if a.key_strindex != tid_key && a.key_strindex != name_key {
+                attrs.push(*i);
+            }
+        }
+        for (k, v) in [
+            (tid_key, any_value::Value::IntValue(*tid)),
+            (name_key, any_value::Value::StringValueStrindex(name_idx)),
+        ] {
+            d.attribute_table.push(KeyValueAndUnit {
+                key_strindex: k,
+                value: Some(AnyValue { value: Some(v) }),
+                unit_strindex: 0,
+            });
+            attrs.push((d.attribute_table.len() - 1) as i32);
+        }
+        let t = model.timestamps_unix_nano[0] + 1_000 * (n as u64 + 1);
+        times.push(t);
+        let mut smp = model.clone();
+        smp.attribute_indices = attrs;
+        smp.link_index = 0;
+        smp.timestamps_unix_nano = vec![t];
+        profile.samples.push(smp);
+    }
+    times
+}
 
 fn attr(span: &Span, key: &str) -> Option<String> {
     let v = span
@@ -72,8 +131,20 @@ service:
     );
     p.wait_port(&grpc, Duration::from_secs(20));
 
-    // The profiles: a real request whose samples link to spans.
-    let profiles = otlp_fixture("python-sdk-trace-chunk-00.pb");
+    // The profiles: a real request whose samples link to spans, plus three unlinked threads
+    // seen once: two "worker" threads and one named like the SDK's main thread, whose samples
+    // link to spans. That one may not join the main thread (it would put a sample that is not
+    // the spans' on the spans' thread); alone, it dissolves the "worker" group into one
+    // "other threads" group with it.
+    let mut profiles = otlp_fixture("python-sdk-trace-chunk-00.pb");
+    let added = add_sparse_threads(
+        &mut profiles,
+        &[
+            (999_997, "worker"),
+            (999_998, "worker"),
+            (999_999, "MainThread"),
+        ],
+    );
     let expected = otlp_to_sentry::translate(
         profiles.dictionary.as_ref(),
         &profiles.resource_profiles,
@@ -186,6 +257,30 @@ service:
         })
         .collect();
     assert!(chunks.iter().all(|c| c.profiler_id == profiler_id));
+    // The main thread holds exactly its own 176 samples; the three added threads are one
+    // group thread.
+    let on = |tid: &str| -> Vec<f64> {
+        chunks
+            .iter()
+            .flat_map(|c| &c.profile.samples)
+            .filter(|s| s.thread_id == tid)
+            .map(|s| s.timestamp)
+            .collect()
+    };
+    assert_eq!(on(&MAIN_THREAD.to_string()).len(), 176);
+    let group = profilink_proto::sentry::thread_groups::group_id(b"other").to_string();
+    let mut grouped = on(&group);
+    grouped.sort_by(f64::total_cmp);
+    assert_eq!(grouped.len(), 3);
+    for (g, t) in grouped.iter().zip(&added) {
+        assert!((g - *t as f64 / 1e9).abs() < 5e-7, "{g} vs {t}");
+    }
+    assert!(chunks.iter().any(|c| {
+        c.profile
+            .thread_metadata
+            .get(&group)
+            .is_some_and(|m| m.name.as_deref() == Some("other threads"))
+    }));
 
     for span in &got {
         let key = (span.trace_id.clone(), span.span_id.clone());
@@ -215,6 +310,15 @@ service:
             &[("receiver", "otlp"), ("transport", "grpc")]
         ),
         Some(n_spans as u64)
+    );
+    let e = [("exporter", "sentry")];
+    assert_eq!(
+        scrape(&text, "profilink_exporter_sparse_samples_grouped_total", &e),
+        Some(3)
+    );
+    assert_eq!(
+        scrape(&text, "profilink_exporter_sparse_samples_dropped_total", &e),
+        Some(0)
     );
     let l = [("pipeline", "traces"), ("source", "samples")];
     assert_eq!(

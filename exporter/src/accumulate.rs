@@ -13,6 +13,14 @@
 //!
 //! Samples older than the open window (late data) are emitted at once as their own chunk.
 //!
+//! **Sparse threads.** Only a finished chunk's thread counts are final, so this is where threads
+//! Relay would drop (fewer than 2 samples with a stack) are handled, as `sparse_threads` says:
+//! grouped ([`profilink_proto::sentry::thread_groups`], the default) and then, if still sparse,
+//! dropped and counted. Each input comes with the thread ids that spans may reference (its
+//! linked threads); a session keeps the union of its inputs' sets, and those threads are never
+//! grouped, so the thread id a span stamping wrote for a linked sample is the one it is sent
+//! under.
+//!
 //! Every input is identified by its queue id. An input may end up in several emitted chunks
 //! (when split); [`ChunkAccumulator::release`] tells which inputs are fully covered by persisted
 //! output and may be acknowledged, and each emitted chunk lists the timestamp range it took
@@ -20,10 +28,10 @@
 //! time-sorted samples are only ever cut between distinct timestamps, so these ranges are
 //! disjoint. Time is passed in (`now`), so tests need no sleeps.
 
-use crate::config::AccumulateConfig;
+use crate::config::{AccumulateConfig, SparseThreads};
 use crate::merge::ChunkBuilder;
 use crate::queue::consumed::Consumed;
-use profilink_proto::sentry::{MeasurementValue, ProfileChunk};
+use profilink_proto::sentry::{CompactString, MeasurementValue, ProfileChunk};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
@@ -94,8 +102,13 @@ pub struct Emitted {
     /// Why it was emitted.
     pub reason: EmitReason,
     /// Samples removed because their thread had fewer than 2 samples in the finished chunk
-    /// (Relay drops such threads, and rejects a chunk left without samples).
+    /// (Relay drops such threads, and rejects a chunk left without samples) and could not be
+    /// grouped.
     pub sparse_samples_dropped: usize,
+    /// Samples of such threads moved into group threads instead.
+    pub sparse_samples_grouped: usize,
+    /// Threads whose samples were moved into group threads.
+    pub sparse_threads_grouped: usize,
     /// The size estimate of the merged chunk (the sum of its inputs' shares).
     pub est_bytes: u64,
     /// The timestamp range taken from each input part.
@@ -104,16 +117,24 @@ pub struct Emitted {
 
 impl Emitted {
     /// Finishes a merged chunk. Only now, with all its samples merged, is a thread's sample
-    /// count final, so this is where threads Relay would drop are removed (and counted).
+    /// count final, so this is where threads Relay would drop are grouped (unless `policy` is
+    /// [`SparseThreads::Drop`]; never the `linked` ones) and what is still sparse is removed
+    /// (and counted).
     fn finished(
         key: SessionKey,
         builder: ChunkBuilder,
+        linked: &BTreeSet<CompactString>,
+        policy: SparseThreads,
         inputs: Vec<u64>,
         consumed: Vec<Consumed>,
         reason: EmitReason,
     ) -> Self {
         let est_bytes = builder.est_bytes();
         let mut chunk = builder.finish();
+        let grouped = match policy {
+            SparseThreads::Group => chunk.profile.group_sparse_threads(|t| linked.contains(t)),
+            SparseThreads::Drop => Default::default(),
+        };
         let (_, sparse_samples_dropped) = chunk.profile.drop_sparse_threads();
         Emitted {
             key,
@@ -121,6 +142,8 @@ impl Emitted {
             inputs,
             reason,
             sparse_samples_dropped,
+            sparse_samples_grouped: grouped.samples,
+            sparse_threads_grouped: grouped.threads,
             est_bytes,
             consumed,
         }
@@ -142,6 +165,8 @@ struct Session {
     window_start: f64,
     inputs: BTreeSet<u64>,
     consumed: Vec<Consumed>,
+    /// Thread ids spans may reference, over every input merged into the chunk.
+    linked: BTreeSet<CompactString>,
     last_activity: Instant,
 }
 
@@ -250,6 +275,7 @@ impl ChunkAccumulator {
             0,
             route,
             chunk,
+            &[],
             None,
             approx_bytes,
             now,
@@ -273,8 +299,10 @@ impl ChunkAccumulator {
     /// [`ChunkAccumulator::finish_input`]. Each open or emitted chunk counts an input once,
     /// however many of its chunks went into it.
     ///
-    /// `frame_hashes`, when given, holds the [`crate::merge::frame_hash`] of each of the
-    /// chunk's frames (the queue encoding computes them once per distinct frame of a batch).
+    /// `linked` lists the chunk's thread ids that spans may reference (never grouped, see the
+    /// module docs). `frame_hashes`, when given, holds the [`crate::merge::frame_hash`] of each
+    /// of the chunk's frames (the queue encoding computes them once per distinct frame of a
+    /// batch).
     #[allow(clippy::too_many_arguments)]
     pub fn push_part(
         &mut self,
@@ -282,6 +310,7 @@ impl ChunkAccumulator {
         part: u32,
         route: &str,
         chunk: &ProfileChunk,
+        linked: &[CompactString],
         frame_hashes: Option<&[u64]>,
         approx_bytes: u64,
         now: Instant,
@@ -398,6 +427,7 @@ impl ChunkAccumulator {
             if s.inputs.insert(id) {
                 *self.pending.entry(id).or_insert(0) += 1;
             }
+            s.linked.extend(linked.iter().cloned());
             s.last_activity = now;
         }
         let has_after = groups.iter().any(|(_, is_late)| !is_late);
@@ -420,6 +450,7 @@ impl ChunkAccumulator {
                         window_start,
                         inputs: BTreeSet::from([id]),
                         consumed,
+                        linked: linked.iter().cloned().collect(),
                         last_activity: now,
                     },
                 );
@@ -429,9 +460,12 @@ impl ChunkAccumulator {
                 } else {
                     EmitReason::Duration
                 };
+                let linked: BTreeSet<CompactString> = linked.iter().cloned().collect();
                 out.push(Emitted::finished(
                     key.owned(),
                     builder,
+                    &linked,
+                    self.cfg.sparse_threads,
                     vec![id],
                     consumed,
                     reason,
@@ -443,7 +477,13 @@ impl ChunkAccumulator {
     fn finish_session(&self, key: SessionKey, s: Session, reason: EmitReason) -> Option<Emitted> {
         let inputs: Vec<u64> = s.inputs.into_iter().collect();
         Some(Emitted::finished(
-            key, s.builder, inputs, s.consumed, reason,
+            key,
+            s.builder,
+            &s.linked,
+            self.cfg.sparse_threads,
+            inputs,
+            s.consumed,
+            reason,
         ))
     }
 
@@ -603,6 +643,73 @@ mod tests {
         assert_eq!(threads, BTreeSet::from(["7", "9"]));
     }
 
+    /// A thread's single sample at `t` on `tid` named `name`.
+    fn one(c: &mut ProfileChunk, t: f64, tid: &str, name: &str) {
+        c.profile.samples.push(Sample {
+            timestamp: t,
+            stack_id: 0,
+            thread_id: tid.into(),
+        });
+        c.profile.thread_metadata.insert(
+            tid.into(),
+            profilink_proto::sentry::ThreadMetadata {
+                name: Some(name.into()),
+                priority: None,
+            },
+        );
+    }
+
+    #[test]
+    fn sparse_threads_are_grouped_after_merging_except_linked_ones() {
+        let run = |policy: SparseThreads| {
+            let mut acc = ChunkAccumulator::new(AccumulateConfig {
+                sparse_threads: policy,
+                ..cfg()
+            });
+            let t0 = Instant::now();
+            // Threads 21 and 22 ("w") are seen once each, in different inputs: a group once
+            // merged. Thread 23 ("w") once too, but a span references it (input 2 says so):
+            // it keeps its id, and being sparse it is dropped.
+            let mut a = chunk(0.0, 5.0, 2.0);
+            let mut b = chunk(5.0, 5.0, 2.0);
+            one(&mut a, 1.0, "21", "w");
+            one(&mut b, 6.0, "22", "w");
+            one(&mut b, 7.0, "23", "w");
+            let mut emitted = Vec::new();
+            acc.push_part(1, 0, "", &a, &[], None, 100, t0, &mut emitted);
+            acc.push_part(2, 0, "", &b, &["23".into()], None, 100, t0, &mut emitted);
+            let mut out = acc.flush_all();
+            assert_eq!(out.len(), 1);
+            out.remove(0)
+        };
+        let e = run(SparseThreads::Group);
+        let group = profilink_proto::sentry::thread_groups::group_id(b"name\0w").to_string();
+        let threads: BTreeSet<&str> = e
+            .chunk
+            .profile
+            .samples
+            .iter()
+            .map(|s| s.thread_id.as_str())
+            .collect();
+        assert_eq!(threads, BTreeSet::from(["7", group.as_str()]));
+        assert_eq!(
+            e.chunk.profile.thread_metadata[&group].name.as_deref(),
+            Some("w")
+        );
+        assert_eq!(
+            (
+                e.sparse_samples_grouped,
+                e.sparse_threads_grouped,
+                e.sparse_samples_dropped
+            ),
+            (2, 2, 1)
+        );
+        // The same chunk id on replay, and `drop` keeps today's behaviour.
+        assert_eq!(run(SparseThreads::Group).chunk, e.chunk);
+        let d = run(SparseThreads::Drop);
+        assert_eq!((d.sparse_samples_grouped, d.sparse_samples_dropped), (0, 3));
+    }
+
     #[test]
     fn splits_at_the_window_boundary() {
         let mut acc = ChunkAccumulator::new(cfg());
@@ -689,15 +796,16 @@ mod tests {
         // Input 1: an empty chunk first (which alone would be acknowledged at once), then two
         // sessions; input 2 only an empty chunk.
         let mut emitted = Vec::new();
-        acc.push_part(1, 0, "", &empty, None, 10, t0, &mut emitted);
-        acc.push_part(1, 1, "", &a, None, 100, t0, &mut emitted);
-        acc.push_part(1, 2, "", &b, None, 100, t0, &mut emitted);
+        acc.push_part(1, 0, "", &empty, &[], None, 10, t0, &mut emitted);
+        acc.push_part(1, 1, "", &a, &[], None, 100, t0, &mut emitted);
+        acc.push_part(1, 2, "", &b, &[], None, 100, t0, &mut emitted);
         // The same session twice in one input counts the input once.
         acc.push_part(
             1,
             3,
             "",
             &chunk(5.0, 5.0, 20.0),
+            &[],
             None,
             100,
             t0,
@@ -705,7 +813,7 @@ mod tests {
         );
         assert!(emitted.is_empty());
         assert!(!acc.finish_input(1));
-        acc.push_part(2, 0, "", &empty, None, 10, t0, &mut emitted);
+        acc.push_part(2, 0, "", &empty, &[], None, 10, t0, &mut emitted);
         assert!(acc.finish_input(2));
         let out = acc.flush_all();
         assert_eq!(out.len(), 2);

@@ -14,6 +14,7 @@
 //!     chunk_duration: 60s
 //!     chunk_idle_timeout: 10s
 //!     max_chunk_bytes: 8388608
+//!     sparse_threads: group   # group | drop
 //!     retry_on_failure: { enabled: true, initial_interval: 5s, max_interval: 30s, max_elapsed_time: 300s, multiplier: 1.5, randomization_factor: 0.5 }
 //!     sending_queue: { enabled: true, storage: ./profilink-data/queue, max_size_mib: 256, overflow: backpressure }
 //!     dead_letter_dir: null
@@ -176,6 +177,21 @@ impl Default for RoutingConfig {
     }
 }
 
+/// What a merged chunk's threads that Relay would drop (fewer than 2 samples with a stack)
+/// become before it is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SparseThreads {
+    /// Grouped into threads Relay keeps (default; see
+    /// [`profilink_proto::sentry::thread_groups`]): per process, same-name threads together,
+    /// the rest in one `other threads` thread. Threads with trace links are never grouped.
+    /// What is still sparse afterwards is dropped.
+    #[default]
+    Group,
+    /// Dropped (the behaviour before grouping).
+    Drop,
+}
+
 /// Chunk accumulation settings (shared by the Sentry and file exporters).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -188,6 +204,8 @@ pub struct AccumulateConfig {
     pub chunk_idle_timeout: Duration,
     /// Largest serialized chunk (default 8 MiB).
     pub max_chunk_bytes: u64,
+    /// Threads Relay would drop in a merged chunk (default grouped).
+    pub sparse_threads: SparseThreads,
 }
 
 impl Default for AccumulateConfig {
@@ -196,6 +214,7 @@ impl Default for AccumulateConfig {
             chunk_duration: Duration::from_secs(60),
             chunk_idle_timeout: Duration::from_secs(10),
             max_chunk_bytes: 8 << 20,
+            sparse_threads: SparseThreads::Group,
         }
     }
 }
@@ -228,6 +247,8 @@ pub struct SentryExporterConfig {
     /// change where chunks are cut (nor, through Relay's thread rule, what survives). Set it
     /// when the queue directory does not outlive the process.
     pub flush_on_shutdown: bool,
+    /// Threads Relay would drop in a merged chunk: `group` (default) or `drop`.
+    pub sparse_threads: SparseThreads,
     /// Backoff for 5xx, timeouts and connection errors.
     pub retry_on_failure: RetryConfig,
     /// The durable queue.
@@ -264,6 +285,7 @@ impl Default for SentryExporterConfig {
             chunk_idle_timeout: acc.chunk_idle_timeout,
             max_chunk_bytes: acc.max_chunk_bytes,
             flush_on_shutdown: false,
+            sparse_threads: acc.sparse_threads,
             retry_on_failure: RetryConfig::default(),
             sending_queue: QueueConfig::default(),
             dead_letter_dir: None,
@@ -283,6 +305,7 @@ impl SentryExporterConfig {
             chunk_duration: self.chunk_duration,
             chunk_idle_timeout: self.chunk_idle_timeout,
             max_chunk_bytes: self.max_chunk_bytes,
+            sparse_threads: self.sparse_threads,
         }
     }
 
@@ -361,6 +384,8 @@ pub struct FileExporterConfig {
     /// Write the open chunks at shutdown (default true, so a stopped run leaves its files;
     /// see the `sentry` exporter's option for why it defaults to false there).
     pub flush_on_shutdown: bool,
+    /// Threads Relay would drop in a merged chunk: `group` (default) or `drop`.
+    pub sparse_threads: SparseThreads,
     /// The durable queue (default storage `<path>/.queue`).
     pub sending_queue: QueueConfig,
     /// Scheduler tick (default 100 ms).
@@ -380,6 +405,7 @@ impl Default for FileExporterConfig {
             chunk_idle_timeout: acc.chunk_idle_timeout,
             max_chunk_bytes: acc.max_chunk_bytes,
             flush_on_shutdown: true,
+            sparse_threads: acc.sparse_threads,
             sending_queue: QueueConfig::default(),
             tick: Duration::from_millis(100),
             observer: Default::default(),
@@ -394,6 +420,7 @@ impl FileExporterConfig {
             chunk_duration: self.chunk_duration,
             chunk_idle_timeout: self.chunk_idle_timeout,
             max_chunk_bytes: self.max_chunk_bytes,
+            sparse_threads: self.sparse_threads,
         }
     }
 

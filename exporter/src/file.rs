@@ -140,11 +140,15 @@ impl FileExporter {
 
     /// Durably queues chunks; `Ok` once they are on disk.
     pub async fn export(&self, chunks: Vec<ExportChunk>) -> Result<(), ExportError> {
+        let mut linked = Vec::with_capacity(chunks.len());
         let items = chunks
             .into_iter()
-            .map(|c| (String::new(), c.chunk))
+            .map(|c| {
+                linked.push(c.linked_threads);
+                (String::new(), c.chunk)
+            })
             .collect();
-        self.pipeline.export(items).await
+        self.pipeline.export_linked(items, linked).await
     }
 
     /// The counters.

@@ -32,7 +32,7 @@ pub mod retry;
 pub mod sentry;
 pub mod traces;
 
-use profilink_proto::sentry::ProfileChunk;
+use profilink_proto::sentry::{CompactString, ProfileChunk};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use thiserror::Error;
@@ -41,7 +41,7 @@ pub use accumulate::ChunkAccumulator;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{
     Compression, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig,
-    RetryConfig, RoutingConfig, SentryExporterConfig,
+    RetryConfig, RoutingConfig, SentryExporterConfig, SparseThreads,
 };
 pub use file::FileExporter;
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
@@ -65,14 +65,20 @@ pub struct ExportChunk {
     pub chunk: ProfileChunk,
     /// Resource attributes of the producer (`service.name`, `process.pid`, …).
     pub resource: BTreeMap<String, String>,
+    /// Thread ids of the chunk that spans may reference (a sample of theirs carries a trace
+    /// link, or the chunk came from an SDK): the exporter never groups them when it merges
+    /// chunks (see [`SparseThreads`]). Kept in the durable queue with the chunk, so a replay
+    /// after a crash groups exactly as the first run did.
+    pub linked_threads: Vec<CompactString>,
 }
 
 impl ExportChunk {
-    /// A chunk without resource attributes.
+    /// A chunk without resource attributes or linked threads.
     pub fn new(chunk: ProfileChunk) -> Self {
         ExportChunk {
             chunk,
             resource: BTreeMap::new(),
+            linked_threads: Vec::new(),
         }
     }
 }

@@ -91,6 +91,10 @@ pub struct ExporterMetrics {
     /// Samples in delivered chunks.
     pub sent_samples: AtomicU64,
     dropped_samples: [AtomicU64; 4],
+    /// Samples of such threads moved into group threads instead (`sparse_threads: group`).
+    pub sparse_samples_grouped: AtomicU64,
+    /// Threads whose samples were moved into group threads.
+    pub sparse_threads_grouped: AtomicU64,
 }
 
 /// A copy of the counters at one instant.
@@ -138,6 +142,10 @@ pub struct MetricsSnapshot {
     pub sent_samples: u64,
     /// Samples of dropped chunks, by reason.
     pub dropped_samples: Vec<(DiscardReason, u64)>,
+    /// See [`ExporterMetrics::sparse_samples_grouped`].
+    pub sparse_samples_grouped: u64,
+    /// See [`ExporterMetrics::sparse_threads_grouped`].
+    pub sparse_threads_grouped: u64,
 }
 
 impl MetricsSnapshot {
@@ -205,6 +213,8 @@ impl ExporterMetrics {
                 .iter()
                 .map(|r| (*r, get(&self.dropped_samples[r.index()])))
                 .collect(),
+            sparse_samples_grouped: get(&self.sparse_samples_grouped),
+            sparse_threads_grouped: get(&self.sparse_threads_grouped),
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::queue::consumed::{self, Consumed, ConsumedIndex};
 use crate::queue::input_writer::InputWriter;
 use crate::queue::{Queue, QueueError, ReadyMeta, Recovery, input};
 use crate::retry::Backoff;
-use profilink_proto::sentry::ProfileChunk;
+use profilink_proto::sentry::{CompactString, ProfileChunk};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
@@ -109,6 +109,8 @@ struct Input {
     chunk: ProfileChunk,
     /// `frame_hash` of each of the chunk's frames.
     frame_hashes: Vec<u64>,
+    /// Thread ids spans may reference (never grouped).
+    linked: Vec<CompactString>,
     bytes: u64,
     accepted_at: Instant,
 }
@@ -193,13 +195,23 @@ impl<S: Sink> Pipeline<S> {
 
     /// Durably queues `chunks` (routing key, chunk); `Ok` only once they are on disk.
     pub async fn export(&self, chunks: Vec<(String, ProfileChunk)>) -> Result<(), ExportError> {
+        self.export_linked(chunks, Vec::new()).await
+    }
+
+    /// [`Pipeline::export`] with `linked[i]` the thread ids of chunk `i` that spans may
+    /// reference (persisted with it; see [`crate::ExportChunk::linked_threads`]).
+    pub async fn export_linked(
+        &self,
+        chunks: Vec<(String, ProfileChunk)>,
+        linked: Vec<Vec<CompactString>>,
+    ) -> Result<(), ExportError> {
         if chunks.is_empty() {
             return Ok(());
         }
         if self.input_tx.is_closed() {
             return Err(ExportError::Closed);
         }
-        let (records, infos) = input::encode_batch(&chunks);
+        let (records, infos) = input::encode_batch_linked(&chunks, &linked);
         let (bodies, ranges): (Vec<Vec<u8>>, Vec<std::ops::Range<usize>>) =
             records.into_iter().map(|r| (r.body, r.chunks)).unzip();
         let result = self.writer.append(bodies).await;
@@ -230,6 +242,7 @@ impl<S: Sink> Pipeline<S> {
         }
         let samples: usize = chunks.iter().map(|(_, c)| c.profile.samples.len()).sum();
         ExporterMetrics::add(&self.metrics.accepted_samples, samples as u64);
+        let mut linked = linked.into_iter();
         let batch: Vec<Input> = chunks
             .into_iter()
             .zip(infos)
@@ -239,6 +252,7 @@ impl<S: Sink> Pipeline<S> {
                 part,
                 route,
                 chunk,
+                linked: linked.next().unwrap_or_default(),
                 frame_hashes: info.frame_hashes,
                 bytes: info.approx_bytes,
                 accepted_at,
@@ -428,6 +442,7 @@ impl<S: Sink> Engine<S> {
                                 part: part as u32,
                                 route: d.route,
                                 chunk: d.chunk,
+                                linked: d.linked_threads,
                                 frame_hashes: d.frame_hashes,
                                 bytes: d.approx_bytes,
                                 accepted_at: now,
@@ -484,6 +499,7 @@ impl<S: Sink> Engine<S> {
                 input.part,
                 &input.route,
                 &input.chunk,
+                &input.linked,
                 Some(&input.frame_hashes),
                 input.bytes,
                 input.accepted_at,
@@ -503,6 +519,14 @@ impl<S: Sink> Engine<S> {
             ExporterMetrics::add(
                 &self.metrics.sparse_samples_dropped,
                 e.sparse_samples_dropped as u64,
+            );
+            ExporterMetrics::add(
+                &self.metrics.sparse_samples_grouped,
+                e.sparse_samples_grouped as u64,
+            );
+            ExporterMetrics::add(
+                &self.metrics.sparse_threads_grouped,
+                e.sparse_threads_grouped as u64,
             );
             self.unpersisted_bytes += e.est_bytes;
             self.unpersisted.push_back(e);
@@ -1347,5 +1371,54 @@ mod tests {
             );
             assert_eq!(got, reference, "stops {stops:?} (crash: {crash})");
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn linked_threads_survive_a_crash_and_are_not_grouped_on_replay() {
+        // Threads 5, 6 and 7 are seen once each, in two inputs; 7 is linked (spans reference
+        // it). Merged after a replay, 5 and 6 are grouped and 7 keeps its id (and, being
+        // alone, is dropped as Relay would): the queue remembered that 7 is linked.
+        let with_one = |start: f64, tids: &[&str]| {
+            let mut c = chunk('a', start, 20);
+            for (i, t) in tids.iter().enumerate() {
+                c.profile.samples.push(Sample {
+                    timestamp: start + 0.01 + i as f64 * 0.05,
+                    stack_id: 0,
+                    thread_id: (*t).into(),
+                });
+            }
+            c
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (q, rec) = open(dir.path());
+        let sink = Arc::new(Recorder::default());
+        let p = start_idle(q.clone(), rec, sink.clone(), Duration::from_secs(3600));
+        p.export_linked(vec![(String::new(), with_one(3000.0, &["5"]))], vec![])
+            .await
+            .unwrap();
+        p.export_linked(
+            vec![(String::new(), with_one(3005.0, &["6", "7"]))],
+            vec![vec!["7".into()]],
+        )
+        .await
+        .unwrap();
+        drop(p);
+        drop(q);
+        let (q, rec) = open(dir.path());
+        assert_eq!(rec.inputs.len(), 2);
+        deliver(start(q, rec, sink.clone()), &sink, 1).await;
+        let got = sink.0.lock().unwrap().clone();
+        assert_eq!(got.len(), 1);
+        let mut threads: Vec<&str> = got[0]
+            .profile
+            .samples
+            .iter()
+            .map(|s| s.thread_id.as_str())
+            .collect();
+        threads.sort();
+        threads.dedup();
+        let group = profilink_proto::sentry::thread_groups::group_id(b"other").to_string();
+        assert_eq!(threads, vec!["1", group.as_str()]);
+        assert_eq!(got[0].profile.samples.len(), 42);
     }
 }

@@ -655,6 +655,7 @@ async fn routes_by_resource_attribute() {
         ExportChunk {
             chunk: chunk(PROFILER_A, "python", T0, 5.0, 20.0),
             resource: res,
+            linked_threads: Vec::new(),
         },
         ExportChunk::new(chunk(PROFILER_B, "python", T0, 5.0, 20.0)),
     ])

@@ -63,6 +63,12 @@ pub enum Command {
         /// Sentry transactions (JSONL or envelopes) whose spans link samples (Sentry -> OTLP).
         #[arg(long)]
         transactions: Vec<PathBuf>,
+        /// Threads Relay would drop (fewer than 2 samples in a chunk), OTLP -> Sentry: `group`
+        /// them into threads Relay keeps (per process: same-name threads together, the rest in
+        /// one "other threads" thread; threads with trace links never), then drop what is
+        /// still alone; or `drop` them all.
+        #[arg(long, value_enum, default_value_t = SparseThreads::Group)]
+        sparse_threads: SparseThreads,
         /// Input files (`-` for standard input).
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
@@ -99,6 +105,15 @@ pub enum OutputFormat {
     Otlp,
     /// OTLP/JSON.
     OtlpJson,
+}
+
+/// What `translate` does with threads Relay would drop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SparseThreads {
+    /// Group them into threads Relay keeps, then drop what is still alone.
+    Group,
+    /// Drop them.
+    Drop,
 }
 
 fn parse_format(s: &str) -> Result<InputFormat, String> {

@@ -2,7 +2,7 @@
 //! (protobuf or OTLP/JSON), and OTLP protobuf <-> OTLP/JSON.
 
 use super::input::{Input, ndjson_lines, read_input};
-use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat};
+use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat, SparseThreads};
 use anyhow::{Context, Result, bail};
 use profilink_exporter::file::{envelope_file_name, write_atomic};
 use profilink_exporter::{SDK_NAME, VERSION};
@@ -27,6 +27,8 @@ pub struct Args<'a> {
     pub output: Option<&'a Path>,
     /// Transaction files.
     pub transactions: &'a [PathBuf],
+    /// Threads Relay would drop: grouped first, or dropped.
+    pub sparse_threads: SparseThreads,
     /// Inputs.
     pub inputs: &'a [PathBuf],
 }
@@ -146,9 +148,14 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
         bail!("V1 profiles cannot be written as chunks; translate them --to otlp");
     }
     // Emit only what Relay keeps: a thread with fewer than 2 samples is dropped by Relay, and a
-    // chunk left without threads is rejected whole, so drop those here and say so. (The
-    // service keeps them instead until its accumulator has merged a minute of samples.)
+    // chunk left without threads is rejected whole, so group such threads (unless told not
+    // to), drop what is still sparse here and say so. (The service does the same once its
+    // accumulator has merged a minute of samples.)
     let options = otlp_to_sentry::Options {
+        sparse_thread_grouping: match args.sparse_threads {
+            SparseThreads::Group => otlp_to_sentry::SparseThreadGrouping::Group,
+            SparseThreads::Drop => otlp_to_sentry::SparseThreadGrouping::None,
+        },
         sparse_thread_policy: otlp_to_sentry::SparseThreadPolicy::Drop,
         ..Default::default()
     };
@@ -167,10 +174,17 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
                 s.profiles_skipped_non_cpu
             );
         }
+        if s.samples_grouped > 0 {
+            eprintln!(
+                "{name}: grouped {} sample(s) of {} thread(s) with fewer than 2 samples in their chunk into {} group thread(s)",
+                s.samples_grouped, s.threads_grouped, s.thread_groups
+            );
+        }
         if s.samples_dropped_sparse > 0 {
             eprintln!(
                 "{name}: dropped {} sample(s) of {} thread(s) with fewer than 2 samples in their chunk (Relay would drop them)",
-                s.samples_dropped_sparse, s.sparse_threads
+                s.samples_dropped_sparse,
+                s.sparse_threads.saturating_sub(s.threads_grouped)
             );
         }
         chunks.extend(t.chunks);

@@ -8,8 +8,8 @@
 //!
 //!   | data | `sentry` / `file` exporters | `otlp` exporters |
 //!   |---|---|---|
-//!   | OTLP | translated to chunks (sparse threads kept: the exporters merge 5 s chunks into 60 s ones), each with its origin resource's attributes for routing (see [`Pipeline::otlp_to_chunks`]) | forwarded as is (gateway) |
-//!   | Sentry chunks | passed through | translated to OTLP, linked to the envelope's transactions |
+//!   | OTLP | translated to chunks (sparse threads kept and not grouped: the exporters merge 5 s chunks into 60 s ones and group or drop them then), each with its origin resource's attributes for routing and the thread ids its trace links name (see [`Pipeline::otlp_to_chunks`]) | forwarded as is (gateway) |
+//!   | Sentry chunks | passed through (every thread marked linked: SDK threads keep their ids) | translated to OTLP, linked to the envelope's transactions |
 //!   | Sentry V1 profiles | translated to OTLP and back into chunks | translated to OTLP with their transaction |
 //!
 //!   `profile_sampling` processors drop whole profiler sessions first (see
@@ -35,14 +35,14 @@ use profilink_exporter::{
     ExportChunk, ExportError, ExporterMetrics, FileExporter, OtlpExporter, Overflow, SentryExporter,
 };
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesData, ResourceProfiles};
-use profilink_proto::sentry::ProfileChunk;
+use profilink_proto::sentry::{CompactString, ProfileChunk};
 use profilink_receiver::{Batch, ConsumeError, Consumer, Payload, SentryBatch};
 use profilink_translator::dictionary::Dictionary;
 use profilink_translator::linking::{
     NoLinks, TransactionLinks, span_intervals, span_item_interval,
 };
 use profilink_translator::otlp_to_sentry::{
-    self, ProcessIdentity, SparseThreadPolicy, derive_profiler_id,
+    self, ProcessIdentity, SparseThreadGrouping, SparseThreadPolicy, derive_profiler_id,
 };
 use profilink_translator::sentry_to_otlp::{self, SentryInput, V1WithTransaction};
 use std::collections::BTreeMap;
@@ -214,13 +214,26 @@ pub struct Pipeline {
 }
 
 /// The options the service translates OTLP with: the translator's defaults, but sparse
-/// threads are kept (a thread seen once in a 5 s request is not sparse in the 60 s chunk the
-/// exporter's accumulator builds).
+/// threads are kept as they are (a thread seen once in a 5 s request is not sparse in the 60 s
+/// chunk the exporter's accumulator builds, which groups or drops what is sparse then).
 pub fn otlp_to_sentry_options() -> otlp_to_sentry::Options {
     otlp_to_sentry::Options {
+        sparse_thread_grouping: SparseThreadGrouping::None,
         sparse_thread_policy: SparseThreadPolicy::Keep,
         ..Default::default()
     }
+}
+
+/// Every thread id of `chunk`'s samples: for chunks whose threads spans may reference (an
+/// SDK's chunks), so the exporters never group them.
+pub fn all_threads(chunk: &ProfileChunk) -> Vec<CompactString> {
+    let mut out: Vec<CompactString> = Vec::new();
+    for s in &chunk.profile.samples {
+        if out.last() != Some(&s.thread_id) && !out.contains(&s.thread_id) {
+            out.push(s.thread_id.clone());
+        }
+    }
+    out
 }
 
 /// Resource attributes as text (`key` → value), for exporter routing.
@@ -491,6 +504,15 @@ impl Pipeline {
         );
         ServiceCounters::add(&c.dropped_samples_size, t.stats.samples_dropped_size);
         ServiceCounters::add(&c.translated_chunks, t.chunks.len() as u64);
+        // The threads each session's links name: spans are stamped with them, so the
+        // exporters must not group them.
+        let mut linked: BTreeMap<&str, Vec<CompactString>> = BTreeMap::new();
+        for l in &t.links {
+            let v = linked.entry(l.profiler_id.as_str()).or_default();
+            if !v.iter().any(|t| *t == l.thread_id) {
+                v.push(CompactString::from(l.thread_id.as_str()));
+            }
+        }
         let n = t.chunks.len();
         let mut resource = Some(resource);
         for (i, chunk) in t.chunks.into_iter().enumerate() {
@@ -499,7 +521,15 @@ impl Pipeline {
             } else {
                 resource.clone().unwrap_or_default()
             };
-            out.push(ExportChunk { chunk, resource });
+            let linked_threads = linked
+                .get(chunk.profiler_id.as_str())
+                .cloned()
+                .unwrap_or_default();
+            out.push(ExportChunk {
+                chunk,
+                resource,
+                linked_threads,
+            });
         }
     }
 
@@ -664,7 +694,14 @@ impl Pipeline {
             if !v1.is_empty() {
                 out.extend(self.v1_to_chunks(&v1));
             }
-            out.extend(chunks.into_iter().map(ExportChunk::new));
+            // SDK chunks: spans reference their threads, so none is grouped.
+            out.extend(chunks.into_iter().map(|c| {
+                let linked_threads = all_threads(&c);
+                ExportChunk {
+                    linked_threads,
+                    ..ExportChunk::new(c)
+                }
+            }));
             self.export_chunks(out).await?;
         }
         if let Some(req) = otlp {
@@ -700,7 +737,12 @@ impl Pipeline {
             self.counters.translation_error(&r.error);
         }
         let data = profilink_proto::otlp::data_from_request(t.request);
-        self.otlp_to_chunks(&data)
+        // Threads of an SDK's profile, which its transaction references: never grouped.
+        let mut chunks = self.otlp_to_chunks(&data);
+        for c in &mut chunks {
+            c.linked_threads = all_threads(&c.chunk);
+        }
+        chunks
     }
 }
 

@@ -19,7 +19,9 @@
 //! | `profilink_exporter_rate_limited_total` | counter | `exporter` | responses that imposed a rate limit |
 //! | `profilink_exporter_dropped_chunks_total` | counter | `exporter`, `reason` | chunks given up (`ratelimit_backoff`, `queue_overflow`, `network_error`, `send_error`) |
 //! | `profilink_exporter_merged_chunks_total` | counter | `exporter` | merged chunks emitted by the accumulator |
-//! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk), dropped before sending |
+//! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk) that could not be grouped, dropped before sending |
+//! | `profilink_exporter_sparse_samples_grouped_total` | counter | `exporter` | samples of such threads moved into group threads (`sparse_threads: group`) |
+//! | `profilink_exporter_sparse_threads_grouped_total` | counter | `exporter` | threads whose samples were moved into group threads |
 //! | `profilink_exporter_{accepted,replayed,sent}_samples_total` | counter | `exporter` | samples accepted by `export`, replayed from the queue at start, delivered |
 //! | `profilink_exporter_dropped_samples_total` | counter | `exporter`, `reason` | samples of chunks given up (reasons as for chunks) |
 //! | `profilink_queue_size_bytes` | gauge | `exporter` | bytes of unacknowledged records in the durable queue |
@@ -308,7 +310,7 @@ impl Registry {
             .iter()
             .map(|e| (e, e.metrics.snapshot()))
             .collect();
-        let exporter_families: [(&str, &str, &str, ExporterField); 13] = [
+        let exporter_families: [(&str, &str, &str, ExporterField); 15] = [
             (
                 "profilink_exporter_accepted_chunks_total",
                 "counter",
@@ -374,6 +376,18 @@ impl Registry {
                 "counter",
                 "Samples in delivered chunks.",
                 |s| s.sent_samples,
+            ),
+            (
+                "profilink_exporter_sparse_samples_grouped_total",
+                "counter",
+                "Samples of threads Relay would drop, moved into group threads it keeps.",
+                |s| s.sparse_samples_grouped,
+            ),
+            (
+                "profilink_exporter_sparse_threads_grouped_total",
+                "counter",
+                "Threads of merged chunks whose samples were moved into group threads.",
+                |s| s.sparse_threads_grouped,
             ),
             (
                 "profilink_queue_size_bytes",

@@ -487,10 +487,60 @@ pub fn observations(chunks: &[ProfileChunk]) -> Observations {
     m
 }
 
-/// The observations of chunks that reach Sentry: threads with fewer than 2 samples with a
-/// non-empty stack in their session are left out, as the exporter does (Relay would drop
-/// them). Assumes each session of `chunks` ends up in one merged chunk.
+/// The observations of chunks that reach Sentry with the exporters' default
+/// (`sparse_threads: group`): per session, threads with fewer than 2 samples with a non-empty
+/// stack are grouped as the exporter groups them (the library's rule, tested on its own in
+/// `profilink_proto::sentry::thread_groups`; no thread of these inputs is linked and sparse),
+/// and what is still sparse is left out. Assumes each session of `chunks` ends up in one
+/// merged chunk.
 pub fn expected_observations(chunks: &[ProfileChunk]) -> Observations {
+    use profilink_proto::sentry::{ProfileData, Sample};
+    let mut sessions: BTreeMap<String, ProfileData> = BTreeMap::new();
+    for c in chunks {
+        let p = sessions
+            .entry(c.profiler_id.clone())
+            .or_insert_with(|| ProfileData {
+                stacks: vec![vec![], vec![0]],
+                ..Default::default()
+            });
+        for s in &c.profile.samples {
+            let non_empty = c
+                .profile
+                .stacks
+                .get(s.stack_id)
+                .is_some_and(|st| !st.is_empty());
+            p.samples.push(Sample {
+                timestamp: s.timestamp,
+                stack_id: usize::from(non_empty),
+                thread_id: s.thread_id.clone(),
+            });
+        }
+        for (k, m) in &c.profile.thread_metadata {
+            p.thread_metadata
+                .entry(k.clone())
+                .or_insert_with(|| m.clone());
+        }
+    }
+    let mut m: Observations = BTreeMap::new();
+    for (profiler_id, mut p) in sessions {
+        p.group_sparse_threads(|_| false);
+        p.drop_sparse_threads();
+        for s in &p.samples {
+            m.entry((profiler_id.clone(), s.thread_id.to_string()))
+                .or_default()
+                .push(s.timestamp);
+        }
+    }
+    for v in m.values_mut() {
+        v.sort_by(f64::total_cmp);
+    }
+    m
+}
+
+/// The observations of chunks that reach Sentry with `sparse_threads: drop`: threads with
+/// fewer than 2 samples with a non-empty stack in their session are left out (Relay would
+/// drop them). Assumes each session of `chunks` ends up in one merged chunk.
+pub fn expected_observations_dropped(chunks: &[ProfileChunk]) -> Observations {
     let mut active: BTreeMap<(String, String), usize> = BTreeMap::new();
     for c in chunks {
         for s in &c.profile.samples {
@@ -555,10 +605,14 @@ pub fn assert_same_observations(want: &Observations, got: &Observations, what: &
     );
 }
 
-/// The chunks the service makes of `req` (sparse threads kept, one translation per resource).
+/// The chunks the service makes of `req` (sparse threads kept as they are, one translation
+/// per resource; the exporters group or drop them once merged).
 pub fn expected_chunks(req: &ExportProfilesServiceRequest) -> Vec<ProfileChunk> {
-    use profilink_translator::otlp_to_sentry::{Options, SparseThreadPolicy, translate};
+    use profilink_translator::otlp_to_sentry::{
+        Options, SparseThreadGrouping, SparseThreadPolicy, translate,
+    };
     let opts = Options {
+        sparse_thread_grouping: SparseThreadGrouping::None,
         sparse_thread_policy: SparseThreadPolicy::Keep,
         ..Default::default()
     };

@@ -8,7 +8,9 @@ use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::dictionary::Dictionary;
 use profilink_translator::linking::ExactLinks;
-use profilink_translator::otlp_to_sentry::{self, Options, SparseThreadPolicy};
+use profilink_translator::otlp_to_sentry::{
+    self, Options, SparseThreadGrouping, SparseThreadPolicy,
+};
 use profilink_translator::sentry_to_otlp::restore::{canonical_form, restore_request};
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
 use prost::Message;
@@ -86,7 +88,9 @@ fn assert_same_links(
 
 #[test]
 fn observations_frames_and_links_survive_otlp_to_chunks_to_otlp() {
+    // Threads as they are (no grouping): the translation is then exact, thread ids included.
     let opts = Options {
+        sparse_thread_grouping: SparseThreadGrouping::None,
         sparse_thread_policy: SparseThreadPolicy::Keep,
         ..Default::default()
     };

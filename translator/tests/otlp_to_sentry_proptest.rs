@@ -7,7 +7,7 @@ use otlp_to_sentry_support::{
     int_value, kv, resource,
 };
 use profilink_proto::otlp::Sample;
-use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use profilink_translator::otlp_to_sentry::{Options, SparseThreadGrouping, translate_request};
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
@@ -181,18 +181,32 @@ proptest! {
     #[test]
     fn random_requests_translate_faithfully(spec in spec()) {
         let req = build(&spec);
-        let opts = Options {
-            max_chunk_duration_ns: spec.max_duration_s * 1_000_000_000,
-            max_chunk_bytes: spec.max_kib * 1024,
-            ..Options::default()
-        };
-        let t = translate_request(&req, &opts);
-        prop_assert!(t.rejected.is_empty(), "{:?}", t.rejected);
-        for c in &t.chunks {
-            check_chunk(c, &opts, true);
+        // Threads as they are, and grouped (the default): the same observations, on the same
+        // threads or (grouped) on any thread; chunks within their limits either way.
+        for grouping in [SparseThreadGrouping::None, SparseThreadGrouping::Group] {
+            let opts = Options {
+                max_chunk_duration_ns: spec.max_duration_s * 1_000_000_000,
+                max_chunk_bytes: spec.max_kib * 1024,
+                sparse_thread_grouping: grouping,
+                ..Options::default()
+            };
+            let t = translate_request(&req, &opts);
+            prop_assert!(t.rejected.is_empty(), "{:?}", t.rejected);
+            for c in &t.chunks {
+                check_chunk(c, &opts, true);
+            }
+            prop_assert_eq!(t.stats.samples_dropped_size, 0);
+            prop_assert_eq!(t.stats.samples_in, t.stats.samples_out);
+            let (mut actual, mut expected) =
+                (actual_observations(&t), expected_observations(&req, opts.max_stack_depth));
+            if grouping == SparseThreadGrouping::Group {
+                for o in actual.iter_mut().chain(expected.iter_mut()) {
+                    o.0.clear();
+                }
+            } else {
+                prop_assert_eq!(t.stats.samples_grouped, 0);
+            }
+            assert_same_observations(actual, expected);
         }
-        prop_assert_eq!(t.stats.samples_dropped_size, 0);
-        prop_assert_eq!(t.stats.samples_in, t.stats.samples_out);
-        assert_same_observations(actual_observations(&t), expected_observations(&req, opts.max_stack_depth));
     }
 }

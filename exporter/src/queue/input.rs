@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! FF FF FF FF                 marker: an impossible route length of the legacy format
-//! 01                          version
+//! 02                          version
 //! json_bytes (u64 LE)         the chunks' JSON size in all (see [`charge`])
 //! strings:  n | n × string                         shared frame strings
 //! frames:   n | n × (mask | present fields)         shared frames; string fields are indices
@@ -18,8 +18,13 @@
 //!           release? | content_type? | client_sdk? (name, version) | version | debug_meta? |
 //!           measurements | frames (indices into the shared frames) | stacks |
 //!           threads (distinct thread ids) | samples (f64 bits, 8 bytes LE | stack_id | thread) |
-//!           thread_metadata
+//!           thread_metadata | linked threads (n | n × string)
 //! ```
+//!
+//! The linked threads (version 2) are the chunk's thread ids that spans may reference
+//! ([`crate::ExportChunk::linked_threads`]): the accumulator never groups them, and a replay
+//! must know them to merge as the first run did. Version 1 records (written before them) are
+//! read with no linked threads.
 //!
 //! `x?` is a tag byte (0 absent, 1 present) followed by the value. A debug image's fields
 //! other than the known ones (`DebugImage::other`) are kept as a JSON object, as before.
@@ -47,7 +52,9 @@ use std::sync::Arc;
 /// The first four bytes of a record in this format.
 pub const MARKER: [u8; 4] = [0xFF; 4];
 /// The format version written.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
+/// The previous version (no linked threads), still read.
+pub const VERSION_1: u8 = 1;
 /// Records are closed (and a new one started) once they pass this size, far below the
 /// segment log's record limit.
 pub const MAX_BATCH_RECORD: usize = 32 << 20;
@@ -63,6 +70,8 @@ pub struct DecodedInput {
     pub approx_bytes: u64,
     /// [`frame_hash`] of each of the chunk's frames.
     pub frame_hashes: Vec<u64>,
+    /// Thread ids spans may reference (never grouped).
+    pub linked_threads: Vec<CompactString>,
 }
 
 /// An encoded record and the chunks (indices into the batch) it holds.
@@ -531,7 +540,7 @@ impl RecordWriter {
         id
     }
 
-    fn chunk(&mut self, route: &str, chunk: &ProfileChunk) -> ChunkInfo {
+    fn chunk(&mut self, route: &str, chunk: &ProfileChunk, linked: &[CompactString]) -> ChunkInfo {
         let frame_ids: Vec<u64> = chunk.profile.frames.iter().map(|f| self.frame(f)).collect();
         let frame_hashes = frame_ids
             .iter()
@@ -649,6 +658,10 @@ impl RecordWriter {
                 None => out.push(0),
             }
         }
+        put_var(out, linked.len() as u64);
+        for t in linked {
+            put_str(out, t);
+        }
         ChunkInfo {
             approx_bytes: approx,
             frame_hashes,
@@ -670,9 +683,18 @@ impl RecordWriter {
     }
 }
 
-/// Encodes a batch of `(route, chunk)` into one record, or several when it passes
-/// [`MAX_BATCH_RECORD`]; also returns each chunk's [`ChunkInfo`].
+/// Encodes a batch of `(route, chunk)` without linked threads; see [`encode_batch_linked`].
 pub fn encode_batch(items: &[(String, ProfileChunk)]) -> (Vec<EncodedRecord>, Vec<ChunkInfo>) {
+    encode_batch_linked(items, &[])
+}
+
+/// Encodes a batch of `(route, chunk)`, with `linked[i]` the linked threads of chunk `i` (none
+/// past the end of `linked`), into one record, or several when it passes
+/// [`MAX_BATCH_RECORD`]; also returns each chunk's [`ChunkInfo`].
+pub fn encode_batch_linked(
+    items: &[(String, ProfileChunk)],
+    linked: &[Vec<CompactString>],
+) -> (Vec<EncodedRecord>, Vec<ChunkInfo>) {
     let mut records = Vec::new();
     let mut infos = Vec::with_capacity(items.len());
     let mut w = RecordWriter::new();
@@ -686,7 +708,8 @@ pub fn encode_batch(items: &[(String, ProfileChunk)]) -> (Vec<EncodedRecord>, Ve
             });
             start = i;
         }
-        infos.push(w.chunk(route, chunk));
+        let l = linked.get(i).map_or(&[][..], Vec::as_slice);
+        infos.push(w.chunk(route, chunk, l));
     }
     if w.n_chunks > 0 {
         records.push(EncodedRecord {
@@ -703,7 +726,9 @@ pub fn encode_batch(items: &[(String, ProfileChunk)]) -> (Vec<EncodedRecord>, Ve
 /// when inputs were stored as JSON, although they take a fraction of that on disk.
 pub fn charge(body: &[u8]) -> u64 {
     let own = body.len() as u64;
-    if body.get(..4) == Some(&MARKER[..]) && body.get(4) == Some(&VERSION) {
+    if body.get(..4) == Some(&MARKER[..])
+        && matches!(body.get(4), Some(&VERSION) | Some(&VERSION_1))
+    {
         let json = body
             .get(5..13)
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
@@ -881,6 +906,7 @@ fn decode_chunk(
     r: &mut Reader<'_>,
     frames: &[Arc<Frame>],
     hashes: &[u64],
+    version: u8,
 ) -> Result<DecodedInput, DecodeError> {
     let route = r.string()?;
     let approx_bytes = r.var()?;
@@ -985,11 +1011,20 @@ fn decode_chunk(
         p.thread_metadata
             .insert(tid, ThreadMetadata { name, priority });
     }
+    let mut linked_threads = Vec::new();
+    if version >= VERSION {
+        let n = r.count(1)?;
+        linked_threads.reserve(n);
+        for _ in 0..n {
+            linked_threads.push(CompactString::from(r.str()?));
+        }
+    }
     Ok(DecodedInput {
         route,
         chunk: c,
         approx_bytes,
         frame_hashes,
+        linked_threads,
     })
 }
 
@@ -1000,7 +1035,7 @@ pub fn decode(body: &[u8]) -> Result<Vec<DecodedInput>, DecodeError> {
     }
     let mut r = Reader { buf: body, pos: 4 };
     let version = r.byte()?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_1 {
         return Err(DecodeError::BadTag(version));
     }
     r.bytes(8)?;
@@ -1018,7 +1053,7 @@ pub fn decode(body: &[u8]) -> Result<Vec<DecodedInput>, DecodeError> {
     let n = r.count(12)?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        out.push(decode_chunk(&mut r, &frames, &hashes)?);
+        out.push(decode_chunk(&mut r, &frames, &hashes, version)?);
     }
     if r.remaining() != 0 {
         return Err(DecodeError::BadNumber);
@@ -1040,6 +1075,7 @@ fn decode_legacy(body: &[u8]) -> Result<DecodedInput, DecodeError> {
     let chunk = ProfileChunk::from_json(json).map_err(|e| DecodeError::Json(e.to_string()))?;
     Ok(DecodedInput {
         route: String::from_utf8_lossy(route).into_owned(),
+        linked_threads: Vec::new(),
         frame_hashes: chunk.profile.frames.iter().map(|f| frame_hash(f)).collect(),
         chunk,
         approx_bytes: json.len() as u64,
@@ -1355,6 +1391,60 @@ mod tests {
         assert_eq!(d[0].approx_bytes as usize, c.to_json().len());
         assert_eq!(d[0].chunk.profile.frames, c.profile.frames);
         assert_eq!(charge(&body), body.len() as u64);
+    }
+
+    #[test]
+    fn linked_threads_round_trip() {
+        let items = vec![("".to_string(), rich(4)), ("r".to_string(), rich(5))];
+        let linked = vec![vec![
+            CompactString::from("237382"),
+            CompactString::from("1"),
+        ]];
+        let (records, _) = encode_batch_linked(&items, &linked);
+        let d = decode(&records[0].body).unwrap();
+        assert_eq!(d[0].linked_threads, linked[0]);
+        assert!(d[1].linked_threads.is_empty());
+        same(&items[0].1, &d[0].chunk);
+    }
+
+    #[test]
+    fn version_1_records_are_read_without_linked_threads() {
+        // A record as version 1 wrote it (before linked threads), byte by byte: one chunk of
+        // two samples on thread 7, one frame `main`.
+        let mut b: Vec<u8> = vec![0xff, 0xff, 0xff, 0xff, 1];
+        b.extend_from_slice(&100u64.to_le_bytes()); // json_bytes
+        b.extend_from_slice(&[1, 4, b'm', b'a', b'i', b'n']); // strings
+        b.extend_from_slice(&[1, 0x08, 0]); // frames: function = string 0
+        b.push(1); // chunks
+        b.extend_from_slice(&[0, 100]); // route "", approx_json_bytes
+        b.push(32);
+        b.extend_from_slice(&[b'c'; 32]); // chunk_id
+        b.push(32);
+        b.extend_from_slice(&[b'p'; 32]); // profiler_id
+        b.push(0); // environment
+        b.extend_from_slice(&[4, b'r', b'u', b's', b't']); // platform
+        b.extend_from_slice(&[0, 0, 0]); // release, content_type, client_sdk
+        b.extend_from_slice(&[1, b'2']); // version
+        b.extend_from_slice(&[0, 0]); // debug_meta, measurements
+        b.extend_from_slice(&[1, 0]); // frames: record frame 0
+        b.extend_from_slice(&[1, 1, 0]); // stacks: [[0]]
+        b.extend_from_slice(&[1, 1, b'7']); // threads: "7"
+        b.push(2); // samples
+        for t in [1.0f64, 2.0] {
+            b.extend_from_slice(&t.to_bits().to_le_bytes());
+            b.extend_from_slice(&[0, 0]);
+        }
+        b.extend_from_slice(&[1, 1, b'7', 1, 4, b'm', b'a', b'i', b'n', 0]); // thread_metadata
+        let d = decode(&b).unwrap();
+        assert_eq!(d.len(), 1);
+        let c = &d[0].chunk;
+        assert!(d[0].linked_threads.is_empty());
+        assert_eq!(c.chunk_id, "c".repeat(32));
+        assert_eq!(c.profile.samples.len(), 2);
+        assert_eq!(c.profile.samples[1].timestamp, 2.0);
+        assert_eq!(c.profile.frames[0].function.as_deref(), Some("main"));
+        assert_eq!(c.profile.thread_metadata["7"].name.as_deref(), Some("main"));
+        assert_eq!(charge(&b), 100.max(b.len() as u64));
     }
 
     #[test]

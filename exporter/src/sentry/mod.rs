@@ -331,12 +331,16 @@ impl SentryExporter {
     /// Durably queues chunks (routed by their resource attributes); `Ok` once on disk.
     /// [`ExportError::Full`] means: answer the producer UNAVAILABLE / 429.
     pub async fn export(&self, chunks: Vec<ExportChunk>) -> Result<(), ExportError> {
+        let mut linked = Vec::with_capacity(chunks.len());
         let items = chunks
             .into_iter()
-            .map(|c| (self.sink.router.key_for(&c.resource), c.chunk))
+            .map(|c| {
+                linked.push(c.linked_threads);
+                (self.sink.router.key_for(&c.resource), c.chunk)
+            })
             .collect();
         match &self.pipeline {
-            Some(p) => p.export(items).await,
+            Some(p) => p.export_linked(items, linked).await,
             None => Err(ExportError::Closed),
         }
     }

@@ -237,7 +237,8 @@ impl ProfileData {
     /// without samples is pruned. Returns `(threads dropped, samples dropped)`.
     ///
     /// Relay does this on ingestion (and rejects a chunk left without samples), so a sender
-    /// that applies it first sends only what Sentry keeps and can count the rest.
+    /// that applies it first sends only what Sentry keeps and can count the rest. To keep such
+    /// threads' samples instead, group them first ([`ProfileData::group_sparse_threads`]).
     pub fn drop_sparse_threads(&mut self) -> (usize, usize) {
         let ProfileData {
             samples,

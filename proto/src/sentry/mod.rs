@@ -9,6 +9,7 @@ pub mod envelope;
 pub mod ids;
 pub mod image_space;
 pub mod span_item;
+pub mod thread_groups;
 pub mod timestamp;
 pub mod transaction;
 pub mod v1;
@@ -19,6 +20,7 @@ pub use chunk::{
 };
 pub use envelope::{Envelope, EnvelopeError, EnvelopeItem};
 pub use span_item::{SpanFormat, SpanItem, is_span_container, parse_span_item};
+pub use thread_groups::{GroupOutcome, ThreadGroups, ThreadStat};
 pub use timestamp::Timestamp;
 pub use transaction::{ProfileContext, Span, TraceContext, Transaction};
 pub use v1::{

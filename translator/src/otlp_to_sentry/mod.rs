@@ -144,7 +144,9 @@
 //! stays within `max_chunk_bytes` (an upper-bound estimate kept while filling it). Samples are
 //! sorted by timestamp (ties by thread, stack); a chunk lists only the stacks, frames, debug
 //! images and threads it uses. Threads with fewer than two non-empty-stack samples in a chunk
-//! (which Relay drops) are counted and handled by [`SparseThreadPolicy`].
+//! (which Relay drops) are counted, grouped into threads Relay keeps by
+//! [`SparseThreadGrouping::Group`] (default; linked threads are never grouped), and what is
+//! still sparse is handled by [`SparseThreadPolicy`].
 
 use crate::dictionary::{Attr, Dictionary};
 use crate::error::TranslateError;
@@ -169,7 +171,8 @@ mod stacks;
 pub use debug_images::{BUILD_ID_GNU_KEY, debug_id_from_build_id};
 pub use frames::FRAME_TYPE_KEY;
 pub use options::{
-    NonCpuPolicy, Options, RELAY_MAX_CHUNK_BYTES, RELAY_MAX_CHUNK_DURATION_NS, SparseThreadPolicy,
+    NonCpuPolicy, Options, RELAY_MAX_CHUNK_BYTES, RELAY_MAX_CHUNK_DURATION_NS,
+    SparseThreadGrouping, SparseThreadPolicy,
 };
 pub use restore_hook::CHUNK_ID_KEY;
 pub use session::{IDENTITY_KEYS, PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
@@ -231,6 +234,12 @@ pub struct Stats {
     pub stacks_truncated: u64,
     /// (chunk, thread) pairs with fewer than two non-empty-stack samples.
     pub sparse_threads: u64,
+    /// Group threads made by [`SparseThreadGrouping::Group`].
+    pub thread_groups: u64,
+    /// (chunk, thread) pairs whose samples moved to a group (or a same-name thread).
+    pub threads_grouped: u64,
+    /// Samples that moved to a group thread (they are in `samples_out`).
+    pub samples_grouped: u64,
     /// Profiler sessions with at least one observation.
     pub sessions: u64,
     /// Chunks emitted.

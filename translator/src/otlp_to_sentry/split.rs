@@ -9,9 +9,14 @@
 //! largest possible index), so a chunk never exceeds the limit.
 //!
 //! Within each chunk, threads with fewer than 2 samples with a non-empty stack are *sparse*
-//! (Relay drops them): each is counted in [`super::Stats::sparse_threads`] and, under
-//! [`super::SparseThreadPolicy::Drop`], its samples are removed (counted in
-//! [`super::Stats::samples_dropped_sparse`]).
+//! (Relay drops them): each is counted in [`super::Stats::sparse_threads`]; under
+//! [`super::SparseThreadGrouping::Group`] they are grouped into threads Relay keeps
+//! ([`profilink_proto::sentry::thread_groups`]; threads with a linked observation in the
+//! session are never grouped), and under [`super::SparseThreadPolicy::Drop`] the samples of
+//! threads still sparse are removed (counted in [`super::Stats::samples_dropped_sparse`]).
+//! Grouping rewrites the thread ids of the finished chunk; the size estimate stays an upper
+//! bound because the group's `thread_metadata` entries and longer ids are added to it first
+//! (a chunk where they would not fit is left ungrouped).
 //!
 //! One pass over a chunk's observations both cuts it and builds its stacks, thread metadata
 //! and content checksum; frames and samples are then written in tight loops. Only when sparse
@@ -26,7 +31,7 @@
 
 use super::frames::FrameTable;
 use super::ids::{chunk_id, sample_checksum};
-use super::options::{Options, SparseThreadPolicy};
+use super::options::{Options, SparseThreadGrouping, SparseThreadPolicy};
 use super::platform::{Runtime, choose_platform, frame_platform};
 use super::sort::sort_observations;
 use super::stacks::{EMPTY_STACK, StackTable};
@@ -36,7 +41,8 @@ use profilink_proto::sentry::CompactString;
 use profilink_proto::sentry::chunk::CHUNK_VERSION;
 use profilink_proto::sentry::timestamp::{nanos_to_secs, secs_to_nanos};
 use profilink_proto::sentry::{
-    ClientSdk, DebugMeta, Frame, ProfileChunk, ProfileData, Sample, ThreadMetadata,
+    ClientSdk, DebugMeta, Frame, ProfileChunk, ProfileData, Sample, ThreadGroups, ThreadMetadata,
+    ThreadStat,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -129,6 +135,8 @@ struct ThreadMarks {
     mark: Vec<u32>,
     /// Non-empty-stack samples of each thread in the chunk (valid while `mark` is current).
     count: Vec<u32>,
+    /// All samples of each thread in the chunk (valid while `mark` is current).
+    total: Vec<u32>,
     /// Current generation.
     gen_: u32,
     /// Threads of the chunk, in order of first sample.
@@ -140,6 +148,7 @@ impl ThreadMarks {
         ThreadMarks {
             mark: vec![0; threads],
             count: vec![0; threads],
+            total: vec![0; threads],
             gen_: 0,
             in_chunk: Vec::new(),
         }
@@ -181,6 +190,8 @@ struct Digest {
     checksum: u64,
     first: u64,
     last: u64,
+    /// The chunk's size estimate (an upper bound of its JSON length).
+    est: usize,
 }
 
 /// Outputs of splitting.
@@ -225,6 +236,8 @@ pub(crate) struct Splitter<'r, 'a> {
     new_frames: Vec<u32>,
     /// Mappings (with a debug image) of the chunk being assembled, in order of first use.
     new_images: Vec<u32>,
+    /// The thread groups of the chunk being assembled, applied when it is sealed.
+    groups: ThreadGroups,
 }
 
 impl<'r, 'a> Splitter<'r, 'a> {
@@ -262,6 +275,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
             sample_stacks: Vec::new(),
             new_frames: Vec::new(),
             new_images: Vec::new(),
+            groups: ThreadGroups::default(),
             frame_image: ft
                 .frames
                 .iter()
@@ -366,6 +380,22 @@ impl<'r, 'a> Splitter<'r, 'a> {
         };
         let mut th = ThreadMarks::new(s.threads.len());
         let drop = self.opts.sparse_thread_policy == SparseThreadPolicy::Drop;
+        let grouping = self.opts.sparse_thread_grouping == SparseThreadGrouping::Group;
+        // Threads with a linked observation anywhere in the session: spans may reference
+        // them, so they are never grouped.
+        let mut linked = vec![
+            false;
+            if s.linked.is_empty() {
+                0
+            } else {
+                s.threads.len()
+            }
+        ];
+        for l in &s.linked {
+            if let Some(t) = linked.get_mut(((l.key >> 32) as u32) as usize) {
+                *t = true;
+            }
+        }
 
         let mut i = 0;
         while i < s.obs.len() {
@@ -376,12 +406,27 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 continue;
             }
             // Threads Relay would drop: fewer than two non-empty-stack samples in the chunk.
+            let sparse = th
+                .in_chunk
+                .iter()
+                .filter(|&&t| th.count[t as usize] < 2)
+                .count();
+            sink.stats.sparse_threads += sparse as u64;
+            self.groups = if grouping && sparse > 0 {
+                self.plan_groups(s, &th, &linked, digest.est)
+            } else {
+                ThreadGroups::default()
+            };
             let dropped_gen = th.next_gen();
             let mut any_dropped = false;
-            for &t in &th.in_chunk {
-                if th.count[t as usize] < 2 {
-                    sink.stats.sparse_threads += 1;
-                    if drop {
+            if drop && sparse > 0 {
+                for &t in &th.in_chunk {
+                    if th.count[t as usize] < 2
+                        && !self
+                            .groups
+                            .moves
+                            .contains_key(s.threads[t as usize].id.as_str())
+                    {
                         th.mark[t as usize] = dropped_gen;
                         any_dropped = true;
                     }
@@ -405,6 +450,49 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 self.finish(s, &range, chunk, digest, &mut link_cursor, sink);
             }
         }
+    }
+
+    /// The thread groups of the chunk just filled (see the module docs), or none when the
+    /// grouped chunk might not fit in `max_chunk_bytes` (`est` is the filled chunk's estimate).
+    fn plan_groups(
+        &self,
+        s: &Session,
+        th: &ThreadMarks,
+        linked: &[bool],
+        est: usize,
+    ) -> ThreadGroups {
+        let stats: Vec<ThreadStat<'_>> = th
+            .in_chunk
+            .iter()
+            .map(|&t| {
+                let info = &s.threads[t as usize];
+                ThreadStat {
+                    id: &info.id,
+                    name: info.name.as_deref(),
+                    active: th.count[t as usize] as usize,
+                    linked: linked.get(t as usize).copied().unwrap_or(false),
+                }
+            })
+            .collect();
+        let groups = ThreadGroups::plan(&stats, &[]);
+        if groups.is_empty() {
+            return groups;
+        }
+        // What grouping adds: longer ids on the moved samples and the groups' entries.
+        let mut extra = 0usize;
+        for &t in &th.in_chunk {
+            let info = &s.threads[t as usize];
+            if let Some(to) = groups.moves.get(info.id.as_str()) {
+                extra += th.total[t as usize] as usize * to.len().saturating_sub(info.id.len());
+            }
+        }
+        for (id, name) in &groups.groups {
+            extra += id.len() + 5 + 8 + json_len(name) + 1;
+        }
+        if est.saturating_add(extra) > self.opts.effective_max_chunk_bytes() {
+            return ThreadGroups::default();
+        }
+        groups
     }
 
     /// Fills `chunk` (a copy of the session's template) from observation `i` on, in one pass:
@@ -505,6 +593,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 if new_thread {
                     th.mark[thread] = tg;
                     th.count[thread] = 0;
+                    th.total[thread] = 0;
                     th.in_chunk.push(o.thread);
                     any_thread = true;
                     profile.thread_metadata.insert(
@@ -516,6 +605,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
                     );
                 }
                 th.count[thread] += u32::from(o.stack != EMPTY_STACK);
+                th.total[thread] += 1;
                 let stack_id = if new_stack {
                     let id = profile.stacks.len() as u32;
                     profile.stacks.push(
@@ -548,6 +638,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 checksum,
                 first,
                 last: s.obs[j - 1].ts,
+                est,
             };
             return (i..j, digest);
         }
@@ -557,6 +648,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 checksum: 0,
                 first: 0,
                 last: 0,
+                est: 0,
             },
         )
     }
@@ -610,8 +702,14 @@ impl<'r, 'a> Splitter<'r, 'a> {
         }
     }
 
-    /// Sets the chunk's debug images and id and emits it.
+    /// Sets the chunk's debug images and id, groups its sparse threads, and emits it.
     fn seal(&mut self, mut chunk: ProfileChunk, digest: Digest, sink: &mut Sink<'_>) {
+        if !self.groups.is_empty() {
+            let groups = std::mem::take(&mut self.groups);
+            sink.stats.samples_grouped += chunk.profile.apply_thread_groups(&groups) as u64;
+            sink.stats.threads_grouped += groups.moves.len() as u64;
+            sink.stats.thread_groups += groups.groups.len() as u64;
+        }
         if !self.new_images.is_empty() {
             let images = self
                 .new_images
@@ -680,6 +778,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
             checksum: 0,
             first: u64::MAX,
             last: 0,
+            est: 0,
         };
         for o in range {
             let t = o.thread as usize;
