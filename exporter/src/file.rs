@@ -11,7 +11,7 @@ use crate::queue::{Queue, ReadyMeta};
 use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
 use profilink_proto::sentry::Envelope;
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,21 +19,39 @@ use std::time::{Duration, Instant};
 /// Writes `bytes` to `dir/name` atomically: a temporary file in `dir`, fsync, rename over the
 /// target, fsync of the directory. Readers never see a partial file.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    write_atomic_with(dir, name, |w| w.write_all(bytes)).map(|()| dir.join(name))
+}
+
+/// [`write_atomic`] for content produced piece by piece: `write` streams it into a buffered
+/// temporary file in `dir` (so the whole content never has to be in memory), which is then
+/// flushed, fsynced and renamed over `dir/name`, and the directory fsynced. When `write` or
+/// any step fails, the temporary file is removed and `dir/name` is left as it was. Returns
+/// what `write` returned.
+pub fn write_atomic_with<T>(
+    dir: &Path,
+    name: &str,
+    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<T>,
+) -> io::Result<T> {
     fs::create_dir_all(dir)?;
     let target = dir.join(name);
     let tmp = dir.join(format!(".{name}.tmp-{:016x}", rand::random::<u64>()));
     let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
+        let mut w = BufWriter::with_capacity(WRITE_BUFFER, File::create(&tmp)?);
+        let out = write(&mut w)?;
+        let f = w.into_inner().map_err(io::IntoInnerError::into_error)?;
         f.sync_all()?;
         fs::rename(&tmp, &target)?;
-        File::open(dir)?.sync_all()
+        File::open(dir)?.sync_all()?;
+        Ok(out)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result.map(|()| target)
+    result
 }
+
+/// Buffer of [`write_atomic_with`]'s file writer.
+const WRITE_BUFFER: usize = 256 * 1024;
 
 /// The file name of a chunk's envelope: `<chunk_id>.envelope`, with the id reduced to at most
 /// 64 characters of `[A-Za-z0-9_-]` so that no input can name a path outside the directory.
