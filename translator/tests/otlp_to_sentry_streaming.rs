@@ -2,6 +2,9 @@
 //! the same links, rejections and counters: on every OTLP fixture (under both sparse-thread
 //! policies) and on round-tripped Sentry chunks (the restore path).
 
+mod otlp_to_sentry_support;
+
+use otlp_to_sentry_support::otlp_fixtures;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_translator::linking::NoLinks;
@@ -9,29 +12,11 @@ use profilink_translator::otlp_to_sentry::{
     Options, SparseThreadPolicy, Translation, translate, translate_with,
 };
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
-use prost::Message;
 
-const OTLP_FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/otlp");
 const SENTRY_FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../tests/fixtures/sentry/python"
 );
-
-fn otlp_fixtures() -> Vec<(String, ExportProfilesServiceRequest)> {
-    let mut out: Vec<_> = std::fs::read_dir(OTLP_FIXTURES)
-        .expect("fixtures directory")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "pb"))
-        .map(|p| {
-            let bytes = std::fs::read(&p).unwrap();
-            let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), req)
-        })
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    assert!(out.len() >= 4, "expected the 4 OTLP fixtures");
-    out
-}
 
 /// The streamed chunks (in emission order) and the rest of the translation.
 fn streamed(
