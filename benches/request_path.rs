@@ -78,9 +78,10 @@ fn merge(rounds: &[Round]) -> Vec<Emitted> {
     let now = Instant::now();
     let mut out = Vec::new();
     for (id, (items, infos)) in rounds.iter().enumerate() {
-        for ((route, chunk), info) in items.iter().zip(infos) {
+        for (part, ((route, chunk), info)) in items.iter().zip(infos).enumerate() {
             acc.push_part(
                 id as u64,
+                part as u32,
                 route,
                 chunk,
                 &[],

@@ -1,5 +1,6 @@
 //! Using profilink's crates as a library: translate an OTLP profiles file (binary protobuf or
-//! OTLP/JSON) into Sentry profile chunks, one JSON chunk per line (NDJSON).
+//! OTLP/JSON) into Sentry profile chunks, one JSON chunk per line (NDJSON), each written as
+//! soon as the translator cuts it.
 //!
 //! ```sh
 //! cargo run --example translate_file -- tests/fixtures/otlp/ebpf-profile.pb > chunks.ndjson
@@ -40,21 +41,22 @@ fn main() -> ExitCode {
         sparse_thread_policy: SparseThreadPolicy::Drop,
         ..Default::default()
     };
-    let t = otlp_to_sentry::translate(
+    // Each chunk is written as soon as it is cut (`translate_with`), so the whole output is
+    // never in memory; `translate` would return them all in `Translation::chunks`.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut write_failed = false;
+    let t = otlp_to_sentry::translate_with(
         request.dictionary.as_ref(),
         &request.resource_profiles,
         &options,
+        &mut |chunk| {
+            write_failed = write_failed
+                || serde_json::to_writer(&mut out, &chunk).is_err()
+                || out.write_all(b"\n").is_err();
+        },
     );
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    for chunk in &t.chunks {
-        if out
-            .write_all(&chunk.to_json())
-            .and_then(|()| out.write_all(b"\n"))
-            .is_err()
-        {
-            return ExitCode::from(1);
-        }
+    if write_failed || out.flush().is_err() {
+        return ExitCode::from(1);
     }
     for r in &t.rejected {
         eprintln!("{}: {}", r.path, r.error);
@@ -62,7 +64,7 @@ fn main() -> ExitCode {
     eprintln!(
         "{} profile(s): {} chunk(s), {} sample(s), {} rejected",
         t.stats.profiles,
-        t.chunks.len(),
+        t.stats.chunks,
         t.stats.samples_out,
         t.rejected.len()
     );

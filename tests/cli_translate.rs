@@ -205,3 +205,107 @@ fn rejected_input_exits_1_with_a_message() {
         2
     );
 }
+
+/// The chunks `translate --to sentry|envelope` must write for `inputs` (Sentry inputs first,
+/// then each OTLP input's chunks in translation order), from the library.
+fn expected_chunks(sentry: &[&str], otlp: &[&str]) -> Vec<ProfileChunk> {
+    let mut chunks = Vec::new();
+    for s in sentry {
+        let env = Envelope::parse(&std::fs::read(fixtures().join(s)).unwrap()).unwrap();
+        for item in env.profile_chunks() {
+            chunks.push(ProfileChunk::from_json(&item.payload).unwrap());
+        }
+    }
+    let options = profilink_translator::otlp_to_sentry::Options {
+        sparse_thread_policy: profilink_translator::otlp_to_sentry::SparseThreadPolicy::Drop,
+        ..Default::default()
+    };
+    for o in otlp {
+        let bytes = std::fs::read(fixtures().join(o)).unwrap();
+        let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
+        chunks
+            .extend(profilink_translator::otlp_to_sentry::translate_request(&req, &options).chunks);
+    }
+    chunks
+}
+
+#[test]
+fn streamed_output_is_every_chunk_in_order_byte_for_byte() {
+    let sentry = ["sentry/python/trace-chunk-00.envelope"];
+    let otlp = ["otlp/ebpf-k8s-0.pb", "otlp/ebpf-profile.pb"];
+    let inputs: Vec<_> = [otlp[0], sentry[0], otlp[1]]
+        .iter()
+        .map(|f| fixtures().join(f))
+        .collect();
+    let chunks = expected_chunks(&sentry, &otlp);
+    assert!(chunks.len() > 2, "expected several chunks");
+    let mut ndjson = Vec::new();
+    for c in &chunks {
+        ndjson.extend_from_slice(&c.to_json());
+        ndjson.push(b'\n');
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&std::ffi::OsStr]| {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["translate".as_ref()];
+        args.extend_from_slice(extra);
+        args.extend(inputs.iter().map(|p| p.as_os_str()));
+        let run = profilink(args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert!(
+            run.stderr
+                .contains(&format!("{} chunk(s) written", chunks.len())),
+            "{}",
+            run.stderr
+        );
+        run
+    };
+
+    // Standard output.
+    let out = run(&["--to".as_ref(), "sentry".as_ref()]);
+    assert!(
+        out.raw_stdout == ndjson,
+        "stdout differs from the translation"
+    );
+
+    // A file, written atomically: only the file itself is left in the directory.
+    let file = dir.path().join("ndjson/chunks.ndjson");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    run(&[
+        "--to".as_ref(),
+        "sentry".as_ref(),
+        "--output".as_ref(),
+        file.as_os_str(),
+    ]);
+    assert!(std::fs::read(&file).unwrap() == ndjson, "file differs");
+    assert_eq!(
+        std::fs::read_dir(file.parent().unwrap()).unwrap().count(),
+        1
+    );
+
+    // Envelope files: exactly the envelopes of the chunks, and nothing else.
+    let envelopes = dir.path().join("envelopes");
+    run(&[
+        "--to".as_ref(),
+        "envelope".as_ref(),
+        "--output".as_ref(),
+        envelopes.as_os_str(),
+    ]);
+    let mut names: Vec<String> = std::fs::read_dir(&envelopes)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected_names: Vec<String> = chunks
+        .iter()
+        .map(|c| format!("{}.envelope", c.chunk_id))
+        .collect();
+    expected_names.sort();
+    assert_eq!(names, expected_names);
+    for c in &chunks {
+        let bytes = std::fs::read(envelopes.join(format!("{}.envelope", c.chunk_id))).unwrap();
+        let expected =
+            Envelope::for_chunk(c, profilink_exporter::SDK_NAME, profilink_exporter::VERSION)
+                .to_bytes();
+        assert!(bytes == expected, "{}: envelope differs", c.chunk_id);
+    }
+}

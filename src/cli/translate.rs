@@ -4,7 +4,7 @@
 use super::input::{Input, ndjson_lines, read_input};
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat, SparseThreads};
 use anyhow::{Context, Result, bail};
-use profilink_exporter::file::{envelope_file_name, write_atomic};
+use profilink_exporter::file::{envelope_file_name, write_atomic, write_atomic_with};
 use profilink_exporter::{SDK_NAME, VERSION};
 use profilink_proto::input::InputFormat;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
@@ -14,7 +14,7 @@ use profilink_translator::linking::TransactionLinks;
 use profilink_translator::otlp_to_sentry;
 use profilink_translator::sentry_to_otlp::{self, SentryInput, V1WithTransaction};
 use prost::Message;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `translate`.
@@ -147,6 +147,72 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
     if !g.v1.is_empty() {
         bail!("V1 profiles cannot be written as chunks; translate them --to otlp");
     }
+    // Each chunk is written as soon as it is cut, so memory holds the inputs and one chunk,
+    // never the whole output.
+    let (code, written) = match (args.to, args.output) {
+        (OutputFormat::Envelope, dir) => {
+            let dir = dir.context("--to envelope needs --output DIR")?;
+            // The same files as the file exporter writes; one JSON buffer serves every chunk.
+            let mut json = Vec::new();
+            emit_chunks(g, &mut |chunk| {
+                json.clear();
+                serde_json::to_writer(&mut json, chunk)?;
+                let env = Envelope::for_chunk_json(
+                    std::mem::take(&mut json),
+                    &chunk.platform,
+                    SDK_NAME,
+                    VERSION,
+                );
+                let name = envelope_file_name(&chunk.chunk_id);
+                let written = write_atomic_with(dir, &name, |w| env.write_to(w))
+                    .with_context(|| format!("cannot write {}", dir.join(&name).display()));
+                json = env
+                    .items
+                    .into_iter()
+                    .next()
+                    .map(|i| i.payload)
+                    .unwrap_or_default();
+                written
+            })?
+        }
+        (_, Some(path)) => {
+            let (dir, name) = dir_and_name(path)?;
+            // Into a temporary file renamed into place at the end: the output stays atomic.
+            write_atomic_with(dir, &name, |w| {
+                emit_chunks(g, &mut |chunk| write_ndjson_line(w, chunk))
+            })
+            .with_context(|| format!("cannot write {}", path.display()))?
+        }
+        (_, None) => {
+            let mut w = BufWriter::with_capacity(STDOUT_BUFFER, std::io::stdout().lock());
+            let out = emit_chunks(g, &mut |chunk| write_ndjson_line(&mut w, chunk))?;
+            w.flush()?;
+            out
+        }
+    };
+    eprintln!("{written} chunk(s) written");
+    Ok(code)
+}
+
+/// Buffer between the NDJSON lines and standard output.
+const STDOUT_BUFFER: usize = 256 * 1024;
+
+/// Writes a chunk as one NDJSON line (the bytes of [`ProfileChunk::to_json`] and `\n`),
+/// serialized straight into `w`.
+fn write_ndjson_line(w: &mut impl Write, chunk: &ProfileChunk) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *w, chunk)?;
+    w.write_all(b"\n")
+}
+
+/// Hands every chunk of the gathered inputs to `write` as it is produced: the Sentry chunks
+/// read, then the chunks of each OTLP request as the translator cuts them (each request is
+/// dropped once translated). Reports rejected profiles, skipped profiles and dropped samples
+/// on stderr. After the first write error nothing more is written and that error is returned.
+/// Returns the exit code and the number of chunks written.
+fn emit_chunks<E>(
+    g: Gathered,
+    write: &mut dyn FnMut(&ProfileChunk) -> std::result::Result<(), E>,
+) -> std::result::Result<(u8, usize), E> {
     // Emit only what Relay keeps: a thread with fewer than 2 samples is dropped by Relay, and a
     // chunk left without threads is rejected whole, so group such threads (unless told not
     // to), drop what is still sparse here and say so. (The service does the same once its
@@ -159,10 +225,30 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
         sparse_thread_policy: otlp_to_sentry::SparseThreadPolicy::Drop,
         ..Default::default()
     };
-    let mut chunks = g.chunks;
+    let Gathered { otlp, chunks, .. } = g;
     let mut code = EXIT_OK;
-    for (name, req) in &g.otlp {
-        let t = otlp_to_sentry::translate_request(req, &options);
+    let mut written = 0usize;
+    let mut failed = None;
+    let mut emit = |chunk: &ProfileChunk| {
+        if failed.is_none() {
+            match write(chunk) {
+                Ok(()) => written += 1,
+                Err(e) => failed = Some(e),
+            }
+        }
+    };
+    for chunk in &chunks {
+        emit(chunk);
+    }
+    drop(chunks);
+    for (name, req) in otlp {
+        let t = otlp_to_sentry::translate_with(
+            req.dictionary.as_ref(),
+            &req.resource_profiles,
+            &options,
+            &mut |chunk| emit(&chunk),
+        );
+        drop(req);
         for r in &t.rejected {
             eprintln!("{name}: {}: rejected: {}", r.path, r.error);
             code = EXIT_REJECTED;
@@ -187,30 +273,11 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
                 s.sparse_threads.saturating_sub(s.threads_grouped)
             );
         }
-        chunks.extend(t.chunks);
     }
-    match args.to {
-        OutputFormat::Envelope => {
-            let dir = args.output.context("--to envelope needs --output DIR")?;
-            // The same files as the file exporter writes.
-            for chunk in &chunks {
-                let env = Envelope::for_chunk(chunk, SDK_NAME, VERSION);
-                let name = envelope_file_name(&chunk.chunk_id);
-                write_atomic(dir, &name, &env.to_bytes())
-                    .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
-            }
-        }
-        _ => {
-            let mut out = Vec::new();
-            for chunk in &chunks {
-                out.extend_from_slice(&chunk.to_json());
-                out.push(b'\n');
-            }
-            write_output(args.output, &out)?;
-        }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok((code, written)),
     }
-    eprintln!("{} chunk(s) written", chunks.len());
-    Ok(code)
 }
 
 fn to_otlp(args: &Args, g: Gathered) -> Result<u8> {
@@ -250,17 +317,22 @@ fn to_otlp(args: &Args, g: Gathered) -> Result<u8> {
     Ok(code)
 }
 
+/// The directory (`.` when none is given) and file name of an output path.
+fn dir_and_name(path: &Path) -> Result<(&Path, String)> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let name = path.file_name().context("output path has no file name")?;
+    Ok((
+        dir.unwrap_or(Path::new(".")),
+        name.to_string_lossy().into_owned(),
+    ))
+}
+
 fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
     match path {
         Some(p) => {
-            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-            let name = p.file_name().context("output path has no file name")?;
-            write_atomic(
-                dir.unwrap_or(Path::new(".")),
-                &name.to_string_lossy(),
-                bytes,
-            )
-            .with_context(|| format!("cannot write {}", p.display()))?;
+            let (dir, name) = dir_and_name(p)?;
+            write_atomic(dir, &name, bytes)
+                .with_context(|| format!("cannot write {}", p.display()))?;
             Ok(())
         }
         None => {

@@ -4,7 +4,7 @@ mod otlp_to_sentry_support;
 
 use otlp_to_sentry_support::{
     B, Obs, actual_observations, assert_same_observations, check_chunk, expected_observations, kv,
-    resource, sample, str_value,
+    otlp_fixtures as fixtures, resource, sample, str_value,
 };
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_translator::otlp_to_sentry::{
@@ -12,24 +12,6 @@ use profilink_translator::otlp_to_sentry::{
 };
 use prost::Message;
 use std::collections::BTreeSet;
-
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/otlp");
-
-fn fixtures() -> Vec<(String, ExportProfilesServiceRequest)> {
-    let mut out: Vec<_> = std::fs::read_dir(FIXTURES)
-        .expect("fixtures directory")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "pb"))
-        .map(|p| {
-            let bytes = std::fs::read(&p).unwrap();
-            let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), req)
-        })
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    assert!(out.len() >= 4, "expected the 4 OTLP fixtures");
-    out
-}
 
 #[test]
 fn every_fixture_translates_and_preserves_observations() {

@@ -214,17 +214,29 @@ impl Envelope {
             .sum::<usize>()
             + 128;
         let mut out = Vec::with_capacity(size);
-        write_object(&mut out, &self.headers);
-        out.push(b'\n');
+        // Writing into a `Vec` cannot fail.
+        let _ = self.write_to(&mut out);
+        out
+    }
+
+    /// Writes the envelope as [`Envelope::to_bytes`] does, straight into `out` (a file, a
+    /// socket): the payloads are not copied into one buffer first.
+    pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let mut line = Vec::with_capacity(128);
+        write_object(&mut line, &self.headers);
+        line.push(b'\n');
+        out.write_all(&line)?;
         for item in &self.items {
             let mut headers = item.headers.clone();
             headers.insert("length".into(), Value::from(item.payload.len() as u64));
-            write_object(&mut out, &headers);
-            out.push(b'\n');
-            out.extend_from_slice(&item.payload);
-            out.push(b'\n');
+            line.clear();
+            write_object(&mut line, &headers);
+            line.push(b'\n');
+            out.write_all(&line)?;
+            out.write_all(&item.payload)?;
+            out.write_all(b"\n")?;
         }
-        out
+        Ok(())
     }
 
     /// The `profile_chunk` items.

@@ -181,7 +181,8 @@ pub use session::{IDENTITY_KEYS, PROFILER_ID_KEY, ProcessIdentity, derive_profil
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Translation {
     /// The chunks: restored round-trip chunks first (input order), then each session's chunks
-    /// (sessions in order of first appearance, chunks in time order).
+    /// (sessions in order of first appearance, chunks in time order). Empty from
+    /// [`translate_with`], which hands them out one by one in this order.
     pub chunks: Vec<ProfileChunk>,
     /// Trace links of the emitted observations, in chunk and sample order.
     pub links: Vec<SampleLink>,
@@ -292,10 +293,30 @@ macro_rules! impl_json_len {
 impl_json_len!(ProfileChunk, profilink_proto::sentry::DebugImage, String);
 
 /// Translates the `ResourceProfiles` of one request into Sentry chunks (see the module docs).
+///
+/// Collects the chunks of [`translate_with`] into [`Translation::chunks`].
 pub fn translate(
     dictionary: Option<&ProfilesDictionary>,
     resource_profiles: &[ResourceProfiles],
     options: &Options,
+) -> Translation {
+    let mut chunks = Vec::new();
+    let mut t = translate_with(dictionary, resource_profiles, options, &mut |c| {
+        chunks.push(c)
+    });
+    t.chunks = chunks;
+    t
+}
+
+/// [`translate`] that hands each chunk to `emit` as soon as it is cut, in the order
+/// [`translate`] lists them, instead of keeping them: the returned [`Translation`] has empty
+/// `chunks` (its links, rejections and counters are complete). Memory then holds the request's
+/// tables and observations and one chunk at a time, not the whole output.
+pub fn translate_with(
+    dictionary: Option<&ProfilesDictionary>,
+    resource_profiles: &[ResourceProfiles],
+    options: &Options,
+    emit: &mut dyn FnMut(ProfileChunk),
 ) -> Translation {
     let dict = Dictionary::new(dictionary);
     let mut c = collect::Collector::new(dict, options);
@@ -333,7 +354,7 @@ pub fn translate(
                         t.stats.samples_in += n;
                         t.stats.samples_out += n;
                         t.stats.chunks += 1;
-                        t.chunks.push(*chunk);
+                        emit(*chunk);
                         restored_links.extend(links);
                     }
                     Err(error) => {
@@ -365,7 +386,7 @@ pub fn translate(
     t.stats.stacks_truncated = st.truncated;
     let mut splitter = split::Splitter::new(&ft, &st, &links, options);
     let mut sink = split::Sink {
-        chunks: &mut t.chunks,
+        emit,
         links: &mut t.links,
         stats: &mut t.stats,
     };

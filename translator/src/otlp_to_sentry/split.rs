@@ -196,8 +196,8 @@ struct Digest {
 
 /// Outputs of splitting.
 pub(crate) struct Sink<'o> {
-    /// Chunks.
-    pub chunks: &'o mut Vec<ProfileChunk>,
+    /// Receives each chunk as it is cut.
+    pub emit: &'o mut dyn FnMut(ProfileChunk),
     /// Links.
     pub links: &'o mut Vec<SampleLink>,
     /// Counters.
@@ -728,7 +728,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
         );
         sink.stats.samples_out += n;
         sink.stats.chunks += 1;
-        sink.chunks.push(chunk);
+        (sink.emit)(chunk);
     }
 
     /// Emits the trace link of an emitted sample (link id 0: none).

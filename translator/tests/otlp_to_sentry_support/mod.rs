@@ -485,3 +485,23 @@ pub fn assert_same_observations(mut actual: Vec<Obs>, mut expected: Vec<Obs>) {
         assert!(a.1.abs_diff(e.1) <= 1_000, "timestamp {} vs {}", a.1, e.1);
     }
 }
+
+/// The repository's OTLP fixtures (`tests/fixtures/otlp/*.pb`), decoded, with their file names,
+/// sorted by name.
+pub fn otlp_fixtures() -> Vec<(String, ExportProfilesServiceRequest)> {
+    use prost::Message;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/otlp");
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .expect("fixtures directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pb"))
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), req)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(out.len() >= 4, "expected the 4 OTLP fixtures");
+    out
+}
