@@ -147,6 +147,18 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
     if !g.v1.is_empty() {
         bail!("V1 profiles cannot be written as chunks; translate them --to otlp");
     }
+    // Emit only what Relay keeps: a thread with fewer than 2 samples is dropped by Relay, and a
+    // chunk left without threads is rejected whole, so group such threads (unless told not
+    // to), drop what is still sparse here and say so. (The service does the same once its
+    // accumulator has merged a minute of samples.)
+    let options = otlp_to_sentry::Options {
+        sparse_thread_grouping: match args.sparse_threads {
+            SparseThreads::Group => otlp_to_sentry::SparseThreadGrouping::Group,
+            SparseThreads::Drop => otlp_to_sentry::SparseThreadGrouping::None,
+        },
+        sparse_thread_policy: otlp_to_sentry::SparseThreadPolicy::Drop,
+        ..Default::default()
+    };
     // Each chunk is written as soon as it is cut, so memory holds the inputs and one chunk,
     // never the whole output.
     let (code, written) = match (args.to, args.output) {
@@ -154,7 +166,7 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
             let dir = dir.context("--to envelope needs --output DIR")?;
             // The same files as the file exporter writes; one JSON buffer serves every chunk.
             let mut json = Vec::new();
-            emit_chunks(g, &mut |chunk| {
+            emit_chunks(g, &options, &mut |chunk| {
                 json.clear();
                 serde_json::to_writer(&mut json, chunk)?;
                 let env = Envelope::for_chunk_json(
@@ -179,13 +191,13 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
             let (dir, name) = dir_and_name(path)?;
             // Into a temporary file renamed into place at the end: the output stays atomic.
             write_atomic_with(dir, &name, |w| {
-                emit_chunks(g, &mut |chunk| write_ndjson_line(w, chunk))
+                emit_chunks(g, &options, &mut |chunk| write_ndjson_line(w, chunk))
             })
             .with_context(|| format!("cannot write {}", path.display()))?
         }
         (_, None) => {
             let mut w = BufWriter::with_capacity(STDOUT_BUFFER, std::io::stdout().lock());
-            let out = emit_chunks(g, &mut |chunk| write_ndjson_line(&mut w, chunk))?;
+            let out = emit_chunks(g, &options, &mut |chunk| write_ndjson_line(&mut w, chunk))?;
             w.flush()?;
             out
         }
@@ -211,20 +223,9 @@ fn write_ndjson_line(w: &mut impl Write, chunk: &ProfileChunk) -> std::io::Resul
 /// Returns the exit code and the number of chunks written.
 fn emit_chunks<E>(
     g: Gathered,
+    options: &otlp_to_sentry::Options,
     write: &mut dyn FnMut(&ProfileChunk) -> std::result::Result<(), E>,
 ) -> std::result::Result<(u8, usize), E> {
-    // Emit only what Relay keeps: a thread with fewer than 2 samples is dropped by Relay, and a
-    // chunk left without threads is rejected whole, so group such threads (unless told not
-    // to), drop what is still sparse here and say so. (The service does the same once its
-    // accumulator has merged a minute of samples.)
-    let options = otlp_to_sentry::Options {
-        sparse_thread_grouping: match args.sparse_threads {
-            SparseThreads::Group => otlp_to_sentry::SparseThreadGrouping::Group,
-            SparseThreads::Drop => otlp_to_sentry::SparseThreadGrouping::None,
-        },
-        sparse_thread_policy: otlp_to_sentry::SparseThreadPolicy::Drop,
-        ..Default::default()
-    };
     let Gathered { otlp, chunks, .. } = g;
     let mut code = EXIT_OK;
     let mut written = 0usize;
@@ -245,7 +246,7 @@ fn emit_chunks<E>(
         let t = otlp_to_sentry::translate_with(
             req.dictionary.as_ref(),
             &req.resource_profiles,
-            &options,
+            options,
             &mut |chunk| emit(&chunk),
         );
         drop(req);
