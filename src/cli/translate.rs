@@ -160,6 +160,14 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
             eprintln!("{name}: {}: rejected: {}", r.path, r.error);
             code = EXIT_REJECTED;
         }
+        // Strict out: the translator removed chunks that fail the chunk validator.
+        for c in &t.invalid_chunks {
+            eprintln!(
+                "{name}: chunk {}: rejected: invalid chunk ({} samples not written): {}",
+                c.chunk_id, c.samples, c.finding
+            );
+            code = EXIT_REJECTED;
+        }
         let s = &t.stats;
         if s.profiles_skipped_non_cpu > 0 {
             eprintln!(

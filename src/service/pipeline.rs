@@ -485,6 +485,19 @@ impl Pipeline {
             c.translation_error(&r.error);
             tracing::debug!(pipeline = %self.name, path = %r.path, error = %r.error, "profile not translated");
         }
+        // Strict out: chunks that failed the chunk validator were removed by the translator.
+        c.invalid_chunks(t.invalid_chunks.len() as u64);
+        for ic in &t.invalid_chunks {
+            tracing::warn!(
+                pipeline = %self.name,
+                chunk_id = %ic.chunk_id,
+                profiler_id = %ic.profiler_id,
+                samples = ic.samples,
+                reason = ic.finding.rule,
+                finding = %ic.finding,
+                "invalid chunk not sent"
+            );
+        }
         ServiceCounters::add(
             &c.dropped_samples_expansion,
             t.stats.samples_dropped_expansion,

@@ -25,6 +25,15 @@ pub fn validate_chunk(chunk: &ProfileChunk) -> Vec<Finding> {
     sink.finish()
 }
 
+/// Every rule of [`validate_chunk`] except the serialized size, without serializing the chunk:
+/// for producers that bound the size themselves (the translator keeps each chunk within its
+/// `max_chunk_bytes`, at most Relay's limit) and check every chunk they emit.
+pub fn validate_chunk_fields(chunk: &ProfileChunk) -> Vec<Finding> {
+    let mut sink = Sink::new(".");
+    check_chunk(chunk, "", &mut sink);
+    sink.finish()
+}
+
 /// Validates a chunk payload: size (at most [`MAX_CHUNK_BYTES`](super::MAX_CHUNK_BYTES)), JSON parse (a `json-parse`
 /// error names the JSON path, e.g. `profile.samples[0].thread_id`), the JSON shapes Relay
 /// rejects but the model reads liberally (`null` lists, `debug_meta` without `images`), then

@@ -150,6 +150,7 @@ mod session;
 mod sort;
 mod split;
 mod stacks;
+mod strict;
 
 pub use debug_images::{BUILD_ID_GNU_KEY, debug_id_from_build_id};
 pub use frames::FRAME_TYPE_KEY;
@@ -169,8 +170,25 @@ pub struct Translation {
     pub links: Vec<SampleLink>,
     /// Profiles that could not be translated.
     pub rejected: Vec<RejectedProfile>,
+    /// Chunks removed from the output because they failed the chunk validator (see *Strict
+    /// out* in the module docs); never emitted.
+    pub invalid_chunks: Vec<InvalidChunk>,
     /// Counters.
     pub stats: Stats,
+}
+
+/// A chunk the translation produced but did not emit, because profilink's chunk validator
+/// ([`profilink_proto::validate::validate_chunk_fields`]) found an error in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidChunk {
+    /// The chunk's id.
+    pub chunk_id: String,
+    /// The chunk's profiler id (as it would have been sent).
+    pub profiler_id: String,
+    /// Its samples (counted in [`Stats::samples_dropped_invalid`]).
+    pub samples: u64,
+    /// The first error the validator reported (its `rule` is the reason).
+    pub finding: profilink_proto::validate::Finding,
 }
 
 /// A profile that was rejected, and why.
@@ -185,7 +203,7 @@ pub struct RejectedProfile {
 /// Counters of one [`translate`] call.
 ///
 /// For translated profiles, `samples_in = samples_out + samples_dropped_expansion +
-/// samples_dropped_sparse + samples_dropped_size`.
+/// samples_dropped_sparse + samples_dropped_size + samples_dropped_invalid`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Profiles seen.
@@ -198,8 +216,9 @@ pub struct Stats {
     pub profiles_skipped_non_cpu: u64,
     /// Round-tripped profiles rebuilt as their original chunk.
     pub profiles_restored: u64,
-    /// Profiles marked `sentry.chunk_id` that could not be restored (or spanned more than
-    /// 66 s) and were translated normally.
+    /// Profiles carrying `sentry.chunk_id` that were translated normally instead of restored:
+    /// not profilink's complete encoding (the marker set), not restorable, spanning more than
+    /// 66 s, or restoring to a chunk that fails the validator.
     pub restore_fallbacks: u64,
     /// Observations in the input: timestamps, plus requested expansions of aggregated values
     /// (before the cap), of translated and restored profiles.
@@ -220,6 +239,10 @@ pub struct Stats {
     pub sessions: u64,
     /// Chunks emitted.
     pub chunks: u64,
+    /// Chunks removed because they failed the chunk validator ([`Translation::invalid_chunks`]).
+    pub chunks_invalid: u64,
+    /// Samples of those chunks.
+    pub samples_dropped_invalid: u64,
     /// Links emitted.
     pub links: u64,
     /// Observations whose link was unusable (ids of the wrong length or zero) or beyond
@@ -283,10 +306,11 @@ pub fn translate(
             None => Ok(Vec::new()),
         };
         for (si, sp) in rp.scope_profiles.iter().enumerate() {
+            let scope_name = sp.scope.as_ref().map_or("", |s| s.name.as_str());
             for (pi, p) in sp.profiles.iter().enumerate() {
                 t.stats.profiles += 1;
                 let outcome = match &resource {
-                    Ok(attrs) => c.profile(rp, attrs, p),
+                    Ok(attrs) => c.profile(rp, scope_name, attrs, p),
                     Err(e) => Err(e.clone()),
                 };
                 match outcome {
@@ -331,10 +355,12 @@ pub fn translate(
     t.stats.links += keep as u64;
     t.links = restored_links;
 
+    let restored = t.chunks.len();
     let collect::Collector {
         ft,
         st,
         mut sessions,
+        chunk_ids,
         links,
         ..
     } = c;
@@ -345,13 +371,70 @@ pub fn translate(
         links: &mut t.links,
         stats: &mut t.stats,
     };
-    for s in &mut sessions {
+    for (s, producer_chunk_id) in sessions.iter_mut().zip(chunk_ids) {
         if !s.obs.is_empty() {
             sink.stats.sessions += 1;
+            let before = sink.chunks.len();
             splitter.split_session(s, &mut sink);
+            if let Some(id) = producer_chunk_id
+                && sink.chunks.len() == before + 1
+                && let Some(chunk) = sink.chunks.last_mut()
+            {
+                chunk.chunk_id = id;
+            }
         }
     }
+    remove_invalid_chunks(&mut t, restored, options);
     t
+}
+
+/// Strict out: validates every chunk from index `from` on (restored chunks before it were
+/// checked when restored) and removes those with errors, with their links and counts.
+fn remove_invalid_chunks(t: &mut Translation, from: usize, options: &Options) {
+    let mut removed: Vec<ProfileChunk> = Vec::new();
+    let mut index = 0;
+    t.chunks.retain(|chunk| {
+        index += 1;
+        if index <= from {
+            return true;
+        }
+        match strict::blocking_error(chunk, options) {
+            None => true,
+            Some(finding) => {
+                let samples = chunk.profile.samples.len() as u64;
+                t.invalid_chunks.push(InvalidChunk {
+                    chunk_id: chunk.chunk_id.clone(),
+                    profiler_id: chunk.profiler_id.clone(),
+                    samples,
+                    finding,
+                });
+                t.stats.chunks -= 1;
+                t.stats.chunks_invalid += 1;
+                t.stats.samples_out -= samples;
+                t.stats.samples_dropped_invalid += samples;
+                removed.push(chunk.clone());
+                false
+            }
+        }
+    });
+    if removed.is_empty() {
+        return;
+    }
+    // The links of the removed chunks' observations go too.
+    let gone: std::collections::HashSet<(&str, &str, u64)> = removed
+        .iter()
+        .flat_map(|c| {
+            c.profile.samples.iter().filter_map(|s| {
+                profilink_proto::sentry::timestamp::secs_to_nanos(s.timestamp)
+                    .map(|ns| (c.profiler_id.as_str(), s.thread_id.as_str(), ns))
+            })
+        })
+        .collect();
+    let before = t.links.len();
+    t.links.retain(|l| {
+        !gone.contains(&(l.profiler_id.as_str(), l.thread_id.as_str(), l.timestamp_ns))
+    });
+    t.stats.links -= (before - t.links.len()) as u64;
 }
 
 /// [`translate`] over an export request.
