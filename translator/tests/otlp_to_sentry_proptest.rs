@@ -10,7 +10,7 @@ use otlp_to_sentry_support::{
     int_value, kv, resource, str_value,
 };
 use profilink_proto::otlp::Sample;
-use profilink_proto::validate::validate_chunk_fields;
+use profilink_proto::validate::validate_chunk_errors;
 use profilink_translator::otlp_to_sentry::{Options, translate_request};
 use proptest::collection::vec;
 use proptest::option;
@@ -233,9 +233,9 @@ proptest! {
         for c in &t.chunks {
             check_chunk(c, &opts, true);
             prop_assert!(
-                !validate_chunk_fields(c).iter().any(|f| f.is_error() && f.rule != "no-samples"),
+                !validate_chunk_errors(c).iter().any(|f| f.is_error() && f.rule != "no-samples"),
                 "{:?}",
-                validate_chunk_fields(c)
+                validate_chunk_errors(c)
             );
         }
         prop_assert_eq!(t.stats.samples_dropped_size, 0);

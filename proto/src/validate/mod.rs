@@ -74,7 +74,7 @@ mod sentry_common;
 mod v1;
 
 pub use chunk::{
-    MAX_CHUNK_DURATION_SECS, validate_chunk, validate_chunk_fields, validate_chunk_json,
+    MAX_CHUNK_DURATION_SECS, validate_chunk, validate_chunk_errors, validate_chunk_json,
 };
 pub use dictionary::validate_dictionary;
 pub use envelope::validate_envelope;

@@ -12,9 +12,14 @@
 //!    ([`RejectedProfile`], path `resource_profiles[i].scope_profiles[j].profiles[k]`, error
 //!    naming the table and index); the others go on. Index 0 means "unset" in every table, so
 //!    dictionaries without their zero entries still translate.
-//! 2. A profile carrying the Profile attribute `sentry.chunk_id` came from the Sentry -> OTLP
-//!    direction; it is rebuilt exactly as that chunk when it spans at most 66 s, else translated
-//!    normally ([`Stats::restore_fallbacks`]).
+//! 2. A profile carrying the Profile attribute `sentry.chunk_id` is rebuilt exactly as the chunk
+//!    it came from only when it is profilink's own complete encoding of a valid chunk: it passes
+//!    the marker set of [`crate::sentry_to_otlp::restore`] (the `profilink.format` mark, or the
+//!    `profilink` scope of earlier versions; `sentry.chunk_id`, `sentry.profiler_id` 32 hex,
+//!    `sentry.version` `"2"`, a Sentry `sentry.platform`, `telemetry.sdk.name`/`.version`), it
+//!    restores, spans at most 66 s and passes the strict-out check below. Otherwise (e.g.
+//!    another producer's partial `sentry.*` marks) it is translated normally and counted
+//!    ([`Stats::restore_fallbacks`]), keeping the producer's valid ids (see *Sessions and ids*).
 //! 3. Non-CPU profiles follow [`NonCpuPolicy`].
 //! 4. Each sample is assigned to a *session* (one profiled process, one `profiler_id`) and a
 //!    thread from its resource and sample attributes, and becomes observations (one per
@@ -22,6 +27,7 @@
 //!    *Observations* below.
 //! 5. Each session's observations are sorted by time and cut into chunks of at most
 //!    `max_chunk_duration_ns` and `max_chunk_bytes`; see *Chunks*.
+//! 6. Strict out: every emitted chunk passes profilink's chunk validator; see *Strict out*.
 //!
 //! Work and memory are linear in the input (each location, stack, mapping and link is resolved
 //! once, in `Vec`s indexed by wire index), plus at most `max_expanded_samples` observations per
@@ -37,7 +43,9 @@
 //! the samples of one resource may form several sessions). Without any of them, all scalar
 //! resource attributes are the identity. See [`ProcessIdentity`].
 //!
-//! * `profiler_id`: the resource's `sentry.profiler_id` (32 hex, normalized) if present, else
+//! * `profiler_id`: a valid `sentry.profiler_id` (a UUID, dashes and case ignored, normalized
+//!   to 32 lowercase hex; the sample's wins over the profile's, the profile's over the
+//!   resource's; an invalid one is ignored) if present, else
 //!   SHA-256 over `profilink/profiler_id/v1\0` and each identity `(key, value)` in key order,
 //!   each length-prefixed (u32 big-endian); first 16 bytes, UUID version 4 and variant bits
 //!   set, 32 lowercase hex ([`derive_profiler_id`]). Deterministic, so retries, replicas and a
@@ -45,7 +53,10 @@
 //! * `chunk_id`: SHA-256 over `profilink/chunk_id/v1\0`, the profiler id (u64 BE length +
 //!   bytes), the first and last sample time (u64 BE ns), the sample count and a 64-bit content
 //!   checksum (sum over samples of a SplitMix64 mix of time, stack digest and thread digest);
-//!   first 16 bytes shaped as a UUID v4, 32 lowercase hex.
+//!   first 16 bytes shaped as a UUID v4, 32 lowercase hex. A profile (not restored) carrying
+//!   a valid, non-zero `sentry.chunk_id` of its producer keeps its observations in a session
+//!   of their own (same profiler id), and when they make exactly one chunk, that chunk reuses
+//!   the producer's id (normalized); several chunks get derived ids.
 //!
 //! Chunk metadata: `release` = `service.version`; `environment` =
 //! `deployment.environment.name` or else `deployment.environment`; `client_sdk` = the options'
@@ -130,6 +141,20 @@
 //! sorted by timestamp (ties by thread, stack); a chunk lists only the stacks, frames, debug
 //! images and threads it uses. Threads with fewer than two non-empty-stack samples in a chunk
 //! (which Relay drops) are counted and handled by [`SparseThreadPolicy`].
+//!
+//! # Strict out
+//!
+//! No chunk leaves [`translate`] that fails profilink's own chunk validator
+//! ([`profilink_proto::validate::validate_chunk_errors`], the rules of `profilink validate`) at
+//! error level. Each chunk is validated once, on the struct (its size is already bounded while
+//! it is cut); restored chunks are validated when restored (and translated normally instead if
+//! they fail). A chunk that fails is removed with its links and reported in
+//! [`Translation::invalid_chunks`] (the first error's rule is the reason), counted in
+//! [`Stats::chunks_invalid`] and [`Stats::samples_dropped_invalid`]. The CLI prints it and
+//! exits 1; the service counts it as `profilink_translation_errors_total{reason="invalid_chunk"}`
+//! and logs a warning. One exception follows the options: unless the [`SparseThreadPolicy`] is
+//! `Drop`, a chunk with samples whose threads all have fewer than two (`no-samples`) is emitted,
+//! because its consumer (the service's accumulator) merges chunks before Relay's rule applies.
 
 use crate::dictionary::{Attr, Dictionary};
 use crate::error::TranslateError;
@@ -178,7 +203,7 @@ pub struct Translation {
 }
 
 /// A chunk the translation produced but did not emit, because profilink's chunk validator
-/// ([`profilink_proto::validate::validate_chunk_fields`]) found an error in it.
+/// ([`profilink_proto::validate::validate_chunk_errors`]) found an error in it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InvalidChunk {
     /// The chunk's id.

@@ -1,5 +1,5 @@
 //! Strict out: every chunk [`super::translate`] emits passes profilink's own chunk validator
-//! ([`profilink_proto::validate::validate_chunk_fields`]) at error level; a chunk that does not
+//! ([`profilink_proto::validate::validate_chunk_errors`]) at error level; a chunk that does not
 //! is removed from the output and reported ([`super::InvalidChunk`]).
 //!
 //! The validator runs once per emitted chunk, on the struct (no serialization: the chunk's size
@@ -11,12 +11,12 @@
 
 use super::options::{Options, SparseThreadPolicy};
 use profilink_proto::sentry::ProfileChunk;
-use profilink_proto::validate::{Finding, validate_chunk_fields};
+use profilink_proto::validate::{Finding, validate_chunk_errors};
 
 /// The first error-level finding that keeps `chunk` from being emitted under `options`, if any.
 pub(crate) fn blocking_error(chunk: &ProfileChunk, options: &Options) -> Option<Finding> {
     let keeps_sparse = options.sparse_thread_policy != SparseThreadPolicy::Drop;
-    validate_chunk_fields(chunk).into_iter().find(|f| {
+    validate_chunk_errors(chunk).into_iter().find(|f| {
         f.is_error()
             && !(keeps_sparse && f.rule == "no-samples" && !chunk.profile.samples.is_empty())
     })
