@@ -123,3 +123,40 @@ fn profilink_otlp_comes_back_as_the_exact_chunks() {
     want.sort_by(|a, b| a.chunk_id.cmp(&b.chunk_id));
     assert_eq!(got, want);
 }
+
+#[test]
+fn invalid_chunks_passed_through_are_reported_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixtures().join("sentry/python/trace-chunk-00.envelope");
+    let env = Envelope::parse(&std::fs::read(path).unwrap()).unwrap();
+    let item = env.items.iter().find(|i| i.is_profile_chunk()).unwrap();
+    let good = ProfileChunk::from_json(&item.payload).unwrap();
+    let mut bad = good.clone();
+    bad.chunk_id = "0123456789abcdef0123456789abcdef".into();
+    bad.platform = String::new();
+    let mut ndjson = good.to_json();
+    ndjson.push(b'\n');
+    ndjson.extend_from_slice(&bad.to_json());
+    ndjson.push(b'\n');
+    let input = write(dir.path(), "chunks.ndjson", &ndjson);
+    let out = dir.path().join("out.ndjson");
+    let run = profilink([
+        "translate".as_ref(),
+        "--to".as_ref(),
+        "sentry".as_ref(),
+        "--output".as_ref(),
+        out.as_os_str(),
+        input.as_os_str(),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "chunk 0123456789abcdef0123456789abcdef: rejected: invalid chunk: error[platform]"
+        ),
+        "{}",
+        run.stderr
+    );
+    let written = read_ndjson(&out);
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].chunk_id, good.chunk_id);
+}

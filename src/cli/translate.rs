@@ -152,8 +152,19 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
         sparse_thread_policy: otlp_to_sentry::SparseThreadPolicy::Drop,
         ..Default::default()
     };
-    let mut chunks = g.chunks;
     let mut code = EXIT_OK;
+    // Strict out for chunks passed through as they came, too: the validator's errors are
+    // reported, the chunk not written.
+    let mut chunks = Vec::with_capacity(g.chunks.len());
+    for chunk in g.chunks {
+        match otlp_to_sentry::blocking_error(&chunk, &options) {
+            Some(f) => {
+                eprintln!("chunk {}: rejected: invalid chunk: {f}", chunk.chunk_id);
+                code = EXIT_REJECTED;
+            }
+            None => chunks.push(chunk),
+        }
+    }
     for (name, req) in &g.otlp {
         let t = otlp_to_sentry::translate_request(req, &options);
         for r in &t.rejected {

@@ -677,6 +677,25 @@ impl Pipeline {
             if !v1.is_empty() {
                 out.extend(self.v1_to_chunks(&v1));
             }
+            // Strict out for received chunks bound for Sentry: what fails the chunk validator
+            // is not sent (the OTLP path above is not Relay's to judge).
+            let received = chunks.len();
+            chunks.retain(|c| match otlp_to_sentry::blocking_error(c, &self.o2s) {
+                None => true,
+                Some(f) => {
+                    tracing::warn!(
+                        pipeline = %self.name,
+                        chunk_id = %c.chunk_id,
+                        profiler_id = %c.profiler_id,
+                        reason = f.rule,
+                        finding = %f,
+                        "invalid chunk not sent"
+                    );
+                    false
+                }
+            });
+            self.counters
+                .invalid_chunks((received - chunks.len()) as u64);
             out.extend(chunks.into_iter().map(ExportChunk::new));
             self.export_chunks(out).await?;
         }

@@ -22,7 +22,7 @@
 //! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk), dropped before sending |
 //! | `profilink_queue_size_bytes` | gauge | `exporter` | bytes of unacknowledged records in the durable queue |
 //! | `profilink_queue_capacity_bytes` | gauge | `exporter` | the queue's capacity |
-//! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`), and translated chunks removed because they failed the chunk validator (`invalid_chunk`, never sent) |
+//! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`), and chunks removed because they failed the chunk validator (`invalid_chunk`: translated chunks, and received Sentry chunks bound for a chunk exporter; never sent) |
 //! | `profilink_translated_chunks_total` | counter | | Sentry chunks produced from OTLP |
 //! | `profilink_translated_profiles_total` | counter | | Sentry chunks and V1 profiles translated to OTLP |
 //! | `profilink_translation_dropped_samples_total` | counter | `reason` | observations lost in OTLP → Sentry translation (`expansion`, `size`) |
@@ -112,7 +112,7 @@ impl ServiceCounters {
         }
     }
 
-    /// Counts `n` translated chunks removed by the chunk validator (`invalid_chunk`).
+    /// Counts `n` chunks removed by the chunk validator (`invalid_chunk`).
     pub fn invalid_chunks(&self, n: u64) {
         if let Some(i) = TRANSLATION_ERROR_REASONS
             .iter()

@@ -184,6 +184,7 @@ pub use options::{
 };
 pub use restore_hook::CHUNK_ID_KEY;
 pub use session::{IDENTITY_KEYS, PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
+pub use strict::blocking_error;
 
 /// The result of [`translate`].
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -13,8 +13,9 @@ use super::options::{Options, SparseThreadPolicy};
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::validate::{Finding, validate_chunk_errors};
 
-/// The first error-level finding that keeps `chunk` from being emitted under `options`, if any.
-pub(crate) fn blocking_error(chunk: &ProfileChunk, options: &Options) -> Option<Finding> {
+/// The first error-level finding that keeps `chunk` from being emitted under `options`, if any
+/// (also for chunks that were not translated, e.g. passed through from a Sentry SDK).
+pub fn blocking_error(chunk: &ProfileChunk, options: &Options) -> Option<Finding> {
     let keeps_sparse = options.sparse_thread_policy != SparseThreadPolicy::Drop;
     validate_chunk_errors(chunk).into_iter().find(|f| {
         f.is_error()
