@@ -238,8 +238,16 @@ fn emit_chunks<E>(
             }
         }
     };
+    // Strict out for chunks passed through as they came, too: the validator's errors are
+    // reported, the chunk not written.
     for chunk in &chunks {
-        emit(chunk);
+        match otlp_to_sentry::blocking_error(chunk, options) {
+            Some(f) => {
+                eprintln!("chunk {}: rejected: invalid chunk: {f}", chunk.chunk_id);
+                code = EXIT_REJECTED;
+            }
+            None => emit(chunk),
+        }
     }
     drop(chunks);
     for (name, req) in otlp {
@@ -252,6 +260,14 @@ fn emit_chunks<E>(
         drop(req);
         for r in &t.rejected {
             eprintln!("{name}: {}: rejected: {}", r.path, r.error);
+            code = EXIT_REJECTED;
+        }
+        // Strict out: the translator removed chunks that fail the chunk validator.
+        for c in &t.invalid_chunks {
+            eprintln!(
+                "{name}: chunk {}: rejected: invalid chunk ({} samples not written): {}",
+                c.chunk_id, c.samples, c.finding
+            );
             code = EXIT_REJECTED;
         }
         let s = &t.stats;

@@ -498,6 +498,19 @@ impl Pipeline {
             c.translation_error(&r.error);
             tracing::debug!(pipeline = %self.name, path = %r.path, error = %r.error, "profile not translated");
         }
+        // Strict out: chunks that failed the chunk validator were removed by the translator.
+        c.invalid_chunks(t.invalid_chunks.len() as u64);
+        for ic in &t.invalid_chunks {
+            tracing::warn!(
+                pipeline = %self.name,
+                chunk_id = %ic.chunk_id,
+                profiler_id = %ic.profiler_id,
+                samples = ic.samples,
+                reason = ic.finding.rule,
+                finding = %ic.finding,
+                "invalid chunk not sent"
+            );
+        }
         ServiceCounters::add(
             &c.dropped_samples_expansion,
             t.stats.samples_dropped_expansion,
@@ -694,6 +707,25 @@ impl Pipeline {
             if !v1.is_empty() {
                 out.extend(self.v1_to_chunks(&v1));
             }
+            // Strict out for received chunks bound for Sentry: what fails the chunk validator
+            // is not sent (the OTLP path above is not Relay's to judge).
+            let received = chunks.len();
+            chunks.retain(|c| match otlp_to_sentry::blocking_error(c, &self.o2s) {
+                None => true,
+                Some(f) => {
+                    tracing::warn!(
+                        pipeline = %self.name,
+                        chunk_id = %c.chunk_id,
+                        profiler_id = %c.profiler_id,
+                        reason = f.rule,
+                        finding = %f,
+                        "invalid chunk not sent"
+                    );
+                    false
+                }
+            });
+            self.counters
+                .invalid_chunks((received - chunks.len()) as u64);
             // SDK chunks: spans reference their threads, so none is grouped.
             out.extend(chunks.into_iter().map(|c| {
                 let linked_threads = all_threads(&c);

@@ -26,7 +26,7 @@
 //! | `profilink_exporter_dropped_samples_total` | counter | `exporter`, `reason` | samples of chunks given up (reasons as for chunks) |
 //! | `profilink_queue_size_bytes` | gauge | `exporter` | bytes of unacknowledged records in the durable queue |
 //! | `profilink_queue_capacity_bytes` | gauge | `exporter` | the queue's capacity |
-//! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`) |
+//! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`), and chunks removed because they failed the chunk validator (`invalid_chunk`: translated chunks, and received Sentry chunks bound for a chunk exporter; never sent) |
 //! | `profilink_translated_chunks_total` | counter | | Sentry chunks produced from OTLP |
 //! | `profilink_translated_profiles_total` | counter | | Sentry chunks and V1 profiles translated to OTLP |
 //! | `profilink_translation_dropped_samples_total` | counter | `reason` | observations lost in OTLP → Sentry translation (`expansion`, `size`) |
@@ -66,13 +66,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 type Field<T> = fn(&T) -> &AtomicU64;
 
 /// Translation error reasons, in counter order.
-pub const TRANSLATION_ERROR_REASONS: [&str; 5] = [
+pub const TRANSLATION_ERROR_REASONS: [&str; 6] = [
     "index_out_of_range",
     "sentry_index_out_of_range",
     "invalid_timestamp",
     "limit_exceeded",
     "invalid",
+    INVALID_CHUNK_REASON,
 ];
+
+/// The `reason` of a translated chunk removed because it failed the chunk validator.
+pub const INVALID_CHUNK_REASON: &str = "invalid_chunk";
 
 /// The `reason` label of a translation error.
 pub fn translation_error_reason(e: &TranslateError) -> &'static str {
@@ -88,7 +92,7 @@ pub fn translation_error_reason(e: &TranslateError) -> &'static str {
 /// Counters of the pipelines (translation and processors), shared by every pipeline.
 #[derive(Debug, Default)]
 pub struct ServiceCounters {
-    translation_errors: [AtomicU64; 5],
+    translation_errors: [AtomicU64; TRANSLATION_ERROR_REASONS.len()],
     /// Sentry chunks produced from OTLP.
     pub translated_chunks: AtomicU64,
     /// Sentry chunks and V1 profiles translated to OTLP.
@@ -109,6 +113,16 @@ impl ServiceCounters {
         let reason = translation_error_reason(e);
         if let Some(i) = TRANSLATION_ERROR_REASONS.iter().position(|r| *r == reason) {
             self.translation_errors[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts `n` chunks removed by the chunk validator (`invalid_chunk`).
+    pub fn invalid_chunks(&self, n: u64) {
+        if let Some(i) = TRANSLATION_ERROR_REASONS
+            .iter()
+            .position(|r| *r == INVALID_CHUNK_REASON)
+        {
+            Self::add(&self.translation_errors[i], n);
         }
     }
 
@@ -728,6 +742,7 @@ mod tests {
         m.add_dropped(profilink_exporter::DiscardReason::SendError, 1);
         let counters = Arc::new(ServiceCounters::default());
         counters.translation_error(&TranslateError::Invalid("x".into()));
+        counters.invalid_chunks(2);
         let r = Registry {
             receivers: vec![ReceiverEntry {
                 id: "otlp".into(),
@@ -809,6 +824,14 @@ mod tests {
                 &[("reason", "invalid")]
             ),
             Some(1)
+        );
+        assert_eq!(
+            scrape(
+                &text,
+                "profilink_translation_errors_total",
+                &[("reason", "invalid_chunk")]
+            ),
+            Some(2)
         );
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }

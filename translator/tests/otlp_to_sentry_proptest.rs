@@ -1,16 +1,23 @@
-//! Random valid requests -> chunks that pass the chunk checks and keep every observation.
+//! Random valid requests -> chunks that pass the chunk checks and keep every observation; some
+//! resources carry another producer's `sentry.*` marks (valid or invalid ids, on the profile or
+//! the resource). Every emitted chunk passes the chunk validator (none is removed as invalid),
+//! and, when the Python `vroomrs` (Sentry's chunk library) is installed, vroomrs reads them.
 
 mod otlp_to_sentry_support;
 
 use otlp_to_sentry_support::{
     B, actual_observations, assert_same_observations, check_chunk, expected_observations,
-    int_value, kv, resource,
+    int_value, kv, resource, str_value,
 };
 use profilink_proto::otlp::Sample;
+use profilink_proto::validate::validate_chunk_errors;
 use profilink_translator::otlp_to_sentry::{Options, SparseThreadGrouping, translate_request};
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
+use std::process::{Command, Stdio};
 
 const T0: u64 = 1_795_317_063_000_000_000;
 const MS: u64 = 1_000_000;
@@ -20,6 +27,10 @@ const FUNCTIONS: [(&str, &str); 4] = [
     ("gamma", "/usr/lib/x.so"),
     ("", ""),
 ];
+/// Marks of another producer: none; valid ids as profile attributes; invalid ones; a valid
+/// profiler id on the resource.
+const MARKS: usize = 4;
+
 const FRAME_TYPES: [Option<&str>; 5] = [
     None,
     Some("native"),
@@ -45,7 +56,9 @@ struct SampleSpec {
 struct Spec {
     locs: Vec<LocSpec>,
     stacks: Vec<Vec<usize>>,
-    resources: Vec<(Option<i64>, Vec<Vec<SampleSpec>>)>,
+    /// Per resource: its `process.pid`, its profiles' samples, and its `sentry.*` marks
+    /// ([`MARKS`]).
+    resources: Vec<(Option<i64>, Vec<Vec<SampleSpec>>, usize)>,
     window_ms: u64,
     max_duration_s: u64,
     max_kib: usize,
@@ -88,6 +101,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                     (
                         option::of(1i64..4),
                         vec(vec(sample_spec(n_stacks, window_ms), 0..6), 1..3),
+                        0..MARKS,
                     ),
                     1..4,
                 );
@@ -138,9 +152,9 @@ fn build(spec: &Spec) -> profilink_proto::otlp::ExportProfilesServiceRequest {
         })
         .collect();
     let mut rps = Vec::new();
-    for (pid, profiles) in &spec.resources {
+    for (ri, (pid, profiles, marks)) in spec.resources.iter().enumerate() {
         let mut ps = Vec::new();
-        for samples in profiles {
+        for (pi, samples) in profiles.iter().enumerate() {
             let samples: Vec<Sample> = samples
                 .iter()
                 .map(|s| {
@@ -165,11 +179,36 @@ fn build(spec: &Spec) -> profilink_proto::otlp::ExportProfilesServiceRequest {
                     }
                 })
                 .collect();
-            ps.push(b.cpu_profile(T0, spec.window_ms * MS, samples));
+            let mut p = b.cpu_profile(T0, spec.window_ms * MS, samples);
+            match marks {
+                1 => {
+                    p.attribute_indices = vec![
+                        b.attr_str("sentry.chunk_id", &format!("{:032x}", 0xc0 + ri * 8 + pi)),
+                        b.attr_str("sentry.profiler_id", &format!("{:032X}", 0xf0 + ri)),
+                    ]
+                }
+                2 => {
+                    p.attribute_indices = vec![
+                        b.attr_str("sentry.chunk_id", "chunk-1"),
+                        b.attr_str("sentry.profiler_id", ""),
+                    ]
+                }
+                _ => {}
+            }
+            ps.push(p);
         }
-        let attrs = pid
+        let mut attrs = pid
             .map(|p| vec![kv("process.pid", int_value(p))])
             .unwrap_or_default();
+        if *marks != 0 {
+            attrs.push(kv("service.version", str_value("app@1.0")));
+        }
+        if *marks == 3 {
+            attrs.push(kv(
+                "sentry.profiler_id",
+                str_value("8f0b2a4c-6d1e-4f3a-9b5c-7e2d1a0f3b4c"),
+            ));
+        }
         rps.push(resource(attrs, ps));
     }
     b.request(rps)
@@ -192,8 +231,16 @@ proptest! {
             };
             let t = translate_request(&req, &opts);
             prop_assert!(t.rejected.is_empty(), "{:?}", t.rejected);
+            // Strict out never had to remove a chunk of valid input.
+            prop_assert!(t.invalid_chunks.is_empty(), "{:?}", t.invalid_chunks);
+            prop_assert_eq!(t.stats.profiles_restored, 0);
             for c in &t.chunks {
                 check_chunk(c, &opts, true);
+                prop_assert!(
+                    !validate_chunk_errors(c).iter().any(|f| f.is_error() && f.rule != "no-samples"),
+                    "{:?}",
+                    validate_chunk_errors(c)
+                );
             }
             prop_assert_eq!(t.stats.samples_dropped_size, 0);
             prop_assert_eq!(t.stats.samples_in, t.stats.samples_out);
@@ -209,4 +256,63 @@ proptest! {
             assert_same_observations(actual, expected);
         }
     }
+}
+
+/// True when `python3 -c "import vroomrs"` works; panics when it does not but the environment
+/// demands it (`PROFILINK_REQUIRE_VROOMRS=1`, set by the test script and CI).
+fn vroomrs_available() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import vroomrs"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok && std::env::var("PROFILINK_REQUIRE_VROOMRS").is_ok_and(|v| v == "1") {
+        panic!("vroomrs is required (run scripts/setup-test-tools.sh)");
+    }
+    ok
+}
+
+/// The chunks of 64 random requests (same generator, fixed seed), Relay's sparse-thread rule
+/// applied as the CLI does, all read by vroomrs (one Python run for all of them).
+#[test]
+fn vroomrs_reads_the_chunks_of_random_requests() {
+    if !vroomrs_available() {
+        eprintln!("skipping: vroomrs is not installed (scripts/setup-test-tools.sh)");
+        return;
+    }
+    let mut runner = TestRunner::deterministic();
+    let mut ndjson = Vec::new();
+    let mut n = 0;
+    for _ in 0..64 {
+        let spec = spec().new_tree(&mut runner).unwrap().current();
+        let req = build(&spec);
+        let opts = Options {
+            max_chunk_duration_ns: spec.max_duration_s * 1_000_000_000,
+            max_chunk_bytes: spec.max_kib * 1024,
+            sparse_thread_policy: profilink_translator::otlp_to_sentry::SparseThreadPolicy::Drop,
+            ..Options::default()
+        };
+        let t = translate_request(&req, &opts);
+        assert!(t.invalid_chunks.is_empty(), "{:?}", t.invalid_chunks);
+        for c in &t.chunks {
+            ndjson.extend_from_slice(&c.to_json());
+            ndjson.push(b'\n');
+            n += 1;
+        }
+    }
+    assert!(n > 20, "only {n} chunks");
+    let path =
+        std::env::temp_dir().join(format!("profilink-proptest-{}.ndjson", std::process::id()));
+    std::fs::write(&path, &ndjson).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vroomrs_check.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "vroomrs rejected chunks:\n{report}");
+    assert_eq!(report.lines().count(), n);
 }

@@ -7,7 +7,6 @@ use crate::sentry::chunk::{CHUNK_VERSION, ProfileChunk};
 use crate::sentry::ids::{is_sentry_id, parse_sentry_id};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
-use std::collections::BTreeMap;
 use std::io;
 
 /// Relay's longest accepted chunk: last sample time minus first, in seconds.
@@ -22,6 +21,16 @@ pub fn validate_chunk(chunk: &ProfileChunk) -> Vec<Finding> {
     if serde_json::to_writer(&mut counter, chunk).is_ok() {
         size_limit("chunk-size", counter.0, "", &mut sink);
     }
+    sink.finish()
+}
+
+/// The errors of [`validate_chunk`] except the serialized size, without serializing the chunk
+/// and without warnings (which cost nothing here): for producers that bound the size
+/// themselves (the translator keeps each chunk within its `max_chunk_bytes`, at most Relay's
+/// limit) and check every chunk they emit.
+pub fn validate_chunk_errors(chunk: &ProfileChunk) -> Vec<Finding> {
+    let mut sink = Sink::errors_only(".");
+    check_chunk(chunk, "", &mut sink);
     sink.finish()
 }
 
@@ -145,12 +154,30 @@ fn id(value: &str, field: &str, rule: &'static str, prefix: &str, sink: &mut Sin
     }
 }
 
+/// The samples of one thread in a chunk.
+struct ThreadCount<'a> {
+    id: &'a str,
+    /// Samples with a non-empty stack.
+    active: usize,
+    /// Index of the first sample.
+    first: usize,
+    /// All samples.
+    all: usize,
+    /// Earliest and latest finite timestamp.
+    min: f64,
+    max: f64,
+}
+
 /// Per-sample rules, then Relay's normalization: threads with fewer than two samples with a
 /// non-empty stack are dropped, the rest must not be empty and must span at most 66 s.
+///
+/// One hash lookup per sample (none when a sample has the previous sample's thread), so
+/// validating every emitted chunk stays cheap.
 fn samples(c: &ProfileChunk, prefix: &str, sink: &mut Sink) {
     let data = &c.profile;
-    // thread id -> (samples with a non-empty stack, first sample index, all samples)
-    let mut threads: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    let mut threads: Vec<ThreadCount<'_>> = Vec::new();
+    let mut index: hashbrown::HashMap<&str, usize> = hashbrown::HashMap::new();
+    let mut last: Option<(&str, usize)> = None;
     for (i, s) in data.samples.iter().enumerate() {
         if s.thread_id.is_empty() {
             sink.error(
@@ -176,14 +203,44 @@ fn samples(c: &ProfileChunk, prefix: &str, sink: &mut Sink) {
                 format_args!("timestamp {} is not a finite number", s.timestamp),
             );
         }
-        let e = threads.entry(&s.thread_id).or_insert((0, i, 0));
-        e.2 += 1;
+        let tid = s.thread_id.as_str();
+        let t = match last {
+            Some((l, t)) if l == tid => t,
+            _ => *index.entry(tid).or_insert_with(|| {
+                threads.push(ThreadCount {
+                    id: tid,
+                    active: 0,
+                    first: i,
+                    all: 0,
+                    min: f64::INFINITY,
+                    max: f64::NEG_INFINITY,
+                });
+                threads.len() - 1
+            }),
+        };
+        last = Some((tid, t));
+        let e = &mut threads[t];
+        e.all += 1;
         if data.stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()) {
-            e.0 += 1;
+            e.active += 1;
+        }
+        if s.timestamp.is_finite() {
+            e.min = e.min.min(s.timestamp);
+            e.max = e.max.max(s.timestamp);
         }
     }
+    threads.sort_unstable_by_key(|t| t.id);
     let mut kept = 0;
-    for (tid, &(active, first, all)) in &threads {
+    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &ThreadCount {
+        id: tid,
+        active,
+        first,
+        all,
+        min: tmin,
+        max: tmax,
+    } in &threads
+    {
         if active < 2 {
             sink.warning(
                 "thread-too-few-samples",
@@ -195,6 +252,8 @@ fn samples(c: &ProfileChunk, prefix: &str, sink: &mut Sink) {
             );
         } else {
             kept += all;
+            min = min.min(tmin);
+            max = max.max(tmax);
         }
     }
     if kept == 0 {
@@ -206,13 +265,6 @@ fn samples(c: &ProfileChunk, prefix: &str, sink: &mut Sink) {
         };
         sink.error("no-samples", format_args!("{prefix}profile.samples"), why);
         return;
-    }
-    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
-    for s in &data.samples {
-        if s.timestamp.is_finite() && threads.get(s.thread_id.as_str()).is_some_and(|t| t.0 >= 2) {
-            min = min.min(s.timestamp);
-            max = max.max(s.timestamp);
-        }
     }
     if max - min > MAX_CHUNK_DURATION_SECS {
         sink.error(
@@ -331,5 +383,29 @@ mod tests {
         serde_json::to_writer(&mut counter, &c).unwrap();
         assert_eq!(counter.0, c.to_json().len());
         assert!(super::super::MAX_CHUNK_BYTES > counter.0);
+    }
+
+    #[test]
+    fn errors_only_are_the_errors_of_the_full_validation() {
+        use crate::sentry::chunk::Sample;
+        let mut c = ProfileChunk {
+            version: "1".into(),
+            chunk_id: "x".into(),
+            ..Default::default()
+        };
+        // One sparse thread (a warning), one with an empty id (an error).
+        for (t, tid) in [(1.0, "7"), (2.0, ""), (3.0, "")] {
+            c.profile.samples.push(Sample {
+                timestamp: t,
+                stack_id: 0,
+                thread_id: tid.into(),
+            });
+        }
+        c.profile.stacks.push(vec![]);
+        let all = validate_chunk(&c);
+        assert!(all.iter().any(|f| !f.is_error()), "{all:?}");
+        let want: Vec<Finding> = all.into_iter().filter(Finding::is_error).collect();
+        assert!(want.len() >= 4, "{want:?}");
+        assert_eq!(validate_chunk_errors(&c), want);
     }
 }

@@ -95,6 +95,8 @@ pub const MAX_FINDINGS_PER_RULE: usize = 20;
 /// when the finding is kept, so a million bad samples cost a counter increment each.
 pub(crate) struct Sink {
     scope: String,
+    /// Findings below this severity are not recorded (nor formatted).
+    min: Severity,
     out: Vec<Finding>,
     /// (rule, number seen, worst severity of the suppressed ones).
     counts: Vec<(&'static str, usize, Severity)>,
@@ -105,8 +107,17 @@ impl Sink {
     pub(crate) fn new(scope: impl Into<String>) -> Self {
         Sink {
             scope: scope.into(),
+            min: Severity::Warning,
             out: Vec::new(),
             counts: Vec::new(),
+        }
+    }
+
+    /// A collector that records errors only: warnings cost nothing (they are not formatted).
+    pub(crate) fn errors_only(scope: impl Into<String>) -> Self {
+        Sink {
+            min: Severity::Error,
+            ..Sink::new(scope)
         }
     }
 
@@ -118,6 +129,9 @@ impl Sink {
         path: impl fmt::Display,
         message: impl fmt::Display,
     ) {
+        if severity < self.min {
+            return;
+        }
         let slot = match self.counts.iter().position(|c| c.0 == rule) {
             Some(i) => i,
             None => {

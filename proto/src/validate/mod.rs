@@ -75,7 +75,9 @@ mod otlp_refs;
 mod sentry_common;
 mod v1;
 
-pub use chunk::{MAX_CHUNK_DURATION_SECS, validate_chunk, validate_chunk_json};
+pub use chunk::{
+    MAX_CHUNK_DURATION_SECS, validate_chunk, validate_chunk_errors, validate_chunk_json,
+};
 pub use dictionary::validate_dictionary;
 pub use envelope::validate_envelope;
 pub use finding::{Finding, MAX_FINDINGS_PER_RULE, Severity, has_errors, has_warnings};

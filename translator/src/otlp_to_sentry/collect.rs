@@ -7,18 +7,18 @@
 
 use super::frames::FrameTable;
 use super::ids::digest64;
-use super::options::{NonCpuPolicy, Options, RELAY_MAX_CHUNK_DURATION_NS};
+use super::options::{NonCpuPolicy, Options};
 use super::platform::{hint_from_runtime_name, hint_from_sdk_language};
-use super::restore_hook::{self, CHUNK_ID_KEY};
+use super::restore_hook::{self, CHUNK_ID_KEY, Restore};
 use super::samples::{classify, expansion_count, scaled, spread, thread_id_text, value_sum};
-use super::session::{ProcessIdentity, derive_profiler_id};
+use super::session::{PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
 use super::split::{LinkedObs, Obs, Session, ThreadInfo};
 use super::stacks::StackTable;
 use crate::dictionary::{Attr, AttrValue, Dictionary};
 use crate::error::TranslateError;
 use crate::sample_link::SampleLink;
 use profilink_proto::otlp::{Profile, ResourceProfiles, Sample};
-use profilink_proto::sentry::timestamp::secs_to_nanos;
+use profilink_proto::sentry::ids::parse_sentry_id;
 use profilink_proto::sentry::{CompactString, ProfileChunk};
 use std::collections::HashMap;
 
@@ -56,7 +56,13 @@ pub(crate) struct Collector<'a> {
     pub st: StackTable,
     /// Sessions in order of first appearance.
     pub sessions: Vec<Session>,
-    session_index: HashMap<String, u32>,
+    /// Per session: the producer's valid `sentry.chunk_id` (normalized) when the session holds
+    /// the observations of profiles carrying that id, reused when they make exactly one chunk.
+    pub chunk_ids: Vec<Option<String>>,
+    /// (profiler id, producer chunk id or "") -> session.
+    session_index: HashMap<(String, String), u32>,
+    /// The producer chunk id of the profile being collected.
+    producer_chunk_id: Option<String>,
     link_slot: Vec<u32>,
     /// Usable links; link id `i` is `links[i - 1]`.
     pub links: Vec<([u8; 16], [u8; 8])>,
@@ -109,18 +115,12 @@ fn non_empty_str(v: Option<&AttrValue<'_>>) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn chunk_span_ns(chunk: &ProfileChunk) -> u64 {
-    let mut min = f64::INFINITY;
-    let mut max = f64::NEG_INFINITY;
-    for s in &chunk.profile.samples {
-        min = min.min(s.timestamp);
-        max = max.max(s.timestamp);
-    }
-    match (secs_to_nanos(min), secs_to_nanos(max)) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ if chunk.profile.samples.is_empty() => 0,
-        _ => u64::MAX,
-    }
+/// A valid Sentry id (32 hex digits, dashes and case ignored, not all zero), normalized.
+fn valid_id(v: &AttrValue<'_>) -> Option<String> {
+    v.as_str()
+        .and_then(parse_sentry_id)
+        .filter(|b| *b != [0u8; 16])
+        .map(hex::encode)
 }
 
 impl<'a> Collector<'a> {
@@ -139,7 +139,9 @@ impl<'a> Collector<'a> {
             ft: FrameTable::new(dict, depth),
             st: StackTable::new(stacks, depth),
             sessions: Vec::new(),
+            chunk_ids: Vec::new(),
             session_index: HashMap::new(),
+            producer_chunk_id: None,
             link_slot: vec![UNRESOLVED; links],
             links: Vec::new(),
             touch_gen: Vec::new(),
@@ -151,26 +153,54 @@ impl<'a> Collector<'a> {
         }
     }
 
-    /// Translates one profile into session observations (or restores it).
+    /// Translates one profile into session observations (or restores it). `scope_name` is the
+    /// name of its instrumentation scope.
     pub(crate) fn profile(
         &mut self,
         resource_profiles: &'a ResourceProfiles,
+        scope_name: &str,
         resource: &[Attr<'a>],
         profile: &'a Profile,
     ) -> Result<Outcome, TranslateError> {
         let mut restore_fallback = false;
         let profile_attrs = self.dict.attributes(&profile.attribute_indices)?;
         if profile_attrs.iter().any(|a| a.key == CHUNK_ID_KEY) {
-            match restore_hook::restore(&self.dict, resource_profiles, profile) {
-                Some(Ok((chunk, links)))
-                    if chunk_span_ns(&chunk) <= RELAY_MAX_CHUNK_DURATION_NS =>
-                {
-                    return Ok(Outcome::Restored(Box::new(chunk), links));
-                }
-                Some(_) => restore_fallback = true,
-                None => {}
+            match restore_hook::restore(
+                &self.dict,
+                scope_name,
+                resource_profiles,
+                profile,
+                self.opts,
+            ) {
+                Restore::Restored(chunk, links) => return Ok(Outcome::Restored(chunk, links)),
+                Restore::Fallback => restore_fallback = true,
             }
         }
+        // A producer's ids on the profile: a valid `sentry.profiler_id` sits between the
+        // resource and the sample layer; a valid `sentry.chunk_id` keeps the profile's
+        // observations in a session of their own, whose chunk reuses the id when it is one.
+        let profile_profiler_id = profile_attrs
+            .iter()
+            .rev()
+            .find(|a| a.key == PROFILER_ID_KEY && valid_id(&a.value).is_some());
+        self.producer_chunk_id = profile_attrs
+            .iter()
+            .rev()
+            .find(|a| a.key == CHUNK_ID_KEY)
+            .and_then(|a| valid_id(&a.value));
+        let layered: Vec<Attr<'a>>;
+        let (resource, resource_id) =
+            if profile_profiler_id.is_some() || self.producer_chunk_id.is_some() {
+                layered = resource
+                    .iter()
+                    .chain(profile_profiler_id)
+                    .cloned()
+                    .collect();
+                // The session now depends on the profile: cache per profile.
+                (&layered[..], std::ptr::from_ref(profile) as usize)
+            } else {
+                (resource, std::ptr::from_ref(resource_profiles) as usize)
+            };
 
         let st = profile.sample_type.unwrap_or_default();
         let pt = profile.period_type.unwrap_or_default();
@@ -214,7 +244,6 @@ impl<'a> Collector<'a> {
         // Pass 2, undone on error.
         self.profile_gen = self.profile_gen.wrapping_add(1);
         self.touched.clear();
-        let resource_id = std::ptr::from_ref(resource_profiles) as usize;
         let result = self.collect(
             resource_id,
             resource,
@@ -386,7 +415,11 @@ impl<'a> Collector<'a> {
     fn session_of(&mut self, resource: &[Attr<'a>], attrs: &[Attr<'a>]) -> u32 {
         let identity = ProcessIdentity::from_attributes(resource, attrs);
         let profiler_id = derive_profiler_id(&identity);
-        match self.session_index.get(&profiler_id) {
+        let key = (
+            profiler_id,
+            self.producer_chunk_id.clone().unwrap_or_default(),
+        );
+        match self.session_index.get(&key) {
             Some(&i) => i,
             None => {
                 let i = self.sessions.len() as u32;
@@ -402,13 +435,14 @@ impl<'a> Collector<'a> {
                             .and_then(hint_from_runtime_name)
                     });
                 self.sessions.push(Session {
-                    profiler_id: profiler_id.clone(),
+                    profiler_id: key.0.clone(),
                     release: non_empty_str(l("service.version")),
                     environment,
                     platform_hint,
                     ..Session::default()
                 });
-                self.session_index.insert(profiler_id, i);
+                self.chunk_ids.push(self.producer_chunk_id.clone());
+                self.session_index.insert(key, i);
                 i
             }
         }

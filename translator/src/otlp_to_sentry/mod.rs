@@ -12,9 +12,14 @@
 //!    ([`RejectedProfile`], path `resource_profiles[i].scope_profiles[j].profiles[k]`, error
 //!    naming the table and index); the others go on. Index 0 means "unset" in every table, so
 //!    dictionaries without their zero entries still translate.
-//! 2. A profile carrying the Profile attribute `sentry.chunk_id` came from the Sentry -> OTLP
-//!    direction; it is rebuilt exactly as that chunk when it spans at most 66 s, else translated
-//!    normally ([`Stats::restore_fallbacks`]).
+//! 2. A profile carrying the Profile attribute `sentry.chunk_id` is rebuilt exactly as the chunk
+//!    it came from only when it is profilink's own complete encoding of a valid chunk: it passes
+//!    the marker set of [`crate::sentry_to_otlp::restore`] (the `profilink.format` mark, or the
+//!    `profilink` scope of earlier versions; `sentry.chunk_id`, `sentry.profiler_id` 32 hex,
+//!    `sentry.version` `"2"`, a Sentry `sentry.platform`, `telemetry.sdk.name`/`.version`), it
+//!    restores, spans at most 66 s and passes the strict-out check below. Otherwise (e.g.
+//!    another producer's partial `sentry.*` marks) it is translated normally and counted
+//!    ([`Stats::restore_fallbacks`]), keeping the producer's valid ids (see *Sessions and ids*).
 //! 3. Non-CPU profiles follow [`NonCpuPolicy`].
 //! 4. Each sample is assigned to a *session* (one profiled process, one `profiler_id`) and a
 //!    thread from its resource and sample attributes, and becomes observations (one per
@@ -22,6 +27,7 @@
 //!    *Observations* below.
 //! 5. Each session's observations are sorted by time and cut into chunks of at most
 //!    `max_chunk_duration_ns` and `max_chunk_bytes`; see *Chunks*.
+//! 6. Strict out: every emitted chunk passes profilink's chunk validator; see *Strict out*.
 //!
 //! Work and memory are linear in the input (each location, stack, mapping and link is resolved
 //! once, in `Vec`s indexed by wire index), plus at most `max_expanded_samples` observations per
@@ -37,7 +43,9 @@
 //! the samples of one resource may form several sessions). Without any of them, all scalar
 //! resource attributes are the identity. See [`ProcessIdentity`].
 //!
-//! * `profiler_id`: the resource's `sentry.profiler_id` (32 hex, normalized) if present, else
+//! * `profiler_id`: a valid `sentry.profiler_id` (a UUID, dashes and case ignored, normalized
+//!   to 32 lowercase hex; the sample's wins over the profile's, the profile's over the
+//!   resource's; an invalid one is ignored) if present, else
 //!   SHA-256 over `profilink/profiler_id/v1\0` and each identity `(key, value)` in key order,
 //!   each length-prefixed (u32 big-endian); first 16 bytes, UUID version 4 and variant bits
 //!   set, 32 lowercase hex ([`derive_profiler_id`]). Deterministic, so retries, replicas and a
@@ -45,7 +53,10 @@
 //! * `chunk_id`: SHA-256 over `profilink/chunk_id/v1\0`, the profiler id (u64 BE length +
 //!   bytes), the first and last sample time (u64 BE ns), the sample count and a 64-bit content
 //!   checksum (sum over samples of a SplitMix64 mix of time, stack digest and thread digest);
-//!   first 16 bytes shaped as a UUID v4, 32 lowercase hex.
+//!   first 16 bytes shaped as a UUID v4, 32 lowercase hex. A profile (not restored) carrying
+//!   a valid, non-zero `sentry.chunk_id` of its producer keeps its observations in a session
+//!   of their own (same profiler id), and when they make exactly one chunk, that chunk reuses
+//!   the producer's id (normalized); several chunks get derived ids.
 //!
 //! Chunk metadata: `release` = `service.version`; `environment` =
 //! `deployment.environment.name` or else `deployment.environment`; `client_sdk` = the options'
@@ -147,6 +158,20 @@
 //! (which Relay drops) are counted, grouped into threads Relay keeps by
 //! [`SparseThreadGrouping::Group`] (default; linked threads are never grouped), and what is
 //! still sparse is handled by [`SparseThreadPolicy`].
+//!
+//! # Strict out
+//!
+//! No chunk leaves [`translate`] that fails profilink's own chunk validator
+//! ([`profilink_proto::validate::validate_chunk_errors`], the rules of `profilink validate`) at
+//! error level. Each chunk is validated once, on the struct (its size is already bounded while
+//! it is cut); restored chunks are validated when restored (and translated normally instead if
+//! they fail). A chunk that fails is removed with its links and reported in
+//! [`Translation::invalid_chunks`] (the first error's rule is the reason), counted in
+//! [`Stats::chunks_invalid`] and [`Stats::samples_dropped_invalid`]. The CLI prints it and
+//! exits 1; the service counts it as `profilink_translation_errors_total{reason="invalid_chunk"}`
+//! and logs a warning. One exception follows the options: unless the [`SparseThreadPolicy`] is
+//! `Drop`, a chunk with samples whose threads all have fewer than two (`no-samples`) is emitted,
+//! because its consumer (the service's accumulator) merges chunks before Relay's rule applies.
 
 use crate::dictionary::{Attr, Dictionary};
 use crate::error::TranslateError;
@@ -167,6 +192,7 @@ mod session;
 mod sort;
 mod split;
 mod stacks;
+mod strict;
 
 pub use debug_images::{BUILD_ID_GNU_KEY, debug_id_from_build_id};
 pub use frames::FRAME_TYPE_KEY;
@@ -176,6 +202,7 @@ pub use options::{
 };
 pub use restore_hook::CHUNK_ID_KEY;
 pub use session::{IDENTITY_KEYS, PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
+pub use strict::blocking_error;
 
 /// The result of [`translate`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -188,8 +215,25 @@ pub struct Translation {
     pub links: Vec<SampleLink>,
     /// Profiles that could not be translated.
     pub rejected: Vec<RejectedProfile>,
+    /// Chunks removed from the output because they failed the chunk validator (see *Strict
+    /// out* in the module docs); never emitted.
+    pub invalid_chunks: Vec<InvalidChunk>,
     /// Counters.
     pub stats: Stats,
+}
+
+/// A chunk the translation produced but did not emit, because profilink's chunk validator
+/// ([`profilink_proto::validate::validate_chunk_errors`]) found an error in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidChunk {
+    /// The chunk's id.
+    pub chunk_id: String,
+    /// The chunk's profiler id (as it would have been sent).
+    pub profiler_id: String,
+    /// Its samples (counted in [`Stats::samples_dropped_invalid`]).
+    pub samples: u64,
+    /// The first error the validator reported (its `rule` is the reason).
+    pub finding: profilink_proto::validate::Finding,
 }
 
 /// A profile that was rejected, and why.
@@ -204,7 +248,7 @@ pub struct RejectedProfile {
 /// Counters of one [`translate`] call.
 ///
 /// For translated profiles, `samples_in = samples_out + samples_dropped_expansion +
-/// samples_dropped_sparse + samples_dropped_size`.
+/// samples_dropped_sparse + samples_dropped_size + samples_dropped_invalid`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Profiles seen.
@@ -217,8 +261,9 @@ pub struct Stats {
     pub profiles_skipped_non_cpu: u64,
     /// Round-tripped profiles rebuilt as their original chunk.
     pub profiles_restored: u64,
-    /// Profiles marked `sentry.chunk_id` that could not be restored (or spanned more than
-    /// 66 s) and were translated normally.
+    /// Profiles carrying `sentry.chunk_id` that were translated normally instead of restored:
+    /// not profilink's complete encoding (the marker set), not restorable, spanning more than
+    /// 66 s, or restoring to a chunk that fails the validator.
     pub restore_fallbacks: u64,
     /// Observations in the input: timestamps, plus requested expansions of aggregated values
     /// (before the cap), of translated and restored profiles.
@@ -245,6 +290,10 @@ pub struct Stats {
     pub sessions: u64,
     /// Chunks emitted.
     pub chunks: u64,
+    /// Chunks removed because they failed the chunk validator ([`Translation::invalid_chunks`]).
+    pub chunks_invalid: u64,
+    /// Samples of those chunks.
+    pub samples_dropped_invalid: u64,
     /// Links emitted.
     pub links: u64,
     /// Observations whose link was unusable (ids of the wrong length or zero) or beyond
@@ -328,10 +377,11 @@ pub fn translate_with(
             None => Ok(Vec::new()),
         };
         for (si, sp) in rp.scope_profiles.iter().enumerate() {
+            let scope_name = sp.scope.as_ref().map_or("", |s| s.name.as_str());
             for (pi, p) in sp.profiles.iter().enumerate() {
                 t.stats.profiles += 1;
                 let outcome = match &resource {
-                    Ok(attrs) => c.profile(rp, attrs, p),
+                    Ok(attrs) => c.profile(rp, scope_name, attrs, p),
                     Err(e) => Err(e.clone()),
                 };
                 match outcome {
@@ -380,23 +430,97 @@ pub fn translate_with(
         ft,
         st,
         mut sessions,
+        chunk_ids,
         links,
         ..
     } = c;
     t.stats.stacks_truncated = st.truncated;
     let mut splitter = split::Splitter::new(&ft, &st, &links, options);
-    let mut sink = split::Sink {
-        emit,
-        links: &mut t.links,
-        stats: &mut t.stats,
-    };
-    for s in &mut sessions {
-        if !s.obs.is_empty() {
-            sink.stats.sessions += 1;
+    for (s, producer_chunk_id) in sessions.iter_mut().zip(chunk_ids) {
+        if s.obs.is_empty() {
+            continue;
+        }
+        t.stats.sessions += 1;
+        let links_from = t.links.len();
+        // Strict out: each chunk is validated as it is cut and only valid ones are emitted. A
+        // session that carries another producer's chunk id keeps it when it makes exactly one
+        // chunk, so its chunks wait for the end of the session.
+        let mut held: Vec<ProfileChunk> = Vec::new();
+        let mut bad: Vec<(ProfileChunk, profilink_proto::validate::Finding)> = Vec::new();
+        {
+            let mut pass = |chunk: ProfileChunk| {
+                if producer_chunk_id.is_some() {
+                    held.push(chunk);
+                } else {
+                    match strict::blocking_error(&chunk, options) {
+                        None => emit(chunk),
+                        Some(finding) => bad.push((chunk, finding)),
+                    }
+                }
+            };
+            let mut sink = split::Sink {
+                emit: &mut pass,
+                links: &mut t.links,
+                stats: &mut t.stats,
+            };
             splitter.split_session(s, &mut sink);
         }
+        if let Some(id) = producer_chunk_id {
+            if let [only] = held.as_mut_slice() {
+                only.chunk_id = id;
+            }
+            for chunk in held {
+                match strict::blocking_error(&chunk, options) {
+                    None => emit(chunk),
+                    Some(finding) => bad.push((chunk, finding)),
+                }
+            }
+        }
+        reject_invalid(&mut t, links_from, bad);
     }
     t
+}
+
+/// Strict out: counts and reports chunks that failed the validator (they were not emitted),
+/// and removes the links of their observations (among the links from `links_from` on).
+fn reject_invalid(
+    t: &mut Translation,
+    links_from: usize,
+    bad: Vec<(ProfileChunk, profilink_proto::validate::Finding)>,
+) {
+    if bad.is_empty() {
+        return;
+    }
+    let mut gone: std::collections::HashSet<(String, String, u64)> = Default::default();
+    for (chunk, finding) in bad {
+        let samples = chunk.profile.samples.len() as u64;
+        t.stats.chunks -= 1;
+        t.stats.chunks_invalid += 1;
+        t.stats.samples_out -= samples;
+        t.stats.samples_dropped_invalid += samples;
+        for s in &chunk.profile.samples {
+            if let Some(ns) = profilink_proto::sentry::timestamp::secs_to_nanos(s.timestamp) {
+                gone.insert((chunk.profiler_id.clone(), s.thread_id.to_string(), ns));
+            }
+        }
+        t.invalid_chunks.push(InvalidChunk {
+            chunk_id: chunk.chunk_id.clone(),
+            profiler_id: chunk.profiler_id.clone(),
+            samples,
+            finding,
+        });
+    }
+    let mut kept = t.links.split_off(links_from);
+    let before = kept.len();
+    kept.retain(|l| {
+        !gone.contains(&(
+            l.profiler_id.to_string(),
+            l.thread_id.to_string(),
+            l.timestamp_ns,
+        ))
+    });
+    t.stats.links -= (before - kept.len()) as u64;
+    t.links.extend(kept);
 }
 
 /// [`translate`] over an export request.

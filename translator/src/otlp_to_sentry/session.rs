@@ -13,8 +13,10 @@
 //!
 //! # `profiler_id`
 //!
-//! * If the resource (or sample) carries `sentry.profiler_id` holding a UUID (32 hex digits,
-//!   dashes and case ignored), that id, normalized to 32 lowercase hex, is used as it is.
+//! * If the resource, the profile or the sample carries `sentry.profiler_id` holding a UUID (32
+//!   hex digits, dashes and case ignored), that id, normalized to 32 lowercase hex, is used as
+//!   it is (the sample's wins over the profile's, the profile's over the resource's; the
+//!   collector adds a profile's id to the resource layer).
 //! * Otherwise `profiler_id` = SHA-256 over the tag `profilink/profiler_id/v1\0` followed by each
 //!   identity `(key, value)` in ascending key order, each as a u32 big-endian byte length and
 //!   the UTF-8 bytes; the first 16 bytes with UUID version nibble 4 and the RFC 4122 variant,

@@ -16,7 +16,8 @@
 //! | resource | [`PROCESS_RUNTIME_NAME`], [`PROCESS_RUNTIME_VERSION`] | string | V1 `runtime.name` / `.version` |
 //! | resource | [`OS_NAME`], [`OS_VERSION`] | string | V1 `os.name` / `.version` |
 //! | resource | [`HOST_ARCH`] | string | V1 `device.architecture` (`x86_64` → `amd64`, `aarch64` → `arm64`) |
-//! | profile | [`SENTRY_CHUNK_ID`] | string | `chunk_id`, exactly; its presence marks a profile made from a chunk |
+//! | profile | [`PROFILINK_FORMAT`] | string | [`PROFILINK_FORMAT_CHUNK_V1`]: this profile is profilink's complete encoding of a chunk (see [`super::restore`] for the whole marker set) |
+//! | profile | [`SENTRY_CHUNK_ID`] | string | `chunk_id`, exactly |
 //! | profile | [`SENTRY_PROFILE_ID`] | string | V1 `event_id`, exactly |
 //! | profile | [`SENTRY_VERSION`] | string | `version` (`"2"`, `"1"`) |
 //! | profile | [`SENTRY_CONTENT_TYPE`] | string | `content_type`, when set |
@@ -71,7 +72,14 @@ pub const SENTRY_PLATFORM: &str = "sentry.platform";
 /// `sentry.profiler_id` (resource) ← `profiler_id`, exactly.
 pub const SENTRY_PROFILER_ID: &str = "sentry.profiler_id";
 
-/// `sentry.chunk_id` (profile) ← `chunk_id`; marks a profile restorable to a chunk.
+/// `profilink.format` (profile): which profilink encoding the profile is; profilink writes
+/// [`PROFILINK_FORMAT_CHUNK_V1`] on every profile made from a chunk.
+pub const PROFILINK_FORMAT: &str = "profilink.format";
+/// The value of [`PROFILINK_FORMAT`] for a V2 chunk encoded by this convention.
+pub const PROFILINK_FORMAT_CHUNK_V1: &str = "sentry.chunk/v1";
+
+/// `sentry.chunk_id` (profile) ← `chunk_id`; with the rest of the marker set (see
+/// [`super::restore`]) it marks a profile restorable to a chunk.
 pub const SENTRY_CHUNK_ID: &str = "sentry.chunk_id";
 /// `sentry.profile_id` (profile) ← V1 `event_id`.
 pub const SENTRY_PROFILE_ID: &str = "sentry.profile_id";

@@ -6,13 +6,17 @@
 //! * Sample times: `secs_to_nanos(timestamp)`, the decimal digits the SDK wrote, so
 //!   `nanos_to_secs` gives back the same `f64` (exact for every timestamp with at most 9
 //!   fractional digits in its shortest form, i.e. every SDK-written one).
-//! * Profile attributes: [`SENTRY_CHUNK_ID`], [`SENTRY_VERSION`], [`SENTRY_CONTENT_TYPE`] (when
+//! * Profile attributes: [`PROFILINK_FORMAT`] = [`PROFILINK_FORMAT_CHUNK_V1`] (the mark that
+//!   lets the OTLP -> Sentry direction restore the chunk), [`SENTRY_CHUNK_ID`], [`SENTRY_VERSION`], [`SENTRY_CONTENT_TYPE`] (when
 //!   set) and the extras of [`super::extras`].
 //! * Before anything is interned, the chunk is checked (so a rejected chunk leaves nothing in
 //!   the shared dictionary): every timestamp finite, non-negative and before year 2540; every
 //!   `stack_id` in range; every frame index of every stack in range (as Relay checks).
 
-use super::attributes::{SENTRY_CHUNK_ID, SENTRY_CONTENT_TYPE, SENTRY_VERSION};
+use super::attributes::{
+    PROFILINK_FORMAT, PROFILINK_FORMAT_CHUNK_V1, SENTRY_CHUNK_ID, SENTRY_CONTENT_TYPE,
+    SENTRY_VERSION,
+};
 use super::builder::DictionaryBuilder;
 use super::options::Options;
 use super::samples::{Body, emit};
@@ -107,6 +111,7 @@ pub(crate) fn to_profile(
     );
 
     let mut attrs = vec![
+        b.attribute_str(PROFILINK_FORMAT, PROFILINK_FORMAT_CHUNK_V1),
         b.attribute_str(SENTRY_CHUNK_ID, &chunk.chunk_id),
         b.attribute_str(SENTRY_VERSION, &chunk.version),
     ];

@@ -1,12 +1,35 @@
 //! An OTLP profile made from a chunk → that exact chunk.
 //!
+//! # The marker set
+//!
+//! The OTLP -> Sentry direction restores a profile (instead of translating it) only when it is
+//! profilink's own complete encoding of a chunk, i.e. when [`check_marker`] passes:
+//!
+//! * the mark: the profile attribute [`PROFILINK_FORMAT`] = [`PROFILINK_FORMAT_CHUNK_V1`]
+//!   (written since this marker set exists), or, for OTLP written by earlier profilink
+//!   versions that lack it, the instrumentation scope named [`SCOPE_NAME`] (`profilink`),
+//!   which every version writes;
+//! * profile attribute [`SENTRY_CHUNK_ID`]: a string of 32 lowercase hex digits;
+//! * profile attribute [`SENTRY_VERSION`] = `"2"`;
+//! * resource attribute [`SENTRY_PROFILER_ID`]: 32 lowercase hex digits;
+//! * resource attribute [`SENTRY_PLATFORM`]: one of Sentry's platforms ([`SENTRY_PLATFORMS`]);
+//! * resource attributes [`TELEMETRY_SDK_NAME`] and [`TELEMETRY_SDK_VERSION`]: non-empty
+//!   strings (a chunk's `client_sdk` is required).
+//!
+//! Anything else that carries `sentry.chunk_id` (another producer's OTLP with partial
+//! `sentry.*` marks) is translated like any other profile; see
+//! [`crate::otlp_to_sentry`].
+//!
+//! # Restoring
+//!
 //! A profile came from a chunk when it has the [`SENTRY_CHUNK_ID`] attribute
 //! ([`is_from_chunk`]). [`restore_chunk`] reads back:
 //!
 //! * from the resource: `profiler_id` ← [`SENTRY_PROFILER_ID`], `platform` ← [`SENTRY_PLATFORM`],
 //!   `release` ← [`SERVICE_VERSION`], `environment` ← [`DEPLOYMENT_ENVIRONMENT_NAME`],
 //!   `client_sdk` ← [`TELEMETRY_SDK_NAME`]/[`TELEMETRY_SDK_VERSION`] (set when either is present);
-//!   an absent attribute is `None` (or `""` for the required strings);
+//!   the optional fields are `None` when absent; `profiler_id`, `platform` and `version` are
+//!   required (an absent one is an error, never filled in), values are kept as they are;
 //! * from the profile: `chunk_id`, `version`, `content_type`, `thread_metadata`, `debug_meta`,
 //!   `measurements` (see [`super::attributes`]);
 //! * samples: one per timestamp of each OTLP `Sample`, `timestamp` = `nanos_to_secs(ns)`,
@@ -28,6 +51,7 @@ use crate::dictionary::{AttrValue, Dictionary};
 use crate::error::TranslateError;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, ResourceProfiles};
 use profilink_proto::sentry::CompactString;
+use profilink_proto::sentry::ids::is_sentry_id;
 use profilink_proto::sentry::timestamp::{nanos_to_secs, secs_to_nanos};
 use profilink_proto::sentry::{ClientSdk, Frame, ProfileChunk, Sample};
 use std::collections::HashMap;
@@ -88,6 +112,101 @@ pub fn restore_request(
     out
 }
 
+/// Sentry's platform names (its `VALID_PLATFORMS` that profiling can carry); a restored
+/// chunk's `platform` must be one of them.
+pub const SENTRY_PLATFORMS: &[&str] = &[
+    "android",
+    "as3",
+    "c",
+    "cfml",
+    "cocoa",
+    "csharp",
+    "dart",
+    "elixir",
+    "go",
+    "groovy",
+    "haskell",
+    "java",
+    "javascript",
+    "native",
+    "node",
+    "objc",
+    "other",
+    "perl",
+    "php",
+    "python",
+    "ruby",
+    "rust",
+    "swift",
+];
+
+/// Checks the marker set (see the module docs): `Ok` when `profile` (in `scope` of
+/// `resource`) is profilink's complete encoding of a chunk, else why not.
+pub fn check_marker(
+    dictionary: &Dictionary<'_>,
+    scope_name: &str,
+    resource: &ResourceProfiles,
+    profile: &Profile,
+) -> Result<(), String> {
+    let attrs = dictionary
+        .attributes(&profile.attribute_indices)
+        .map_err(|e| e.to_string())?;
+    let get = |key: &str| attrs.iter().rev().find(|a| a.key == key).map(|a| &a.value);
+    let marked = get(PROFILINK_FORMAT).and_then(|v| v.as_str()) == Some(PROFILINK_FORMAT_CHUNK_V1);
+    if !marked && scope_name != SCOPE_NAME {
+        return Err(format!(
+            "no {PROFILINK_FORMAT} = {PROFILINK_FORMAT_CHUNK_V1:?} mark and scope {scope_name:?} \
+             is not {SCOPE_NAME:?}: not profilink's encoding of a chunk"
+        ));
+    }
+    match get(SENTRY_CHUNK_ID).and_then(|v| v.as_str()) {
+        Some(id) if is_sentry_id(id) => {}
+        other => {
+            return Err(format!(
+                "{SENTRY_CHUNK_ID} {other:?} is not 32 lowercase hex"
+            ));
+        }
+    }
+    match get(SENTRY_VERSION).and_then(|v| v.as_str()) {
+        Some("2") => {}
+        other => return Err(format!("{SENTRY_VERSION} {other:?} is not \"2\"")),
+    }
+    let res = match &resource.resource {
+        Some(r) => dictionary
+            .key_values(&r.attributes)
+            .map_err(|e| e.to_string())?,
+        None => Vec::new(),
+    };
+    let rget = |key: &str| {
+        res.iter()
+            .rev()
+            .find(|a| a.key == key)
+            .and_then(|a| a.value.as_str())
+    };
+    match rget(SENTRY_PROFILER_ID) {
+        Some(id) if is_sentry_id(id) => {}
+        other => {
+            return Err(format!(
+                "resource {SENTRY_PROFILER_ID} {other:?} is not 32 lowercase hex"
+            ));
+        }
+    }
+    match rget(SENTRY_PLATFORM) {
+        Some(p) if SENTRY_PLATFORMS.contains(&p) => {}
+        other => {
+            return Err(format!(
+                "resource {SENTRY_PLATFORM} {other:?} is not a Sentry platform"
+            ));
+        }
+    }
+    for key in [TELEMETRY_SDK_NAME, TELEMETRY_SDK_VERSION] {
+        if rget(key).is_none_or(str::is_empty) {
+            return Err(format!("resource {key} is missing or empty"));
+        }
+    }
+    Ok(())
+}
+
 fn text(v: &AttrValue<'_>, key: &str) -> Result<String, TranslateError> {
     v.as_str()
         .map(str::to_owned)
@@ -104,11 +223,18 @@ fn restore(
 
     let mut sdk_name = None;
     let mut sdk_version = None;
+    let (mut has_profiler_id, mut has_platform, mut has_version) = (false, false, false);
     if let Some(r) = &resource.resource {
         for a in dict.key_values(&r.attributes)? {
             match a.key {
-                SENTRY_PROFILER_ID => chunk.profiler_id = text(&a.value, a.key)?,
-                SENTRY_PLATFORM => chunk.platform = text(&a.value, a.key)?,
+                SENTRY_PROFILER_ID => {
+                    chunk.profiler_id = text(&a.value, a.key)?;
+                    has_profiler_id = true;
+                }
+                SENTRY_PLATFORM => {
+                    chunk.platform = text(&a.value, a.key)?;
+                    has_platform = true;
+                }
                 SERVICE_VERSION => chunk.release = Some(text(&a.value, a.key)?),
                 DEPLOYMENT_ENVIRONMENT_NAME => chunk.environment = Some(text(&a.value, a.key)?),
                 TELEMETRY_SDK_NAME => sdk_name = Some(text(&a.value, a.key)?),
@@ -131,7 +257,10 @@ fn restore(
                 chunk.chunk_id = text(&a.value, a.key)?;
                 has_chunk_id = true;
             }
-            SENTRY_VERSION => chunk.version = text(&a.value, a.key)?,
+            SENTRY_VERSION => {
+                chunk.version = text(&a.value, a.key)?;
+                has_version = true;
+            }
             SENTRY_CONTENT_TYPE => chunk.content_type = Some(text(&a.value, a.key)?),
             SENTRY_THREAD_METADATA => {
                 chunk.profile.thread_metadata = extras::decode_thread_metadata(&a.value)?
@@ -145,6 +274,17 @@ fn restore(
         return Err(TranslateError::Invalid(format!(
             "profile has no {SENTRY_CHUNK_ID} attribute: it was not made from a chunk"
         )));
+    }
+    for (present, key) in [
+        (has_profiler_id, SENTRY_PROFILER_ID),
+        (has_platform, SENTRY_PLATFORM),
+        (has_version, SENTRY_VERSION),
+    ] {
+        if !present {
+            return Err(TranslateError::Invalid(format!(
+                "the chunk's required {key} attribute is missing: not restored"
+            )));
+        }
     }
 
     let mut frame_of: FxHashMap<i32, usize> = FxHashMap::default();

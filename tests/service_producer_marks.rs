@@ -1,0 +1,163 @@
+//! The real binary: OTLP from another producer carrying partial `sentry.*` marks (profile-level
+//! `sentry.chunk_id` / `sentry.profiler_id`, no `sentry.platform` / `sentry.version`) reaches a
+//! loopback Sentry as valid chunks with the producer's profiler id and every observation, and
+//! no chunk was removed as invalid.
+
+#[path = "common/producer.rs"]
+mod producer;
+mod service_support;
+
+use producer::{assert_same, assert_valid_chunk, chunk_observations, other_producer_request};
+use profilink::telemetry::metrics::scrape;
+use service_support::*;
+use std::time::Duration;
+
+const T0: u64 = 1_795_317_063_000_000_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_producers_marks_reach_sentry_as_valid_chunks() {
+    let standin = SentryStandIn::start(None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (grpc, metrics) = (free_addr(), free_addr());
+    let config = write_config(
+        dir.path(),
+        "profilink.yaml",
+        &format!(
+            r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: "{grpc}" }}
+exporters:
+  sentry:
+    dsn: "${{env:TEST_SENTRY_DSN}}"
+    chunk_idle_timeout: 300ms
+    tick: 20ms
+    sending_queue: {{ enabled: true, storage: ./data/queue, max_size_mib: 64 }}
+service:
+  pipelines:
+    profiles: {{ receivers: [otlp], exporters: [sentry] }}
+  telemetry:
+    metrics: {{ address: "{metrics}" }}
+"#
+        ),
+    );
+    let dsn = standin.dsn();
+    let mut p = Profilink::start(
+        dir.path(),
+        &["run", "--config", config.to_str().unwrap()],
+        &[("TEST_SENTRY_DSN", Some(&dsn))],
+    );
+    p.wait_port(&grpc, Duration::from_secs(10));
+
+    let (req, want) = other_producer_request(T0);
+    grpc_export(&grpc, req).await;
+    let ok = standin
+        .wait_for(Duration::from_secs(10), |c| {
+            c.iter().map(|c| c.profile.samples.len()).sum::<usize>() >= want.len()
+        })
+        .await;
+    assert!(ok, "not delivered; stderr:\n{}", p.stderr());
+    let chunks = standin.chunks();
+    for c in &chunks {
+        assert_valid_chunk(c);
+    }
+    assert_same(chunk_observations(&chunks), want);
+
+    let (status, text) = get_text(&format!("http://{metrics}/metrics")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        scrape(
+            &text,
+            "profilink_translation_errors_total",
+            &[("reason", "invalid_chunk")]
+        ),
+        Some(0),
+        "{text}"
+    );
+    p.signal("TERM");
+    assert!(p.wait_exit(Duration::from_secs(15)).success());
+}
+
+/// Sentry chunks passed through to Sentry are held to the same check: an invalid one is
+/// counted and never sent, the valid one is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_received_chunks_are_not_sent_to_sentry() {
+    use profilink_proto::sentry::{Envelope, ProfileChunk};
+    let standin = SentryStandIn::start(None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (sentry, metrics) = (free_addr(), free_addr());
+    let config = write_config(
+        dir.path(),
+        "profilink.yaml",
+        &format!(
+            r#"
+receivers:
+  sentry: {{ endpoint: "{sentry}" }}
+exporters:
+  sentry:
+    dsn: "${{env:TEST_SENTRY_DSN}}"
+    chunk_idle_timeout: 300ms
+    tick: 20ms
+    sending_queue: {{ enabled: true, storage: ./data/queue, max_size_mib: 64 }}
+service:
+  pipelines:
+    profiles: {{ receivers: [sentry], exporters: [sentry] }}
+  telemetry:
+    metrics: {{ address: "{metrics}" }}
+"#
+        ),
+    );
+    let dsn = standin.dsn();
+    let mut p = Profilink::start(
+        dir.path(),
+        &["run", "--config", config.to_str().unwrap()],
+        &[("TEST_SENTRY_DSN", Some(&dsn))],
+    );
+    p.wait_port(&sentry, Duration::from_secs(10));
+
+    let path = fixtures().join("sentry/python/trace-chunk-00.envelope");
+    let env = Envelope::parse(&std::fs::read(path).unwrap()).unwrap();
+    let item = env.items.iter().find(|i| i.is_profile_chunk()).unwrap();
+    let good = ProfileChunk::from_json(&item.payload).unwrap();
+    let mut bad = good.clone();
+    bad.chunk_id = "0123456789abcdef0123456789abcdef".into();
+    bad.version = String::new();
+    let client = reqwest::Client::new();
+    for chunk in [&bad, &good] {
+        let resp = client
+            .post(format!("http://{sentry}/api/42/envelope/"))
+            .header(
+                "x-sentry-auth",
+                format!("Sentry sentry_key={KEY}, sentry_version=7"),
+            )
+            .header("content-type", "application/x-sentry-envelope")
+            .body(Envelope::for_chunk(chunk, "sentry.python", "2.0.0").to_bytes())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let n = good.profile.samples.len();
+    let ok = standin
+        .wait_for(Duration::from_secs(10), |c| {
+            c.iter().map(|c| c.profile.samples.len()).sum::<usize>() >= n
+        })
+        .await;
+    assert!(ok, "not delivered; stderr:\n{}", p.stderr());
+    // The invalid chunk was judged before the receiver answered: it can never arrive.
+    let ids: Vec<String> = standin.chunks().into_iter().map(|c| c.chunk_id).collect();
+    assert!(!ids.contains(&bad.chunk_id), "{ids:?}");
+    let (_, text) = get_text(&format!("http://{metrics}/metrics")).await;
+    assert_eq!(
+        scrape(
+            &text,
+            "profilink_translation_errors_total",
+            &[("reason", "invalid_chunk")]
+        ),
+        Some(1),
+        "{text}"
+    );
+    p.signal("TERM");
+    assert!(p.wait_exit(Duration::from_secs(15)).success());
+}
