@@ -6,11 +6,9 @@ use otlp_to_sentry_support::{
     B, Obs, actual_observations, assert_same_observations, check_chunk, expected_observations, kv,
     otlp_fixtures as fixtures, resource, sample, str_value,
 };
-use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_translator::otlp_to_sentry::{
     Options, SparseThreadGrouping, SparseThreadPolicy, translate_request,
 };
-use prost::Message;
 use std::collections::BTreeSet;
 
 #[test]
