@@ -84,8 +84,12 @@ run() {
   mkdir -p "$artifacts"
   log=$(mktemp)
   dict=$(dict_for "$t")
-  local before
-  before=$(find "$artifacts" -type f | wc -l)
+  # Crashes, OOMs, timeouts and leaks fail the run; slow units (libFuzzer's slow-unit-*, an
+  # input near the timeout) are only reported.
+  failures() { find "$artifacts" -type f \( -name 'crash-*' -o -name 'oom-*' -o -name 'timeout-*' -o -name 'leak-*' \) | wc -l; }
+  local before slow_before
+  before=$(failures)
+  slow_before=$(find "$artifacts" -type f -name 'slow-unit-*' | wc -l)
   local seeds=()
   [ -d "fuzz/seeds/$t" ] && seeds=("fuzz/seeds/$t")
   "$bin_dir/$t" "fuzz/corpus/$t" "${seeds[@]}" \
@@ -94,7 +98,9 @@ run() {
     ${FUZZ_FLAGS:-} >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#' || true)
-  crashes=$(($(find "$artifacts" -type f | wc -l) - before))
+  crashes=$(($(failures) - before))
+  local slow=$(($(find "$artifacts" -type f -name 'slow-unit-*' | wc -l) - slow_before))
+  [ "$slow" -eq 0 ] || echo "$t: $slow slow input(s) kept in $artifacts/ (not failures)" >&2
   if [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ]; then
     grep -E '^(==|thread|SUMMARY|panicked|Output of|artifact_prefix|Test unit written)' "$log" | tail -20 >&2 || true
     [ "$crashes" -ne 0 ] || crashes=1
