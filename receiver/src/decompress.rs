@@ -322,9 +322,17 @@ impl Sink {
             Codec::Identity => Ok(self.out.buf),
             // An empty body with a Content-Encoding header is an empty body.
             _ if !seen_input => Ok(Vec::new()),
-            Codec::Gzip(w) => match w.finish() {
-                Ok(out) => Ok(out.buf),
+            // The decoder keeps output back until the end: a body that passes the limit
+            // only then is still too large, not corrupt.
+            Codec::Gzip(mut w) => match w.try_finish() {
+                Err(_) if w.get_ref().overflowed => Err(BodyError::TooLarge {
+                    limit: w.get_ref().limit,
+                }),
                 Err(e) => Err(error(&format!("truncated or corrupt stream: {e}"))),
+                Ok(()) => match w.finish() {
+                    Ok(out) => Ok(out.buf),
+                    Err(e) => Err(error(&format!("truncated or corrupt stream: {e}"))),
+                },
             },
             Codec::Brotli(mut w) => match w.close() {
                 Ok(()) if w.get_ref().overflowed => Err(BodyError::TooLarge {
@@ -505,6 +513,23 @@ mod tests {
                 "{enc:?}"
             );
         }
+    }
+
+    /// Found by the `decompress` fuzz target: a small gzip body whose output passes the limit
+    /// only when the decoder is finished was refused as corrupt instead of too large.
+    #[test]
+    fn gzip_over_the_limit_at_the_end_is_too_large() {
+        let mut plain = vec![b'a'; 42];
+        plain.push(b'_');
+        plain.extend(vec![b'a'; 4000]);
+        assert_eq!(
+            decode_bytes(&gzip(&plain), Encoding::Gzip, 1024),
+            Err(BodyError::TooLarge { limit: 1024 })
+        );
+        assert_eq!(
+            decode_bytes(&gzip(&plain), Encoding::Gzip, plain.len()).unwrap(),
+            plain
+        );
     }
 
     #[test]

@@ -237,7 +237,10 @@ fn split_prefix(body: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((body.get(4..end)?, body.get(end..)?))
 }
 
-fn decode_ready(id: u64, body: &[u8]) -> Option<(ReadyMeta, &[u8])> {
+/// Reads a ready-log record body: its [`ReadyMeta`] (with `id` and `bytes` set) and the
+/// chunk JSON after it; `None` when the record is corrupt. Public for the fuzz targets only.
+#[doc(hidden)]
+pub fn decode_ready(id: u64, body: &[u8]) -> Option<(ReadyMeta, &[u8])> {
     let (meta, json) = split_prefix(body)?;
     let mut meta: ReadyMeta = serde_json::from_slice(meta).ok()?;
     meta.id = id;

@@ -1,0 +1,56 @@
+//! Chunk JSON -> OTLP -> chunk (restore): for a chunk the project's validator accepts (no
+//! error findings) and `sentry_to_otlp` translates, the restored chunk equals the input in
+//! canonical form, the OTLP request has no validation errors, and the restored chunk's JSON
+//! reads back.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use profilink_proto::sentry::ProfileChunk;
+use profilink_proto::validate::{has_errors, validate_chunk, validate_otlp};
+use profilink_translator::linking::NoLinks;
+use profilink_translator::sentry_to_otlp::restore::{canonical_form, restore_request};
+use profilink_translator::sentry_to_otlp::{Options, SentryInput, translate};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(chunk) = ProfileChunk::from_json(data) else {
+        return;
+    };
+    if has_errors(&validate_chunk(&chunk)) {
+        return;
+    }
+    let chunks = [chunk];
+    let t = translate(
+        &SentryInput {
+            chunks: &chunks,
+            v1_profiles: &[],
+        },
+        &NoLinks,
+        &Options::default(),
+    );
+    if !t.rejected.is_empty() {
+        return;
+    }
+    let findings = validate_otlp(t.request.dictionary.as_ref(), &t.request.resource_profiles);
+    assert!(
+        !has_errors(&findings),
+        "translated request is invalid: {findings:#?}"
+    );
+    let restored = restore_request(&t.request);
+    assert_eq!(
+        restored.len(),
+        1,
+        "one chunk in, {} restored",
+        restored.len()
+    );
+    let back = match restored.into_iter().next() {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => panic!("restore failed: {e}"),
+        None => unreachable!(),
+    };
+    assert_eq!(
+        canonical_form(&back),
+        canonical_form(&chunks[0]),
+        "round trip changed the chunk"
+    );
+    ProfileChunk::from_json(&back.to_json()).expect("restored chunk JSON reads back");
+});

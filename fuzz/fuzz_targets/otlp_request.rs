@@ -1,0 +1,26 @@
+//! OTLP protobuf request -> dictionary validation -> `otlp_to_sentry::translate_request` ->
+//! chunk JSON. Every chunk written must read back as a chunk.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use profilink_proto::otlp::ExportProfilesServiceRequest;
+use profilink_proto::sentry::ProfileChunk;
+use profilink_proto::validate::{validate_dictionary, validate_otlp};
+use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use prost::Message;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(req) = ExportProfilesServiceRequest::decode(data) else {
+        return;
+    };
+    let _ = validate_dictionary(req.dictionary.as_ref());
+    let _ = validate_otlp(req.dictionary.as_ref(), &req.resource_profiles);
+    let t = translate_request(&req, &Options::default());
+    // At most 1000 chunks are read back (see target `otlp_structured`).
+    for chunk in t.chunks.iter().take(1000) {
+        let json = chunk.to_json();
+        if let Err(e) = ProfileChunk::from_json(&json) {
+            panic!("a translated chunk does not read back: {e:?}");
+        }
+    }
+});
