@@ -17,38 +17,9 @@ const T0: u64 = 1_795_317_063_000_000_000;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_producers_marks_reach_sentry_as_valid_chunks() {
     let standin = SentryStandIn::start(None).await;
-    let dir = tempfile::tempdir().unwrap();
-    let (grpc, metrics) = (free_addr(), free_addr());
-    let config = write_config(
-        dir.path(),
-        "profilink.yaml",
-        &format!(
-            r#"
-receivers:
-  otlp:
-    protocols:
-      grpc: {{ endpoint: "{grpc}" }}
-exporters:
-  sentry:
-    dsn: "${{env:TEST_SENTRY_DSN}}"
-    chunk_idle_timeout: 300ms
-    tick: 20ms
-    sending_queue: {{ enabled: true, storage: ./data/queue, max_size_mib: 64 }}
-service:
-  pipelines:
-    profiles: {{ receivers: [otlp], exporters: [sentry] }}
-  telemetry:
-    metrics: {{ address: "{metrics}" }}
-"#
-        ),
-    );
-    let dsn = standin.dsn();
-    let mut p = Profilink::start(
-        dir.path(),
-        &["run", "--config", config.to_str().unwrap()],
-        &[("TEST_SENTRY_DSN", Some(&dsn))],
-    );
-    p.wait_port(&grpc, Duration::from_secs(10));
+    let run = start_to_sentry(&standin, "otlp");
+    let (grpc, metrics) = (run.listen.clone(), run.metrics.clone());
+    let mut p = run.process;
 
     let (req, want) = other_producer_request(T0);
     grpc_export(&grpc, req).await;
@@ -85,36 +56,9 @@ service:
 async fn invalid_received_chunks_are_not_sent_to_sentry() {
     use profilink_proto::sentry::{Envelope, ProfileChunk};
     let standin = SentryStandIn::start(None).await;
-    let dir = tempfile::tempdir().unwrap();
-    let (sentry, metrics) = (free_addr(), free_addr());
-    let config = write_config(
-        dir.path(),
-        "profilink.yaml",
-        &format!(
-            r#"
-receivers:
-  sentry: {{ endpoint: "{sentry}" }}
-exporters:
-  sentry:
-    dsn: "${{env:TEST_SENTRY_DSN}}"
-    chunk_idle_timeout: 300ms
-    tick: 20ms
-    sending_queue: {{ enabled: true, storage: ./data/queue, max_size_mib: 64 }}
-service:
-  pipelines:
-    profiles: {{ receivers: [sentry], exporters: [sentry] }}
-  telemetry:
-    metrics: {{ address: "{metrics}" }}
-"#
-        ),
-    );
-    let dsn = standin.dsn();
-    let mut p = Profilink::start(
-        dir.path(),
-        &["run", "--config", config.to_str().unwrap()],
-        &[("TEST_SENTRY_DSN", Some(&dsn))],
-    );
-    p.wait_port(&sentry, Duration::from_secs(10));
+    let run = start_to_sentry(&standin, "sentry");
+    let (sentry, metrics) = (run.listen.clone(), run.metrics.clone());
+    let mut p = run.process;
 
     let path = fixtures().join("sentry/python/trace-chunk-00.envelope");
     let env = Envelope::parse(&std::fs::read(path).unwrap()).unwrap();

@@ -59,36 +59,9 @@ fn take_samples(chunks: &[ProfileChunk], left: &mut BTreeMap<i64, usize>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ebpf_samples_reach_sentry_in_group_threads() {
     let standin = SentryStandIn::start(None).await;
-    let dir = tempfile::tempdir().unwrap();
-    let (grpc, metrics) = (free_addr(), free_addr());
-    let config = write_config(
-        dir.path(),
-        "profilink.yaml",
-        &format!(
-            r#"
-receivers:
-  otlp: {{ protocols: {{ grpc: {{ endpoint: "{grpc}" }} }} }}
-exporters:
-  sentry:
-    dsn: "${{env:TEST_SENTRY_DSN}}"
-    chunk_idle_timeout: 300ms
-    tick: 20ms
-    sending_queue: {{ storage: ./data/queue }}
-service:
-  pipelines:
-    profiles: {{ receivers: [otlp], exporters: [sentry] }}
-  telemetry:
-    metrics: {{ address: "{metrics}" }}
-"#
-        ),
-    );
-    let dsn = standin.dsn();
-    let mut p = Profilink::start(
-        dir.path(),
-        &["run", "--config", config.to_str().unwrap()],
-        &[("TEST_SENTRY_DSN", Some(&dsn))],
-    );
-    p.wait_port(&grpc, Duration::from_secs(10));
+    let run = start_to_sentry(&standin, "otlp");
+    let (grpc, metrics, dir) = (run.listen.clone(), run.metrics.clone(), run.dir);
+    let mut p = run.process;
 
     let mut grouped_total = 0;
     let mut delivered = 0;

@@ -651,3 +651,60 @@ pub async fn otlp_backend(
     .expect("loopback OTLP backend");
     (server, batches)
 }
+
+/// A running `profilink` with one `profiles` pipeline from one receiver to a `sentry` exporter
+/// whose DSN points at a stand-in (chunks go idle after 300 ms).
+pub struct ToSentry {
+    /// The process (stopped when dropped).
+    pub process: Profilink,
+    /// The receiver's address (OTLP/gRPC or the envelope endpoint).
+    pub listen: String,
+    /// The metrics address.
+    pub metrics: String,
+    /// The working directory (queue in `./data/queue`).
+    pub dir: tempfile::TempDir,
+}
+
+/// Starts [`ToSentry`] with the `otlp` (gRPC) or the `sentry` receiver (`receiver`).
+pub fn start_to_sentry(standin: &SentryStandIn, receiver: &str) -> ToSentry {
+    let dir = tempfile::tempdir().unwrap();
+    let (listen, metrics) = (free_addr(), free_addr());
+    let receivers = match receiver {
+        "otlp" => format!(r#"otlp: {{ protocols: {{ grpc: {{ endpoint: "{listen}" }} }} }}"#),
+        _ => format!(r#"sentry: {{ endpoint: "{listen}" }}"#),
+    };
+    let config = write_config(
+        dir.path(),
+        "profilink.yaml",
+        &format!(
+            r#"
+receivers:
+  {receivers}
+exporters:
+  sentry:
+    dsn: "${{env:TEST_SENTRY_DSN}}"
+    chunk_idle_timeout: 300ms
+    tick: 20ms
+    sending_queue: {{ storage: ./data/queue, max_size_mib: 64 }}
+service:
+  pipelines:
+    profiles: {{ receivers: [{receiver}], exporters: [sentry] }}
+  telemetry:
+    metrics: {{ address: "{metrics}" }}
+"#
+        ),
+    );
+    let dsn = standin.dsn();
+    let mut process = Profilink::start(
+        dir.path(),
+        &["run", "--config", config.to_str().unwrap()],
+        &[("TEST_SENTRY_DSN", Some(&dsn))],
+    );
+    process.wait_port(&listen, Duration::from_secs(10));
+    ToSentry {
+        process,
+        listen,
+        metrics,
+        dir,
+    }
+}
