@@ -585,6 +585,29 @@ fn huge_aggregated_values_are_bounded() {
 }
 
 #[test]
+fn aggregated_values_over_a_window_of_centuries_make_a_bounded_number_of_chunks() {
+    // Found by fuzzing: one aggregated sample whose profile claims a window of ~580 years
+    // became one chunk per observation. The spreading window is capped at one hour.
+    let mut req = aggregated(&[4_290_000_000]);
+    let p = &mut req.resource_profiles[0].scope_profiles[0].profiles[0];
+    p.duration_nano = 18_300_000_000_000_000_000;
+    let t = translate_request(&req, &Options::default());
+    assert_eq!(t.stats.samples_out, 1_000_000);
+    assert!(t.stats.chunks <= 61, "{} chunks", t.stats.chunks);
+    let last = t
+        .chunks
+        .iter()
+        .flat_map(|c| c.profile.samples.iter().map(|s| s.timestamp))
+        .fold(f64::MIN, f64::max);
+    let first = t
+        .chunks
+        .iter()
+        .flat_map(|c| c.profile.samples.iter().map(|s| s.timestamp))
+        .fold(f64::MAX, f64::min);
+    assert!(last - first < 3600.0);
+}
+
+#[test]
 fn giant_string_table() {
     let mut b = B::new();
     for i in 0..1_000_000 {

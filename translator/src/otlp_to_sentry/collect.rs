@@ -319,7 +319,10 @@ impl<'a> Collector<'a> {
                 let n = scaled(requested, cap, total);
                 observations += requested;
                 dropped += requested - n;
-                let (start, dur) = (profile.time_unix_nano, profile.duration_nano);
+                let (start, dur) = (
+                    profile.time_unix_nano,
+                    profile.duration_nano.min(super::samples::MAX_SPREAD_NS),
+                );
                 sess.obs.reserve(usize::try_from(n).unwrap_or(0));
                 sess.obs.extend((0..n).map(|i| Obs {
                     ts: spread(start, dur, i, n),

@@ -9,7 +9,11 @@
 //!   `n(v)` observations spread evenly over the profile window: observation `i` of `n` is at
 //!   `time_unix_nano + floor(i * duration_nano / n)`, i.e. within
 //!   `[time_unix_nano, time_unix_nano + duration_nano)`, or all at `time_unix_nano` when the
-//!   duration is 0. `n(v)` is 0 for `v <= 0`, else:
+//!   duration is 0. The window used for spreading is at most [`MAX_SPREAD_NS`] (1 hour): a
+//!   longer `duration_nano` (no profiler reports one; found by fuzzing, a 61-byte request with
+//!   a window of centuries made one chunk per observation, 679,240 chunks) spreads over its
+//!   first hour, so one aggregated profile makes at most about 60 one-minute chunks.
+//!   `n(v)` is 0 for `v <= 0`, else:
 //!   * CPU sample type with unit `count` (e.g. `samples/count`): `v`;
 //!   * CPU sample type with unit `nanoseconds` and a period (`period > 0` with a `nanoseconds`
 //!     period type): `v / period` rounded to nearest, at least 1;
@@ -104,6 +108,9 @@ pub(crate) fn expansion_count(per_value: PerValue, v: i64) -> u64 {
 pub(crate) fn value_sum(values: &[i64]) -> i64 {
     values.iter().fold(0i64, |a, v| a.saturating_add(*v))
 }
+
+/// Longest window aggregated observations are spread over (1 hour; see the module docs).
+pub(crate) const MAX_SPREAD_NS: u64 = 3_600_000_000_000;
 
 /// Timestamp of observation `i` of `n` spread over `[start, start + duration)`.
 #[inline]
