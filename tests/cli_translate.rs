@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fixture_files, fixtures, profilink, vroomrs_available};
+use common::{fixture_files, fixtures, profilink, translate_to_sentry, vroomrs_available};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use prost::Message;
@@ -14,14 +14,7 @@ fn otlp_fixtures_become_valid_chunks_that_sentry_reads() {
     let dir = tempfile::tempdir().unwrap();
     for input in fixture_files("otlp", "pb") {
         let out = dir.path().join("chunks.ndjson");
-        let run = profilink([
-            "translate".as_ref(),
-            "--to".as_ref(),
-            "sentry".as_ref(),
-            "--output".as_ref(),
-            out.as_os_str(),
-            input.as_os_str(),
-        ]);
+        let run = translate_to_sentry(&input, &out);
         assert_eq!(run.code, 0, "{}: {}", input.display(), run.stderr);
         let text = std::fs::read_to_string(&out).unwrap();
         let chunks: Vec<ProfileChunk> = text

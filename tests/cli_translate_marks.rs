@@ -6,9 +6,10 @@ mod common;
 #[path = "common/producer.rs"]
 mod producer;
 
-use common::{fixtures, profilink, vroomrs_available, write};
+use common::{fixtures, profilink, translate_to_sentry, vroomrs_available, write};
 use producer::{
-    CHUNK_ID, assert_same, assert_valid_chunk, chunk_observations, other_producer_request,
+    CHUNK_ID, assert_same, assert_valid_chunk, chunk_observations, fixture_chunk_and_invalid_copy,
+    other_producer_request,
 };
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_translator::sentry_to_otlp::restore::canonical_form;
@@ -31,14 +32,7 @@ fn another_producers_marks_become_valid_chunks_with_every_observation() {
     let (req, want) = other_producer_request(T0);
     let input = write(dir.path(), "converter.pb", &req.encode_to_vec());
     let out = dir.path().join("chunks.ndjson");
-    let run = profilink([
-        "translate".as_ref(),
-        "--to".as_ref(),
-        "sentry".as_ref(),
-        "--output".as_ref(),
-        out.as_os_str(),
-        input.as_os_str(),
-    ]);
+    let run = translate_to_sentry(&input, &out);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!run.stderr.contains("rejected"), "{}", run.stderr);
     let chunks = read_ndjson(&out);
@@ -101,14 +95,7 @@ fn profilink_otlp_comes_back_as_the_exact_chunks() {
     let run = profilink(args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let back = dir.path().join("back.ndjson");
-    let run = profilink([
-        "translate".as_ref(),
-        "--to".as_ref(),
-        "sentry".as_ref(),
-        "--output".as_ref(),
-        back.as_os_str(),
-        otlp.as_os_str(),
-    ]);
+    let run = translate_to_sentry(&otlp, &back);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut got: Vec<ProfileChunk> = read_ndjson(&back).iter().map(canonical_form).collect();
     let mut want: Vec<ProfileChunk> = inputs
@@ -127,27 +114,14 @@ fn profilink_otlp_comes_back_as_the_exact_chunks() {
 #[test]
 fn invalid_chunks_passed_through_are_reported_not_written() {
     let dir = tempfile::tempdir().unwrap();
-    let path = fixtures().join("sentry/python/trace-chunk-00.envelope");
-    let env = Envelope::parse(&std::fs::read(path).unwrap()).unwrap();
-    let item = env.items.iter().find(|i| i.is_profile_chunk()).unwrap();
-    let good = ProfileChunk::from_json(&item.payload).unwrap();
-    let mut bad = good.clone();
-    bad.chunk_id = "0123456789abcdef0123456789abcdef".into();
-    bad.platform = String::new();
+    let (good, bad) = fixture_chunk_and_invalid_copy(&fixtures(), |c| c.platform = String::new());
     let mut ndjson = good.to_json();
     ndjson.push(b'\n');
     ndjson.extend_from_slice(&bad.to_json());
     ndjson.push(b'\n');
     let input = write(dir.path(), "chunks.ndjson", &ndjson);
     let out = dir.path().join("out.ndjson");
-    let run = profilink([
-        "translate".as_ref(),
-        "--to".as_ref(),
-        "sentry".as_ref(),
-        "--output".as_ref(),
-        out.as_os_str(),
-        input.as_os_str(),
-    ]);
+    let run = translate_to_sentry(&input, &out);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
         run.stderr.contains(

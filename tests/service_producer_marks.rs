@@ -7,7 +7,10 @@
 mod producer;
 mod service_support;
 
-use producer::{assert_same, assert_valid_chunk, chunk_observations, other_producer_request};
+use producer::{
+    assert_same, assert_valid_chunk, chunk_observations, fixture_chunk_and_invalid_copy,
+    other_producer_request,
+};
 use profilink::telemetry::metrics::scrape;
 use service_support::*;
 use std::time::Duration;
@@ -54,19 +57,13 @@ async fn another_producers_marks_reach_sentry_as_valid_chunks() {
 /// counted and never sent, the valid one is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_received_chunks_are_not_sent_to_sentry() {
-    use profilink_proto::sentry::{Envelope, ProfileChunk};
+    use profilink_proto::sentry::Envelope;
     let standin = SentryStandIn::start(None).await;
     let run = start_to_sentry(&standin, "sentry");
     let (sentry, metrics) = (run.listen.clone(), run.metrics.clone());
     let mut p = run.process;
 
-    let path = fixtures().join("sentry/python/trace-chunk-00.envelope");
-    let env = Envelope::parse(&std::fs::read(path).unwrap()).unwrap();
-    let item = env.items.iter().find(|i| i.is_profile_chunk()).unwrap();
-    let good = ProfileChunk::from_json(&item.payload).unwrap();
-    let mut bad = good.clone();
-    bad.chunk_id = "0123456789abcdef0123456789abcdef".into();
-    bad.version = String::new();
+    let (good, bad) = fixture_chunk_and_invalid_copy(&fixtures(), |c| c.version = String::new());
     let client = reqwest::Client::new();
     for chunk in [&bad, &good] {
         let resp = client

@@ -61,6 +61,18 @@ where
     )
 }
 
+/// Runs `profilink translate --to sentry --output OUT INPUT`.
+pub fn translate_to_sentry(input: &Path, out: &Path) -> Run {
+    profilink([
+        "translate".as_ref(),
+        "--to".as_ref(),
+        "sentry".as_ref(),
+        "--output".as_ref(),
+        out.as_os_str(),
+        input.as_os_str(),
+    ])
+}
+
 /// Writes `bytes` to `dir/name` and returns the path.
 pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let p = dir.join(name);

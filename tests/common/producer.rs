@@ -233,3 +233,19 @@ pub fn assert_valid_chunk(c: &ProfileChunk) {
         .collect();
     assert!(errors.is_empty(), "{errors:?}");
 }
+
+/// The first chunk of the real sentry-python fixture `trace-chunk-00.envelope` (read from
+/// `fixtures`), and an invalid copy of it under another id, broken by `spoil`.
+pub fn fixture_chunk_and_invalid_copy(
+    fixtures: &std::path::Path,
+    spoil: impl FnOnce(&mut ProfileChunk),
+) -> (ProfileChunk, ProfileChunk) {
+    let path = fixtures.join("sentry/python/trace-chunk-00.envelope");
+    let env = profilink_proto::sentry::Envelope::parse(&std::fs::read(path).unwrap()).unwrap();
+    let item = env.items.iter().find(|i| i.is_profile_chunk()).unwrap();
+    let good = ProfileChunk::from_json(&item.payload).unwrap();
+    let mut bad = good.clone();
+    bad.chunk_id = "0123456789abcdef0123456789abcdef".into();
+    spoil(&mut bad);
+    (good, bad)
+}
