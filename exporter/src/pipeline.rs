@@ -392,33 +392,15 @@ impl<S: Sink> Engine<S> {
         }
         // What merged chunks say they hold must outlive their own records, which are
         // acknowledged once delivered: record it for the inputs still to be replayed.
-        let mut from_ready = ConsumedIndex::default();
-        for meta in &recovery.ready {
-            from_ready.extend(meta.consumed.iter().filter(|c| live.contains(&c.input)));
-        }
-        ledger.extend(
-            from_ready
-                .inputs()
-                .iter()
-                .flat_map(|i| from_ready.of_input(*i))
-                .collect::<Vec<_>>()
-                .iter(),
-        );
-        let bodies: Vec<(u64, Vec<u8>)> = from_ready
-            .inputs()
-            .into_iter()
-            .map(|i| (i, consumed::encode(&from_ready.of_input(i))))
-            .collect();
-        if !bodies.is_empty() {
-            let (owners, bodies): (Vec<u64>, Vec<Vec<u8>>) = bodies.into_iter().unzip();
-            match self.queue.append_consumed(&bodies) {
-                Ok(ids) => {
-                    for (input, id) in owners.into_iter().zip(ids) {
-                        self.consumption_records.entry(input).or_default().push(id);
-                    }
-                }
-                Err(e) => tracing::error!(error = %e, "queue: could not record consumed samples"),
+        let mut from_ready: BTreeMap<u64, Vec<Consumed>> = BTreeMap::new();
+        for c in recovery.ready.iter().flat_map(|m| &m.consumed) {
+            if live.contains(&c.input) {
+                from_ready.entry(c.input).or_default().push(*c);
             }
+        }
+        ledger.extend(from_ready.values().flatten());
+        for (input, id) in record_consumed(&self.queue, &from_ready) {
+            self.consumption_records.entry(input).or_default().push(id);
         }
         for meta in recovery.ready {
             ExporterMetrics::add(&self.metrics.replayed_samples, meta.samples);
@@ -1048,6 +1030,20 @@ impl RunSummary {
     }
 }
 
+/// Appends one consumption record per input of `taken` (see [`crate::queue::consumed`]);
+/// returns (input, record id) pairs. On failure nothing is recorded: the ready records still
+/// say what they hold until they are delivered.
+fn record_consumed(queue: &Queue, taken: &BTreeMap<u64, Vec<Consumed>>) -> Vec<(u64, u64)> {
+    let bodies: Vec<Vec<u8>> = taken.values().map(|e| consumed::encode(e)).collect();
+    match queue.append_consumed(&bodies) {
+        Ok(ids) => taken.keys().copied().zip(ids).collect(),
+        Err(e) => {
+            tracing::error!(error = %e, "queue: could not record consumed samples");
+            Vec::new()
+        }
+    }
+}
+
 /// The persist job: serializes a group of merged chunks, appends them to the ready log (one
 /// write, one sync), then shows them to the observer.
 fn persist_group(
@@ -1083,18 +1079,7 @@ fn persist_group(
         .collect();
     match queue.append_ready(items) {
         Ok(metas) => {
-            let (owners, bodies): (Vec<u64>, Vec<Vec<u8>>) = taken
-                .iter()
-                .map(|(input, entries)| (*input, consumed::encode(entries)))
-                .unzip();
-            let consumption_records = match queue.append_consumed(&bodies) {
-                Ok(ids) => owners.into_iter().zip(ids).collect(),
-                Err(e) => {
-                    // The ready records still say what they hold until they are delivered.
-                    tracing::error!(error = %e, "queue: could not record consumed samples");
-                    Vec::new()
-                }
-            };
+            let consumption_records = record_consumed(queue, &taken);
             if observer.0.is_some() {
                 for (i, e) in group.iter().enumerate() {
                     if !e.chunk.profile.samples.is_empty() {

@@ -98,31 +98,6 @@ impl ConsumedIndex {
         }
     }
 
-    /// True when nothing is recorded.
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
-    }
-
-    /// Every entry of `input`.
-    pub fn of_input(&self, input: u64) -> Vec<Consumed> {
-        let mut v: Vec<Consumed> = self
-            .ranges
-            .iter()
-            .filter(|((i, _), _)| *i == input)
-            .flat_map(|(_, v)| v.iter().copied())
-            .collect();
-        v.sort_by_key(|c| (c.part, c.lo, c.hi));
-        v
-    }
-
-    /// The inputs with entries.
-    pub fn inputs(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.ranges.keys().map(|(i, _)| *i).collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    }
-
     /// Removes the samples of `part` of `input` that are already in a persisted chunk; returns
     /// how many were removed.
     pub fn filter(&self, input: u64, part: u32, chunk: &mut ProfileChunk) -> usize {
@@ -178,7 +153,5 @@ mod tests {
         assert_eq!(idx.filter(1, 0, &mut c), 3);
         let left: Vec<f64> = c.profile.samples.iter().map(|s| s.timestamp).collect();
         assert_eq!(left, vec![9.5, 12.5]);
-        assert_eq!(idx.inputs(), vec![1]);
-        assert_eq!(idx.of_input(1).len(), 2);
     }
 }
