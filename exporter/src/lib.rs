@@ -10,6 +10,9 @@
 //!   files atomically.
 //! * [`otlp::OtlpExporter`]: OTLP gRPC or HTTP with the OTLP retry rules and partial-success
 //!   accounting.
+//! * [`forward::Forwarder`]: the Sentry receiver's `upstream`: what SDKs send, passed on as
+//!   received to their Sentry or Relay through a durable queue, in order per project, with
+//!   retries and upstream rate limits handed back to the SDKs.
 //! * [`traces::TracesExporter`]: OTLP traces to an OTLP endpoint (gRPC / HTTP) or to Sentry's
 //!   OTLP traces endpoint (DSN key auth, rate limits, request splitting).
 //!
@@ -22,6 +25,7 @@ pub mod accumulate;
 pub mod clock;
 pub mod config;
 pub mod file;
+pub mod forward;
 pub mod merge;
 pub mod metrics;
 pub mod observer;
@@ -44,6 +48,7 @@ pub use config::{
     RetryConfig, RoutingConfig, SentryExporterConfig, SparseThreads,
 };
 pub use file::FileExporter;
+pub use forward::{ForwardConfig, ForwardMetrics, Forwarder};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;

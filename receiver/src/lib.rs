@@ -86,26 +86,33 @@
 
 pub mod batch;
 pub mod bearer;
+pub mod chunk_door;
 pub mod config;
 pub mod decompress;
+pub mod item_stats;
 pub mod otlp_grpc;
 pub mod otlp_http;
 pub mod otlp_ingest;
 pub mod otlp_traces;
 pub mod sentry_auth;
 pub mod sentry_envelope;
+pub mod sentry_forward;
+mod sentry_proxy;
 pub mod server;
 pub mod stats;
 pub mod tls;
+pub mod upstream;
 
 pub use batch::{
     Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch, trace_span_count,
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
+pub use item_stats::ItemCounters;
 pub use otlp_grpc::{
     OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH, serve_otlp_grpc,
 };
 pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
-pub use sentry_envelope::{sentry_router, serve_sentry};
+pub use sentry_envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
 pub use server::{ReceiverError, ServerHandle};
 pub use stats::{Counters, CountersSnapshot, Stats};
+pub use upstream::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};

@@ -37,16 +37,21 @@
 //! answers preflights, so browser SDKs can post too.
 
 use crate::batch::{Batch, ConsumeError, Consumer, Payload, SentryBatch};
+use crate::chunk_door;
 use crate::config::SentryReceiverConfig;
 use crate::decompress::{self, BodyError, Encoding};
+use crate::item_stats::LogLimiter;
 use crate::sentry_auth::{self, AuthError, SentryAuth};
+use crate::sentry_forward::{self, ForwardPlan};
 use crate::server::{self, ReceiverError, ServerHandle};
 use crate::stats::Stats;
+use crate::upstream::{ForwardError, Upstream};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -78,11 +83,13 @@ const DRAIN_MAX: usize = 8 * 1024 * 1024;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const PERFETTO: &str = "application/x-perfetto-trace";
 
-#[derive(Debug)]
-struct SentryState<C> {
-    consumer: Arc<C>,
-    stats: Arc<Stats>,
-    config: SentryReceiverConfig,
+pub(crate) struct SentryState<C> {
+    pub(crate) consumer: Arc<C>,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) config: SentryReceiverConfig,
+    pub(crate) upstream: Option<Arc<dyn Upstream>>,
+    /// Paces the log lines about dropped and refused items.
+    pub(crate) log: LogLimiter,
 }
 
 /// The envelope route (and its CORS preflight), for serving alone ([`serve_sentry`]) or merged
@@ -92,14 +99,29 @@ pub fn sentry_router<C: Consumer>(
     consumer: Arc<C>,
     stats: Arc<Stats>,
 ) -> Router {
+    sentry_router_with(config, consumer, stats, None)
+}
+
+/// [`sentry_router`] with an [`Upstream`]: every request is also forwarded there, the other
+/// ingest paths SDKs use are proxied ([`crate::sentry_proxy`]), and upstream rate limits come
+/// back to the SDK. Without one, items no pipeline consumes are dropped and counted.
+pub fn sentry_router_with<C: Consumer>(
+    config: &SentryReceiverConfig,
+    consumer: Arc<C>,
+    stats: Arc<Stats>,
+    upstream: Option<Arc<dyn Upstream>>,
+) -> Router {
     let state = Arc::new(SentryState {
         consumer,
         stats,
         config: config.clone(),
+        upstream,
+        log: LogLimiter::default(),
     });
-    Router::new()
-        .route(ENVELOPE_ROUTE, post(handle::<C>).options(preflight))
-        .with_state(state)
+    crate::sentry_proxy::routes(
+        Router::new().route(ENVELOPE_ROUTE, post(handle::<C>).options(preflight)),
+    )
+    .with_state(state)
 }
 
 /// Binds `config.endpoint` and serves the envelope endpoint (TLS when configured) until
@@ -114,7 +136,22 @@ where
     C: Consumer,
     F: Future<Output = ()> + Send + 'static,
 {
-    let router = sentry_router(config, consumer, stats);
+    serve_sentry_with(config, consumer, stats, None, shutdown).await
+}
+
+/// [`serve_sentry`] with an [`Upstream`] (see [`sentry_router_with`]).
+pub async fn serve_sentry_with<C, F>(
+    config: &SentryReceiverConfig,
+    consumer: Arc<C>,
+    stats: Arc<Stats>,
+    upstream: Option<Arc<dyn Upstream>>,
+    shutdown: F,
+) -> Result<ServerHandle, ReceiverError>
+where
+    C: Consumer,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let router = sentry_router_with(config, consumer, stats, upstream);
     server::bind_and_serve(
         &config.endpoint,
         config.tls.as_ref(),
@@ -127,10 +164,12 @@ where
 
 /// A refused request: status, Relay-style detail, optional `Retry-After`.
 #[derive(Debug)]
-struct Refusal {
+pub(crate) struct Refusal {
     status: StatusCode,
     detail: String,
-    retry_after: Option<Duration>,
+    pub(crate) retry_after: Option<Duration>,
+    /// `X-Sentry-Rate-Limits` (a 429 for upstream rate limits).
+    pub(crate) rate_limits: Option<String>,
     /// Profiles, samples and spans known to be refused (for the counters).
     profiles: u64,
     samples: u64,
@@ -138,18 +177,19 @@ struct Refusal {
 }
 
 impl Refusal {
-    fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, detail: impl Into<String>) -> Self {
         Refusal {
             status,
             detail: detail.into(),
             retry_after: None,
+            rate_limits: None,
             profiles: 0,
             samples: 0,
             spans: 0,
         }
     }
 
-    fn bad_request(detail: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(detail: impl Into<String>) -> Self {
         Refusal::new(StatusCode::BAD_REQUEST, detail)
     }
 
@@ -164,7 +204,7 @@ impl Refusal {
         self
     }
 
-    fn into_response(self) -> Response {
+    pub(crate) fn into_response(self) -> Response {
         let body = serde_json::json!({ "detail": self.detail }).to_string();
         let mut response = (
             self.status,
@@ -178,6 +218,11 @@ impl Refusal {
                 HeaderValue::from(crate::otlp_http::retry_after_secs(delay)),
             );
         }
+        if let Some(limits) = self.rate_limits
+            && let Ok(value) = HeaderValue::from_str(&limits)
+        {
+            response.headers_mut().insert("x-sentry-rate-limits", value);
+        }
         response
     }
 }
@@ -188,11 +233,13 @@ impl From<AuthError> for Refusal {
     }
 }
 
+/// Relay's answers: a full pipeline is 503 with `Retry-After` (a 429 would make SDKs pause
+/// every category, errors included; 429 is kept for upstream limits, with the categories).
 fn consume_refusal(error: &ConsumeError) -> Refusal {
     match error {
         ConsumeError::Full { retry_after } => {
             let mut r = Refusal::new(
-                StatusCode::TOO_MANY_REQUESTS,
+                StatusCode::SERVICE_UNAVAILABLE,
                 "the pipeline is full; retry later",
             );
             r.retry_after = Some(*retry_after);
@@ -205,7 +252,15 @@ fn consume_refusal(error: &ConsumeError) -> Refusal {
     }
 }
 
-async fn preflight() -> Response {
+pub(crate) fn forward_refusal(error: &ForwardError) -> Refusal {
+    let mut r = Refusal::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string());
+    if let ForwardError::Full { retry_after } = error {
+        r.retry_after = Some(*retry_after);
+    }
+    r
+}
+
+pub(crate) async fn preflight() -> Response {
     let mut response = StatusCode::OK.into_response();
     let h = response.headers_mut();
     h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
@@ -221,6 +276,15 @@ async fn preflight() -> Response {
     );
     h.insert("access-control-max-age", HeaderValue::from_static("3600"));
     response
+}
+
+pub(crate) fn cors(response: &mut Response) {
+    let h = response.headers_mut();
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert(
+        "access-control-expose-headers",
+        HeaderValue::from_static("x-sentry-error, x-sentry-rate-limits, retry-after"),
+    );
 }
 
 async fn handle<C: Consumer>(
@@ -246,12 +310,7 @@ async fn handle<C: Consumer>(
             refusal.into_response()
         }
     };
-    let h = response.headers_mut();
-    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
-    h.insert(
-        "access-control-expose-headers",
-        HeaderValue::from_static("x-sentry-error, x-sentry-rate-limits, retry-after"),
-    );
+    cors(&mut response);
     response
 }
 
@@ -281,7 +340,25 @@ async fn process<C: Consumer>(
     if let Err(e) = state.consumer.check_ready() {
         return Err(consume_refusal(&e));
     }
-    let bytes = read(body, encoding, limit).await?;
+    let upstream = state.upstream.as_deref();
+    if let Some(Err(e)) = upstream.map(Upstream::check_ready) {
+        return Err(forward_refusal(&e));
+    }
+    // With an upstream the body is kept as received (still compressed) to forward it as is.
+    let (raw, bytes) = match upstream {
+        Some(_) => {
+            let raw = Bytes::from(read(body, Encoding::Identity, limit).await?);
+            let bytes = match encoding {
+                Encoding::Identity => raw.clone(),
+                e => Bytes::from(decode(&raw, e, limit)?),
+            };
+            (raw, bytes)
+        }
+        None => (
+            Bytes::new(),
+            Bytes::from(read(body, encoding, limit).await?),
+        ),
+    };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Refusal::bad_request("empty request body"));
     }
@@ -290,13 +367,65 @@ async fn process<C: Consumer>(
         None => auth_from_envelope_header(state, project_id, &bytes)?,
     };
     let public_key = sentry_auth::project_key(&auth.public_key)?.to_string();
+    let items = &state.stats.sentry_items;
 
-    let envelope = Envelope::parse(&bytes)
-        .map_err(|e| Refusal::bad_request(format!("invalid envelope: {e}")))?;
+    let envelope = match (Envelope::parse(&bytes), upstream) {
+        (Ok(envelope), _) => envelope,
+        (Err(e), None) => return Err(Refusal::bad_request(format!("invalid envelope: {e}"))),
+        (Err(e), Some(upstream)) => {
+            // Relay decides: forwarded as received, counted here.
+            items.refuse_items("envelope", "unparsable", 1);
+            if let Some(suppressed) = state.log.allow() {
+                tracing::warn!(project_id, error = %e, suppressed_lines = suppressed, "envelope profilink cannot parse; forwarded upstream as received");
+            }
+            let headers = sentry_forward::forward_headers(&parts.headers);
+            let path = parts.uri.path();
+            let request = sentry_forward::request(
+                project_id,
+                &public_key,
+                path,
+                parts.uri.query(),
+                raw,
+                headers,
+            );
+            upstream
+                .forward(request)
+                .await
+                .map_err(|e| forward_refusal(&e))?;
+            items.forwarded_request();
+            return Ok(json_ok(serde_json::json!({})));
+        }
+    };
     drop(bytes);
     let event_id = check_envelope_headers(&envelope, project_id, &public_key)?;
     check_items(&envelope)?;
-    let batch = parse_items(envelope, project_id, public_key)?;
+    let (batch, refused) = parse_items(
+        &envelope,
+        project_id,
+        public_key.clone(),
+        upstream.is_some(),
+    )?;
+    for r in &refused {
+        items.refuse_items(r.item_type, r.reason, 1);
+    }
+    if let Some(r) = refused.first() {
+        if upstream.is_none() {
+            // Without an upstream the refused chunk is the envelope's only profile item and
+            // nothing else would use it: the SDK hears why.
+            return Err(Refusal::bad_request(format!(
+                "envelope item {} ({}) refused: {}: {}",
+                r.index, r.item_type, r.reason, r.message
+            ))
+            .counted(refused.len() as u64, 0));
+        }
+        if let Some(suppressed) = state.log.allow() {
+            tracing::warn!(project_id, item = r.index, item_type = r.item_type, reason = r.reason, detail = %r.message, refused = refused.len(), suppressed_lines = suppressed, "envelope items refused at the door (still forwarded upstream, which reports its own outcome)");
+        }
+        state
+            .stats
+            .sentry_http
+            .refuse(refused.iter().filter(|r| r.profile).count() as u64, 0);
+    }
     let profiles = (batch.chunks.len() + batch.v1_profiles.len()) as u64;
     let samples = batch
         .chunks
@@ -329,19 +458,68 @@ async fn process<C: Consumer>(
     counters.accept(profiles, samples);
     counters.accept_spans(spans);
     counters.refuse_spans(invalid_spans);
+
+    let mut limited = None;
+    match upstream {
+        None => sentry_forward::account_unconsumed(&envelope, project_id, items, &state.log),
+        Some(upstream) => {
+            let limits = upstream.rate_limits(project_id, &public_key);
+            let plan = ForwardPlan::new(&envelope, &limits, upstream.forward_profiles());
+            for (t, n) in &plan.limited {
+                items.refuse_items(t, "rate_limited", *n);
+            }
+            if !plan.nothing_left() {
+                let headers = sentry_forward::forward_headers(&parts.headers);
+                let (body, headers) = plan.body(&envelope, raw, headers);
+                let request = sentry_forward::request(
+                    project_id,
+                    &public_key,
+                    parts.uri.path(),
+                    parts.uri.query(),
+                    body,
+                    headers,
+                );
+                upstream
+                    .forward(request)
+                    .await
+                    .map_err(|e| forward_refusal(&e))?;
+                items.forwarded_request();
+            }
+            limited = plan.rate_limit_header();
+        }
+    }
+    if let Some((header, retry_after)) = limited {
+        // Relay's answer when an active limit matched the envelope: 429 with the categories;
+        // the items not limited were still forwarded.
+        let mut r = Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("event submission rejected with_reason: rate limited by upstream ({header})"),
+        );
+        r.retry_after = Some(retry_after);
+        r.rate_limits = Some(header);
+        return Ok(r.into_response());
+    }
     let body = match event_id {
         Some(id) => serde_json::json!({ "id": id }),
         None => serde_json::json!({}),
     };
-    Ok((
+    Ok(json_ok(body))
+}
+
+pub(crate) fn json_ok(body: Value) -> Response {
+    (
         StatusCode::OK,
         [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
         body.to_string(),
     )
-        .into_response())
+        .into_response()
 }
 
-fn check_key<C>(state: &SentryState<C>, project_id: u64, auth: &SentryAuth) -> Result<(), Refusal> {
+pub(crate) fn check_key<C>(
+    state: &SentryState<C>,
+    project_id: u64,
+    auth: &SentryAuth,
+) -> Result<(), Refusal> {
     let key = sentry_auth::project_key(&auth.public_key)?;
     if auth.version > sentry_auth::PROTOCOL_VERSION {
         return Err(AuthError::UnsupportedVersion(auth.version).into());
@@ -497,26 +675,55 @@ fn check_items(envelope: &Envelope) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// An item refused at the door (its reason is a counter label).
+#[derive(Debug)]
+struct ItemRefusal {
+    index: usize,
+    item_type: &'static str,
+    reason: &'static str,
+    message: String,
+    /// A chunk or V1 profile (counted in the refused profiles too).
+    profile: bool,
+}
+
+/// Parses the items pipelines consume and checks each chunk at the door
+/// ([`crate::chunk_door`]). A payload that is not JSON of its type fails the envelope (400),
+/// unless `lenient` (an upstream decides about it): then it is refused with reason
+/// `invalid_json` like a chunk that fails the door check.
 fn parse_items(
-    envelope: Envelope,
+    envelope: &Envelope,
     project_id: u64,
     public_key: String,
-) -> Result<SentryBatch, Refusal> {
+    lenient: bool,
+) -> Result<(SentryBatch, Vec<ItemRefusal>), Refusal> {
     let mut batch = SentryBatch {
         project_id,
         public_key,
         ..SentryBatch::default()
     };
+    let mut refused = Vec::new();
     let mut v1 = Vec::new();
     let mut transactions = Vec::new();
     for (index, item) in envelope.items.iter().enumerate() {
         let item_type = item.item_type().unwrap_or("");
-        let invalid = |e: profilink_proto::sentry::JsonError| {
-            Refusal::bad_request(format!(
-                "invalid envelope item {index} ({item_type}): invalid JSON at {}: {}",
-                e.path, e.message
-            ))
-            .counted(u64::from(is_profile_item(item)), 0)
+        let label = crate::upstream::item_type_label(item_type);
+        let profile = is_profile_item(item);
+        let mut invalid = |e: profilink_proto::sentry::JsonError| {
+            let message = format!("invalid JSON at {}: {}", e.path, e.message);
+            if !lenient {
+                return Err(Refusal::bad_request(format!(
+                    "invalid envelope item {index} ({item_type}): {message}"
+                ))
+                .counted(u64::from(profile), 0));
+            }
+            refused.push(ItemRefusal {
+                index,
+                item_type: label,
+                reason: "invalid_json",
+                message,
+                profile,
+            });
+            Ok(())
         };
         match item_type {
             "profile_chunk" | "profile_chunk_ui" => {
@@ -524,16 +731,30 @@ fn parse_items(
                     || item.headers.get("content_type").and_then(Value::as_str) == Some(PERFETTO);
                 if perfetto {
                     batch.other_items += 1;
-                } else {
-                    batch
-                        .chunks
-                        .push(ProfileChunk::from_json(&item.payload).map_err(invalid)?);
+                    continue;
+                }
+                match ProfileChunk::from_json(&item.payload) {
+                    Err(e) => invalid(e)?,
+                    Ok(chunk) => match chunk_door::check_chunk(&chunk) {
+                        Ok(()) => batch.chunks.push(chunk),
+                        Err(r) => refused.push(ItemRefusal {
+                            index,
+                            item_type: label,
+                            reason: r.reason,
+                            message: r.message,
+                            profile: true,
+                        }),
+                    },
                 }
             }
-            "profile" => v1.push(SampleProfileV1::from_json(&item.payload).map_err(invalid)?),
-            "transaction" => {
-                transactions.push(Transaction::from_json(&item.payload).map_err(invalid)?)
-            }
+            "profile" => match SampleProfileV1::from_json(&item.payload) {
+                Ok(p) => v1.push(p),
+                Err(e) => invalid(e)?,
+            },
+            "transaction" => match Transaction::from_json(&item.payload) {
+                Ok(t) => transactions.push(t),
+                Err(e) => invalid(e)?,
+            },
             "span" => read_spans(index, item, &mut batch),
             _ => batch.other_items += 1,
         }
@@ -558,7 +779,7 @@ fn parse_items(
         batch.v1_profiles.push((profile, transaction));
     }
     batch.transactions = transactions.into_iter().flatten().collect();
-    Ok(batch)
+    Ok((batch, refused))
 }
 
 /// Reads a `span` item into `batch.spans`; what cannot be read is counted in
@@ -590,7 +811,19 @@ fn read_spans(index: usize, item: &EnvelopeItem, batch: &mut SentryBatch) {
     }
 }
 
-async fn read(body: &mut Body, encoding: Encoding, limit: usize) -> Result<Vec<u8>, Refusal> {
+fn decode(raw: &[u8], encoding: Encoding, limit: usize) -> Result<Vec<u8>, Refusal> {
+    match decompress::decode_bytes(raw, encoding, limit) {
+        Ok(bytes) => Ok(bytes),
+        Err(BodyError::TooLarge { limit }) => Err(too_large(limit)),
+        Err(e) => Err(Refusal::bad_request(e.to_string())),
+    }
+}
+
+pub(crate) async fn read(
+    body: &mut Body,
+    encoding: Encoding,
+    limit: usize,
+) -> Result<Vec<u8>, Refusal> {
     match decompress::read_body(body, encoding, limit).await {
         Ok(bytes) => Ok(bytes),
         Err(BodyError::TooLarge { limit }) => Err(too_large(limit)),
@@ -598,7 +831,7 @@ async fn read(body: &mut Body, encoding: Encoding, limit: usize) -> Result<Vec<u
     }
 }
 
-fn too_large(limit: usize) -> Refusal {
+pub(crate) fn too_large(limit: usize) -> Refusal {
     Refusal::new(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("envelope is larger than the limit of {limit} bytes"),

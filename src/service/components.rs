@@ -183,7 +183,13 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
             }
             Ok(ReceiverSpec::Otlp { grpc, http })
         }
-        "sentry" => Ok(ReceiverSpec::Sentry(typed(value, &at)?)),
+        "sentry" => {
+            let c: SentryReceiverConfig = typed(value, &at)?;
+            if let Some(u) = &c.upstream {
+                crate::service::forward::read_upstream(&at, u).map_err(err)?;
+            }
+            Ok(ReceiverSpec::Sentry(c))
+        }
         other => Err(err(format!(
             "{at}: receiver type {other:?} is not available in this version of profilink"
         ))),
