@@ -213,6 +213,8 @@ impl Relay {
     /// Kills the process (SIGKILL) and starts it again on the same config and directory.
     fn restart_hard(&mut self) {
         let dir = self.dir.path().to_path_buf();
+        self.process.signal("KILL");
+        self.process.wait_exit(Duration::from_secs(10));
         self.process = Profilink::start_logging_to(
             &dir,
             &["run", "--config", self.config.to_str().unwrap()],
