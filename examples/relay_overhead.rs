@@ -63,7 +63,10 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 /// The stand-in: counts arrivals and reports each on a channel.
 async fn standin(tx: mpsc::UnboundedSender<Instant>) -> String {
-    async fn any(State(tx): State<Arc<mpsc::UnboundedSender<Instant>>>, body: axum::body::Bytes) -> &'static str {
+    async fn any(
+        State(tx): State<Arc<mpsc::UnboundedSender<Instant>>>,
+        body: axum::body::Bytes,
+    ) -> &'static str {
         let _ = body.len();
         let _ = tx.send(Instant::now());
         "{}"
@@ -97,7 +100,10 @@ fn envelopes() -> Vec<(&'static str, Vec<u8>)> {
     e.items.push(EnvelopeItem::new("event", event.into_bytes()));
     e.items
         .push(EnvelopeItem::new("transaction", transaction.into_bytes()));
-    vec![("error + transaction", e.to_bytes()), ("profile chunk", chunk_env)]
+    vec![
+        ("error + transaction", e.to_bytes()),
+        ("profile chunk", chunk_env),
+    ]
 }
 
 struct Run {
@@ -123,7 +129,9 @@ async fn post_all(
             .post(url)
             .header(
                 "x-sentry-auth",
-                format!("Sentry sentry_key={KEY}, sentry_version=7, sentry_client=sentry.python/2.75.0"),
+                format!(
+                    "Sentry sentry_key={KEY}, sentry_version=7, sentry_client=sentry.python/2.75.0"
+                ),
             )
             .header("content-encoding", "gzip")
             .body(body.clone())
@@ -206,7 +214,10 @@ service:
         .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
     let start = Instant::now();
     while std::net::TcpStream::connect(&listen).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "profilink did not start");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "profilink did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let pid = child.id();
@@ -215,13 +226,39 @@ service:
     for (name, body) in envelopes() {
         let compressed = gzip(&body).len();
         // Warm both paths up.
-        post_all(&client, &format!("{upstream}/api/42/envelope/"), &body, 20, &mut arrivals).await;
-        post_all(&client, &format!("http://{listen}/api/42/envelope/"), &body, 20, &mut arrivals)
-            .await;
-        let direct = post_all(&client, &format!("{upstream}/api/42/envelope/"), &body, n, &mut arrivals).await;
+        post_all(
+            &client,
+            &format!("{upstream}/api/42/envelope/"),
+            &body,
+            20,
+            &mut arrivals,
+        )
+        .await;
+        post_all(
+            &client,
+            &format!("http://{listen}/api/42/envelope/"),
+            &body,
+            20,
+            &mut arrivals,
+        )
+        .await;
+        let direct = post_all(
+            &client,
+            &format!("{upstream}/api/42/envelope/"),
+            &body,
+            n,
+            &mut arrivals,
+        )
+        .await;
         let cpu0 = cpu_seconds(pid);
-        let proxy = post_all(&client, &format!("http://{listen}/api/42/envelope/"), &body, n, &mut arrivals)
-            .await;
+        let proxy = post_all(
+            &client,
+            &format!("http://{listen}/api/42/envelope/"),
+            &body,
+            n,
+            &mut arrivals,
+        )
+        .await;
         // Let the tap's background work (join release, OTLP export) finish inside the window.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let cpu = cpu_seconds(pid) - cpu0;
@@ -242,6 +279,8 @@ service:
             cpu * 1e6 / n as f64,
         );
     }
-    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
     let _ = child.wait();
 }

@@ -75,3 +75,33 @@ pub async fn shutdown_forwarders(forwarders: BTreeMap<String, Arc<Forwarder>>, d
         tracing::info!(receiver = %id, "upstream forwarder stopped");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_errors_name_the_key() {
+        let ok = read_upstream(
+            "receivers.sentry",
+            &serde_json::json!({"endpoint": "https://o0.ingest.sentry.io", "timeout": "10s"}),
+        )
+        .unwrap();
+        assert_eq!(ok.timeout, Duration::from_secs(10));
+        let e =
+            read_upstream("receivers.sentry", &serde_json::json!({"timeout": "10s"})).unwrap_err();
+        assert_eq!(
+            e,
+            "receivers.sentry.upstream.endpoint: required (the upstream Sentry or Relay base URL)"
+        );
+        let e = read_upstream(
+            "receivers.sentry",
+            &serde_json::json!({"endpoint": "https://x", "tls": {"cert_file": "c"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("receivers.sentry.upstream: unknown field `cert_file`"),
+            "{e}"
+        );
+    }
+}
