@@ -21,12 +21,12 @@
 //!    (400 naming the rule) and counted with the rule as reason.
 //!    Perfetto chunks (`content_type: application/x-perfetto-trace` or a `meta_length`
 //!    header) and all other item types are accepted and counted in
-//!    [`SentryBatch::other_items`].
+//!    [`SentryBatch::other_items`](crate::SentryBatch::other_items).
 //!    `span` items (span streaming: V2 span containers
 //!    `application/vnd.sentry.items.span.v2+json` and legacy single spans) are parsed into
-//!    [`SentryBatch::spans`] (see [`profilink_proto::sentry::span_item`]). Unlike the types
+//!    [`SentryBatch::spans`](crate::SentryBatch::spans) (see [`profilink_proto::sentry::span_item`]). Unlike the types
 //!    above, **an unreadable span never fails the envelope**: it is skipped and counted in
-//!    [`SentryBatch::invalid_spans`] and the `refused_spans` counter, as Relay accepts the
+//!    [`SentryBatch::invalid_spans`](crate::SentryBatch::invalid_spans) and the `refused_spans` counter, as Relay accepts the
 //!    envelope and drops such spans later with an outcome (a whole item that is not JSON
 //!    counts its `item_count` header, or 1).
 //! 7. The batch goes to the consumer when it holds chunks, profiles, transactions or spans:
@@ -108,7 +108,7 @@ pub fn sentry_router<C: Consumer>(
 }
 
 /// [`sentry_router`] with an [`Upstream`]: every request is also forwarded there, the other
-/// ingest paths SDKs use are proxied ([`crate::sentry_proxy`]), and upstream rate limits come
+/// ingest paths SDKs use are proxied (store, security, minidump, OTLP integration), and upstream rate limits come
 /// back to the SDK. Without one, items no pipeline consumes are dropped and counted.
 pub fn sentry_router_with<C: Consumer>(
     config: &SentryReceiverConfig,
