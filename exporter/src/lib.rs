@@ -26,6 +26,7 @@ pub mod merge;
 pub mod metrics;
 pub mod observer;
 pub mod otlp;
+pub mod otlp_client;
 pub mod pipeline;
 pub mod queue;
 pub mod retry;

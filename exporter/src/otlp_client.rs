@@ -1,0 +1,634 @@
+//! One OTLP export client for any [`Signal`] (profiles, traces): gRPC (tonic) or HTTP
+//! (`POST {endpoint}{HTTP_PATH}`, protobuf), compressed as configured, and one attempt's
+//! outcome by the OTLP retry rules, as the OTLP specification and the Collector's
+//! `otlpexporter` / `otlphttpexporter` have them:
+//!
+//! * gRPC: `CANCELLED`, `DEADLINE_EXCEEDED`, `ABORTED`, `OUT_OF_RANGE`, `UNAVAILABLE` and
+//!   `DATA_LOSS` are retried; `RESOURCE_EXHAUSTED` only when the status carries
+//!   `google.rpc.RetryInfo`; a `RetryInfo.retry_delay` replaces the computed backoff; every
+//!   other code is permanent.
+//! * HTTP: 429, 502, 503 and 504 are retried, honouring `Retry-After`; other statuses are
+//!   permanent. Connection errors and timeouts are retried on both transports.
+//! * A delivered request may carry a partial success (protobuf, or OTLP/JSON when the server
+//!   answers `application/json`); partial successes are never retried.
+//!
+//! The queues and delivery loops around the client are the exporters' ([`crate::otlp`] for
+//! profiles, [`crate::traces`] for traces); [`after_failure`] is the retry step they share.
+
+use crate::config::{Compression, RetryConfig};
+use crate::metrics::DiscardReason;
+use crate::retry::Backoff;
+use crate::sentry::rate_limits::parse_retry_after;
+use crate::sentry::transport::{compress, content_encoding};
+use crate::{ExportError, SDK_NAME, VERSION};
+use profilink_proto::signal::Signal;
+use prost::Message;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::str::FromStr;
+use std::time::{Duration, Instant, SystemTime};
+use tonic::Code;
+use tonic::codec::CompressionEncoding;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
+use tonic::transport::{Channel, Endpoint};
+use tonic_types::StatusExt;
+
+/// Largest part of a response body read (for partial successes and logs).
+const MAX_RESPONSE_BODY: usize = 64 << 10;
+
+/// Bodies larger than this are compressed on the blocking pool.
+const INLINE_COMPRESS_LIMIT: usize = 64 << 10;
+
+/// Largest gRPC response accepted.
+const MAX_GRPC_RESPONSE: usize = 4 << 20;
+
+/// How one attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptError {
+    /// Worth retrying, after the server's delay if it gave one.
+    Retryable {
+        /// Server-requested delay.
+        after: Option<Duration>,
+        /// Description.
+        message: String,
+        /// True for transport failures (no response).
+        network: bool,
+    },
+    /// Not worth retrying.
+    Permanent(String),
+}
+
+/// Classifies a gRPC status by the OTLP rules; `retry_info` is `RetryInfo.retry_delay` when
+/// the status carried one (`Some(None)`: RetryInfo without a delay).
+pub fn classify_grpc(
+    code: Code,
+    retry_info: Option<Option<Duration>>,
+    message: &str,
+) -> AttemptError {
+    let msg = format!("gRPC {code:?}: {message}");
+    let retryable = matches!(
+        code,
+        Code::Cancelled
+            | Code::DeadlineExceeded
+            | Code::Aborted
+            | Code::OutOfRange
+            | Code::Unavailable
+            | Code::DataLoss
+    ) || (code == Code::ResourceExhausted && retry_info.is_some());
+    if retryable {
+        AttemptError::Retryable {
+            after: retry_info.flatten(),
+            message: msg,
+            network: false,
+        }
+    } else {
+        AttemptError::Permanent(msg)
+    }
+}
+
+/// Classifies an HTTP status by the OTLP rules (`Ok(())` for 2xx).
+pub fn classify_http(
+    status: u16,
+    retry_after: Option<Duration>,
+    body: &str,
+) -> Result<(), AttemptError> {
+    match status {
+        200..=299 => Ok(()),
+        429 | 502 | 503 | 504 => Err(AttemptError::Retryable {
+            after: retry_after,
+            message: format!("HTTP {status}: {body}"),
+            network: false,
+        }),
+        _ => Err(AttemptError::Permanent(format!("HTTP {status}: {body}"))),
+    }
+}
+
+/// What a delivery loop does after a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Sleep this long, then send again.
+    Retry(Duration, String),
+    /// Give the request up, counted under this reason.
+    GiveUp(DiscardReason, String),
+}
+
+/// The retry step both OTLP delivery loops share: a permanent failure is given up
+/// (`send_error`); a retryable one waits for `backoff` (or the server's delay) until the
+/// retries run out, then is given up (`network_error` for transport failures, else
+/// `send_error`).
+pub fn after_failure(
+    backoff: &mut Backoff,
+    retry: &RetryConfig,
+    now: Instant,
+    error: AttemptError,
+) -> Next {
+    match error {
+        AttemptError::Permanent(message) => Next::GiveUp(DiscardReason::SendError, message),
+        AttemptError::Retryable {
+            after,
+            message,
+            network,
+        } => match backoff.next(retry, now, after) {
+            Some(wait) => Next::Retry(wait, message),
+            None if network => Next::GiveUp(DiscardReason::NetworkError, message),
+            None => Next::GiveUp(DiscardReason::SendError, message),
+        },
+    }
+}
+
+/// `endpoint` with `http://` in front unless it has a scheme.
+pub fn with_scheme(endpoint: &str) -> String {
+    let e = endpoint.trim();
+    if e.starts_with("http://") || e.starts_with("https://") {
+        e.to_string()
+    } else {
+        format!("http://{e}")
+    }
+}
+
+/// The OTLP/HTTP URL of signal `S` for an endpoint (`host:port` or a base URL):
+/// `{endpoint}{S::HTTP_PATH}` unless it already ends with the path.
+pub fn http_url<S: Signal>(endpoint: &str) -> String {
+    let base = with_scheme(endpoint);
+    if base.trim_end_matches('/').ends_with(S::HTTP_PATH) {
+        base
+    } else {
+        format!("{}{}", base.trim_end_matches('/'), S::HTTP_PATH)
+    }
+}
+
+/// The gRPC channel to `url` (connected lazily). Every OTLP gRPC client is built here.
+pub fn grpc_channel(url: &str, timeout: Duration) -> Result<Channel, ExportError> {
+    let endpoint = Endpoint::from_shared(url.to_string())
+        .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}")))?
+        .connect_timeout(timeout)
+        .user_agent(format!("{SDK_NAME}/{VERSION}"))
+        .map_err(|e| ExportError::Config(e.to_string()))?;
+    Ok(endpoint.connect_lazy())
+}
+
+/// The HTTP client of the OTLP/HTTP and Sentry OTLP senders (`pool` idle connections per
+/// host). Every such client is built here.
+pub fn http_client(timeout: Duration, pool: usize) -> Result<reqwest::Client, ExportError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .pool_max_idle_per_host(pool.max(1))
+        .user_agent(format!("{SDK_NAME}/{VERSION}"))
+        .build()
+        .map_err(|e| ExportError::Config(e.to_string()))
+}
+
+/// Configured `headers` as HTTP headers.
+pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, ExportError> {
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        let name = HeaderName::from_bytes(k.trim().as_bytes())
+            .map_err(|_| ExportError::Config(format!("invalid header name {k:?}")))?;
+        let value = HeaderValue::from_str(v.trim())
+            .map_err(|_| ExportError::Config(format!("invalid value of header {k:?}")))?;
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+/// Configured `headers` as gRPC metadata (keys lowercased).
+pub fn metadata_map(headers: &BTreeMap<String, String>) -> Result<MetadataMap, ExportError> {
+    let mut map = MetadataMap::new();
+    for (k, v) in headers {
+        let key = AsciiMetadataKey::from_str(&k.trim().to_ascii_lowercase())
+            .map_err(|_| ExportError::Config(format!("invalid gRPC metadata key {k:?}")))?;
+        let value = AsciiMetadataValue::from_str(v.trim())
+            .map_err(|_| ExportError::Config(format!("invalid value of metadata {k:?}")))?;
+        map.insert(key, value);
+    }
+    Ok(map)
+}
+
+/// `raw` compressed; large bodies on the blocking pool.
+async fn compressed(raw: Vec<u8>, c: Compression) -> Result<Vec<u8>, String> {
+    if raw.len() <= INLINE_COMPRESS_LIMIT {
+        return compress(&raw, c).map_err(|e| e.to_string());
+    }
+    tokio::task::spawn_blocking(move || compress(&raw, c))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// What an HTTP server answered to one POST.
+#[derive(Debug)]
+pub struct HttpAnswer {
+    /// The status code.
+    pub status: u16,
+    /// `X-Sentry-Rate-Limits`, if any.
+    pub rate_limits: Option<String>,
+    /// `Retry-After`, parsed.
+    pub retry_after: Option<Duration>,
+    /// `Content-Type` (empty when absent).
+    pub content_type: String,
+    /// The body's first [`MAX_RESPONSE_BODY`] bytes.
+    pub body: Vec<u8>,
+}
+
+impl HttpAnswer {
+    /// The body's start as text, for messages.
+    pub fn body_text(&self) -> String {
+        String::from_utf8_lossy(&self.body[..self.body.len().min(512)]).into_owned()
+    }
+}
+
+/// POSTs `request` as compressed protobuf to `url` with `headers`.
+pub async fn post<M: Message>(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &HeaderMap,
+    compression: Compression,
+    request: &M,
+) -> Result<HttpAnswer, AttemptError> {
+    let body = compressed(request.encode_to_vec(), compression)
+        .await
+        .map_err(|e| AttemptError::Permanent(format!("compression failed: {e}")))?;
+    let mut rb = client
+        .post(url)
+        .headers(headers.clone())
+        .header("Content-Type", "application/x-protobuf")
+        .body(body);
+    if let Some(enc) = content_encoding(compression) {
+        rb = rb.header("Content-Encoding", enc);
+    }
+    let mut resp = rb.send().await.map_err(|e| AttemptError::Retryable {
+        after: None,
+        // reqwest's error names the URL, which carries no secret (auth is in a header).
+        message: format!("request failed: {e}"),
+        network: true,
+    })?;
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let status = resp.status().as_u16();
+    let rate_limits = header("x-sentry-rate-limits");
+    let retry_after = header("retry-after")
+        .as_deref()
+        .and_then(|v| parse_retry_after(v, SystemTime::now()));
+    let content_type = header("content-type").unwrap_or_default();
+    let mut body = Vec::new();
+    while body.len() < MAX_RESPONSE_BODY {
+        match resp.chunk().await {
+            Ok(Some(c)) => body.extend_from_slice(&c),
+            Ok(None) => break,
+            // The status already tells the outcome; a broken body only loses detail.
+            Err(_) => break,
+        }
+    }
+    body.truncate(MAX_RESPONSE_BODY);
+    Ok(HttpAnswer {
+        status,
+        rate_limits,
+        retry_after,
+        content_type,
+        body,
+    })
+}
+
+/// Reads signal `S`'s partial success from an OTLP/HTTP response body (OTLP/JSON when the
+/// content type says JSON, else protobuf); `None` when there is none or it cannot be read.
+pub fn partial_from_body<S: Signal>(content_type: &str, body: &[u8]) -> Option<S::PartialSuccess> {
+    if body.is_empty() {
+        return None;
+    }
+    let response = if content_type.contains("json") {
+        S::decode_json_response(body).ok()?
+    } else {
+        S::Response::decode(body).ok()?
+    };
+    S::into_partial(response)
+}
+
+/// Logs a partial success reported by `destination`; the rejected count when there is one
+/// to count (a partial success with no rejection and no message is a full success).
+pub fn note_partial<S: Signal>(
+    partial: Option<&S::PartialSuccess>,
+    destination: &str,
+) -> Option<u64> {
+    let (rejected, message) = S::rejected(partial?);
+    if rejected == 0 && message.is_empty() {
+        return None;
+    }
+    tracing::warn!(
+        destination,
+        signal = S::NAME,
+        rejected,
+        %message,
+        "OTLP partial success"
+    );
+    Some(u64::try_from(rejected).unwrap_or(0))
+}
+
+/// How an [`OtlpClient`] sends.
+#[derive(Debug, Clone)]
+enum Transport {
+    Grpc {
+        grpc: tonic::client::Grpc<Channel>,
+        metadata: MetadataMap,
+    },
+    Http {
+        client: reqwest::Client,
+        headers: HeaderMap,
+        compression: Compression,
+    },
+}
+
+/// Sends export requests of signal `S` to one OTLP endpoint, one attempt at a time (see the
+/// module docs).
+#[derive(Debug, Clone)]
+pub struct OtlpClient<S> {
+    transport: Transport,
+    timeout: Duration,
+    destination: String,
+    _signal: PhantomData<fn() -> S>,
+}
+
+impl<S: Signal> OtlpClient<S> {
+    /// An OTLP/gRPC client of `endpoint` (`host:port` or a URL; connected lazily).
+    pub fn grpc(
+        endpoint: &str,
+        compression: Compression,
+        timeout: Duration,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<Self, ExportError> {
+        let url = with_scheme(endpoint);
+        let mut grpc = tonic::client::Grpc::new(grpc_channel(&url, timeout)?)
+            .max_decoding_message_size(MAX_GRPC_RESPONSE);
+        let encoding = match compression {
+            Compression::Gzip => Some(CompressionEncoding::Gzip),
+            Compression::Zstd => Some(CompressionEncoding::Zstd),
+            Compression::None => None,
+        };
+        if let Some(encoding) = encoding {
+            grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
+        }
+        Ok(OtlpClient {
+            transport: Transport::Grpc {
+                grpc,
+                metadata: metadata_map(headers)?,
+            },
+            timeout,
+            destination: url,
+            _signal: PhantomData,
+        })
+    }
+
+    /// An OTLP/HTTP client of `endpoint` (`host:port` or a base URL; see [`http_url`]) with
+    /// `pool` idle connections.
+    pub fn http(
+        endpoint: &str,
+        compression: Compression,
+        timeout: Duration,
+        headers: &BTreeMap<String, String>,
+        pool: usize,
+    ) -> Result<Self, ExportError> {
+        let url = http_url::<S>(endpoint);
+        reqwest::Url::parse(&url)
+            .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}")))?;
+        Ok(OtlpClient {
+            transport: Transport::Http {
+                client: http_client(timeout, pool)?,
+                headers: header_map(headers)?,
+                compression,
+            },
+            timeout,
+            destination: url,
+            _signal: PhantomData,
+        })
+    }
+
+    /// Where requests go (URL; no credentials).
+    pub fn destination(&self) -> &str {
+        &self.destination
+    }
+
+    /// Sends `request` once: delivered (with the server's partial success, if any), or how
+    /// it failed.
+    pub async fn attempt(
+        &self,
+        request: &S::Request,
+    ) -> Result<Option<S::PartialSuccess>, AttemptError> {
+        match &self.transport {
+            Transport::Grpc { grpc, metadata } => self.grpc_attempt(grpc, metadata, request).await,
+            Transport::Http {
+                client,
+                headers,
+                compression,
+            } => {
+                let answer =
+                    post(client, &self.destination, headers, *compression, request).await?;
+                classify_http(answer.status, answer.retry_after, &answer.body_text())?;
+                Ok(partial_from_body::<S>(&answer.content_type, &answer.body))
+            }
+        }
+    }
+
+    async fn grpc_attempt(
+        &self,
+        grpc: &tonic::client::Grpc<Channel>,
+        metadata: &MetadataMap,
+        request: &S::Request,
+    ) -> Result<Option<S::PartialSuccess>, AttemptError> {
+        let mut grpc = grpc.clone();
+        let mut call = tonic::Request::new(request.clone());
+        call.set_timeout(self.timeout);
+        *call.metadata_mut() = metadata.clone();
+        let exchange = async move {
+            grpc.ready()
+                .await
+                .map_err(|e| tonic::Status::unknown(format!("Service was not ready: {e}")))?;
+            let codec = tonic_prost::ProstCodec::<S::Request, S::Response>::default();
+            grpc.unary(call, PathAndQuery::from_static(S::GRPC_PATH), codec)
+                .await
+        };
+        match tokio::time::timeout(self.timeout + Duration::from_secs(1), exchange).await {
+            Err(_) => Err(AttemptError::Retryable {
+                after: None,
+                message: "gRPC request timed out".into(),
+                network: true,
+            }),
+            Ok(Ok(response)) => Ok(S::into_partial(response.into_inner())),
+            Ok(Err(status)) => {
+                let retry_info = status.get_details_retry_info().map(|r| r.retry_delay);
+                // A transport failure shows up as UNAVAILABLE without a server message.
+                Err(
+                    match classify_grpc(status.code(), retry_info, status.message()) {
+                        AttemptError::Retryable { after, message, .. } => AttemptError::Retryable {
+                            after,
+                            network: status.code() == Code::Unavailable,
+                            message,
+                        },
+                        permanent => permanent,
+                    },
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profilink_proto::otlp::{ExportTracePartialSuccess, ExportTraceServiceResponse};
+    use profilink_proto::signal::{Profiles, Traces};
+
+    #[test]
+    fn grpc_retry_rules() {
+        for code in [
+            Code::Cancelled,
+            Code::DeadlineExceeded,
+            Code::Aborted,
+            Code::OutOfRange,
+            Code::Unavailable,
+            Code::DataLoss,
+        ] {
+            assert!(matches!(
+                classify_grpc(code, None, ""),
+                AttemptError::Retryable { .. }
+            ));
+        }
+        assert!(matches!(
+            classify_grpc(Code::ResourceExhausted, None, ""),
+            AttemptError::Permanent(_)
+        ));
+        assert_eq!(
+            classify_grpc(
+                Code::ResourceExhausted,
+                Some(Some(Duration::from_secs(3))),
+                "x"
+            ),
+            AttemptError::Retryable {
+                after: Some(Duration::from_secs(3)),
+                message: "gRPC ResourceExhausted: x".into(),
+                network: false
+            }
+        );
+        for code in [
+            Code::InvalidArgument,
+            Code::Unauthenticated,
+            Code::PermissionDenied,
+            Code::Internal,
+        ] {
+            assert!(matches!(
+                classify_grpc(code, None, ""),
+                AttemptError::Permanent(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn http_retry_rules() {
+        assert!(classify_http(200, None, "").is_ok());
+        for s in [429, 502, 503, 504] {
+            assert!(matches!(
+                classify_http(s, None, ""),
+                Err(AttemptError::Retryable { .. })
+            ));
+        }
+        for s in [400, 401, 404, 413, 500] {
+            assert!(matches!(
+                classify_http(s, None, ""),
+                Err(AttemptError::Permanent(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            http_url::<Profiles>("127.0.0.1:4318"),
+            "http://127.0.0.1:4318/v1development/profiles"
+        );
+        assert_eq!(
+            http_url::<Profiles>("https://x/"),
+            "https://x/v1development/profiles"
+        );
+        assert_eq!(
+            http_url::<Profiles>("http://x/v1development/profiles"),
+            "http://x/v1development/profiles"
+        );
+        assert_eq!(
+            http_url::<Traces>("127.0.0.1:4318"),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(
+            http_url::<Traces>("https://x/otlp/"),
+            "https://x/otlp/v1/traces"
+        );
+        assert_eq!(
+            http_url::<Traces>("http://x/v1/traces"),
+            "http://x/v1/traces"
+        );
+    }
+
+    #[test]
+    fn partial_success_bodies() {
+        let pb = ExportTraceServiceResponse {
+            partial_success: Some(ExportTracePartialSuccess {
+                rejected_spans: 3,
+                error_message: "bad".into(),
+            }),
+        }
+        .encode_to_vec();
+        assert_eq!(
+            partial_from_body::<Traces>("application/x-protobuf", &pb).map(|p| p.rejected_spans),
+            Some(3)
+        );
+        let json = br#"{"partialSuccess":{"rejectedSpans":"2","errorMessage":"x"}}"#;
+        let p = partial_from_body::<Traces>("application/json", json).unwrap();
+        assert_eq!((p.rejected_spans, p.error_message.as_str()), (2, "x"));
+        assert_eq!(partial_from_body::<Traces>("application/json", b"{}"), None);
+        assert_eq!(partial_from_body::<Traces>("", b""), None);
+        let json = br#"{"partialSuccess":{"rejectedProfiles":4}}"#;
+        let p = partial_from_body::<Profiles>("application/json", json).unwrap();
+        assert_eq!(note_partial::<Profiles>(Some(&p), "test"), Some(4));
+        assert_eq!(note_partial::<Profiles>(None, "test"), None);
+    }
+
+    #[test]
+    fn failures_retry_until_the_backoff_runs_out() {
+        let retry = RetryConfig::default();
+        let mut backoff = Backoff::new(&retry);
+        let now = Instant::now();
+        assert_eq!(
+            after_failure(
+                &mut backoff,
+                &retry,
+                now,
+                AttemptError::Permanent("no".into())
+            ),
+            Next::GiveUp(DiscardReason::SendError, "no".into())
+        );
+        let failure = |network, after| AttemptError::Retryable {
+            after,
+            message: "down".into(),
+            network,
+        };
+        let hint = Some(Duration::from_secs(7));
+        assert_eq!(
+            after_failure(&mut backoff, &retry, now, failure(true, hint)),
+            Next::Retry(Duration::from_secs(7), "down".into())
+        );
+        // Past max_elapsed_time: given up, by what failed.
+        let late = now + retry.max_elapsed_time;
+        assert_eq!(
+            after_failure(&mut backoff, &retry, late, failure(true, hint)),
+            Next::GiveUp(DiscardReason::NetworkError, "down".into())
+        );
+        assert_eq!(
+            after_failure(&mut backoff, &retry, late, failure(false, hint)),
+            Next::GiveUp(DiscardReason::SendError, "down".into())
+        );
+    }
+}
