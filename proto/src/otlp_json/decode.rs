@@ -120,6 +120,24 @@ fn span_id(p: &mut Parser<'_>) -> Result<Vec<u8>> {
     decode_id(&s, SPAN_ID_LEN).map_err(|m| p.error(m))
 }
 
+/// Reads the `attributes` / `droppedAttributesCount` pair many messages share when `key` is
+/// one of them; false for other keys (nothing read).
+fn attributes_field(
+    p: &mut Parser<'_>,
+    key: &str,
+    attributes: &mut Vec<KeyValue>,
+    dropped: &mut u32,
+) -> Result<bool> {
+    match key {
+        "attributes" => set!(p, "attributes", *attributes, |p| repeated(p, key_value)),
+        "droppedAttributesCount" | "dropped_attributes_count" => {
+            set!(p, "droppedAttributesCount", *dropped, u32v)
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Decodes a whole `ProfilesData` / `ExportProfilesServiceRequest` document.
 pub fn profiles_data(
     bytes: &[u8],
@@ -257,18 +275,10 @@ fn resource(p: &mut Parser<'_>) -> Result<Resource> {
     let mut it = p.begin_object("a Resource object")?;
     while let Some(key) = p.next_key(&mut it)? {
         match &*key {
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
             "entityRefs" | "entity_refs" => {
                 set!(p, "entityRefs", m.entity_refs, |p| repeated(p, entity_ref))
             }
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }
@@ -301,15 +311,7 @@ fn scope(p: &mut Parser<'_>) -> Result<InstrumentationScope> {
         match &*key {
             "name" => set!(p, "name", m.name, string),
             "version" => set!(p, "version", m.version, string),
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }

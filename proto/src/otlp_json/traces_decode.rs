@@ -7,7 +7,8 @@
 //! unknown numbers are kept, as protobuf keeps them.
 
 use super::{
-    envelope, field, key_value, repeated, resource, scope, span_id, string, trace_id, u32v, u64v,
+    attributes_field, envelope, field, repeated, resource, scope, span_id, string, trace_id, u32v,
+    u64v,
 };
 use crate::otlp::{ResourceSpans, ScopeSpans, Span, Status, span, status};
 use crate::otlp_json::numbers::{IntType, parse_int};
@@ -57,15 +58,6 @@ fn span_msg(p: &mut Parser<'_>) -> Result<Span> {
             "endTimeUnixNano" | "end_time_unix_nano" => {
                 set!(p, "endTimeUnixNano", m.end_time_unix_nano, u64v)
             }
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
             "events" => set!(p, "events", m.events, |p| repeated(p, event)),
             "droppedEventsCount" | "dropped_events_count" => {
                 set!(p, "droppedEventsCount", m.dropped_events_count, u32v)
@@ -75,6 +67,7 @@ fn span_msg(p: &mut Parser<'_>) -> Result<Span> {
                 set!(p, "droppedLinksCount", m.dropped_links_count, u32v)
             }
             "status" => set!(p, "status", m.status, |p| status_msg(p).map(Some)),
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }
@@ -88,15 +81,7 @@ fn event(p: &mut Parser<'_>) -> Result<span::Event> {
         match &*key {
             "timeUnixNano" | "time_unix_nano" => set!(p, "timeUnixNano", m.time_unix_nano, u64v),
             "name" => set!(p, "name", m.name, string),
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }
@@ -111,16 +96,8 @@ fn link(p: &mut Parser<'_>) -> Result<span::Link> {
             "traceId" | "trace_id" => set!(p, "traceId", m.trace_id, trace_id),
             "spanId" | "span_id" => set!(p, "spanId", m.span_id, span_id),
             "traceState" | "trace_state" => set!(p, "traceState", m.trace_state, string),
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
             "flags" => set!(p, "flags", m.flags, u32v),
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }
