@@ -1,6 +1,6 @@
 //! The OTLP profiles exporter (the way back, Sentry → OTLP): gRPC (tonic, gzip) or HTTP
 //! (`POST {endpoint}/v1development/profiles`, protobuf, gzip), through the OTLP client of
-//! [`crate::otlp_client`], whose docs give the retry rules.
+//! [`crate::otlp_client`]; the retry rules are [`crate::otlp_retry`]'s.
 //!
 //! Partial successes are never retried; they are logged (`rejected_profiles` and the message)
 //! and counted. Requests wait in a bounded in-memory queue (`queue_size`); `export` answers
@@ -9,7 +9,8 @@
 use crate::ExportError;
 use crate::config::{OtlpExporterConfig, OtlpProtocol};
 use crate::metrics::{DiscardReason, ExporterMetrics};
-use crate::otlp_client::{Next, OtlpClient, after_failure, note_partial};
+use crate::otlp_client::{OtlpClient, note_partial};
+use crate::otlp_retry::{Next, after_failure};
 use crate::retry::Backoff;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::signal::Profiles;

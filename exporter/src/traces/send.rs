@@ -9,10 +9,8 @@ use super::queue::Item;
 use crate::ExportError;
 use crate::clock::SharedClock;
 use crate::config::{Compression, RetryConfig};
-use crate::otlp_client::{
-    AttemptError, Next, OtlpClient, after_failure, http_client, note_partial, partial_from_body,
-    post,
-};
+use crate::otlp_client::{OtlpClient, http_client, note_partial, partial_from_body, post};
+use crate::otlp_retry::{AttemptError, Next, after_failure};
 use crate::retry::Backoff;
 use crate::sentry::rate_limits::RateLimits;
 use profilink_proto::otlp::trace::{ExportTracePartialSuccess, ExportTraceServiceRequest};
