@@ -128,7 +128,7 @@ pub struct HttpAnswer {
     pub retry_after: Option<Duration>,
     /// `Content-Type` (empty when absent).
     pub content_type: String,
-    /// The body's first [`MAX_RESPONSE_BODY`] bytes.
+    /// The body's first 64 KiB.
     pub body: Vec<u8>,
 }
 

@@ -2,11 +2,10 @@
 //! and, for consumers that take traces, `opentelemetry.proto.collector.trace.v1.TraceService/Export`
 //! on the same server.
 //!
-//! [`ExportService`] serves one signal's `Export` method, generic over the
-//! [`Signal`](profilink_proto::signal::Signal): [`OtlpGrpcService`] (profiles) and
-//! [`OtlpTracesGrpcService`] (traces). Each is the generated `*ServiceServer` with three
-//! differences that make them answer like the Collector (grpc-go)
-//! does:
+//! [`ExportService`] serves one signal's `Export` method, generic over the [`Signal`]:
+//! [`OtlpGrpcService`] (profiles) and [`OtlpTracesGrpcService`] (traces). Each is the
+//! generated `*ServiceServer` with three differences that make them answer like the
+//! Collector (grpc-go) does:
 //!
 //! * the request is decoded by our codec, so an undecodable message is `INVALID_ARGUMENT` with
 //!   prost's message (tonic's prost codec says `INTERNAL`, which OTLP clients do not treat as
