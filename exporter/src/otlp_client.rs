@@ -408,6 +408,11 @@ mod tests {
             http_url::<Traces>("http://x/v1/traces"),
             "http://x/v1/traces"
         );
+        // A URL that already ends with the path (and a slash) is taken as it is.
+        assert_eq!(
+            http_url::<Profiles>("http://x/v1development/profiles/"),
+            "http://x/v1development/profiles/"
+        );
     }
 
     #[test]
