@@ -22,6 +22,7 @@ pub mod accumulate;
 pub mod clock;
 pub mod config;
 pub mod file;
+pub mod http;
 pub mod merge;
 pub mod metrics;
 pub mod observer;
@@ -40,8 +41,8 @@ use thiserror::Error;
 pub use accumulate::ChunkAccumulator;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{
-    Compression, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig,
-    RetryConfig, RoutingConfig, SentryExporterConfig, SparseThreads,
+    ClientTlsConfig, Compression, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, Overflow,
+    QueueConfig, RetryConfig, RoutingConfig, SentryExporterConfig, SparseThreads,
 };
 pub use file::FileExporter;
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};

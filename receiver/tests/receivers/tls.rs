@@ -10,10 +10,10 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 
 fn tls_config() -> TlsConfig {
-    TlsConfig {
-        cert_file: format!("{TLS_DIR}/server.pem").into(),
-        key_file: format!("{TLS_DIR}/server.key").into(),
-    }
+    TlsConfig::new(
+        format!("{TLS_DIR}/server.pem"),
+        format!("{TLS_DIR}/server.key"),
+    )
 }
 
 fn ca_pem() -> Vec<u8> {
