@@ -18,6 +18,8 @@
 pub mod client;
 pub mod pem;
 pub mod server;
+#[cfg(feature = "test-pki")]
+pub mod test_pki;
 
 pub use client::{ClientTlsConfig, system_roots};
 /// The rustls this crate builds configs for (for connectors that need its types).
