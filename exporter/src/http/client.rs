@@ -20,21 +20,21 @@ pub(crate) fn handshake_failed(peer: &str, error: &dyn std::fmt::Display) {
     tracing::warn!(%peer, %error, "TLS handshake failed; retrying like a network error");
 }
 
-/// True when `e` or one of its sources is a rustls error (a failed handshake).
+/// True when `e` or one of its sources is a rustls error (a failed handshake). `io::Error`s
+/// are looked into: their `source()` skips the error they wrap.
 pub(crate) fn is_tls_error(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
         if err.is::<profilink_tls::rustls::Error>() {
             return true;
         }
-        if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && io
-                .get_ref()
-                .is_some_and(|inner| inner.is::<profilink_tls::rustls::Error>())
-        {
-            return true;
-        }
-        cur = err.source();
+        cur = match err.downcast_ref::<std::io::Error>() {
+            Some(io) => match io.get_ref() {
+                Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+                None => None,
+            },
+            None => err.source(),
+        };
     }
     false
 }

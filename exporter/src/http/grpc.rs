@@ -56,8 +56,9 @@ pub fn grpc_channel(
     if !url.starts_with("https://") {
         return Ok(ep.connect_with_connector_lazy(proxy));
     }
+    // hyper-rustls offers `h2` itself (`enable_http2`) and refuses a preset ALPN list.
     let config = tls
-        .rustls_config(profilink_tls::ALPN_GRPC)
+        .rustls_config(&[])
         .map_err(|e| ExportError::Config(e.to_string()))?;
     let builder = HttpsConnectorBuilder::new()
         .with_tls_config(config)
