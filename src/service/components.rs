@@ -61,6 +61,8 @@ pub enum ProcessorSpec {
 }
 
 /// An exporter's typed config.
+// One value per configured exporter, read once at start: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExporterSpec {
     /// `sentry`.

@@ -360,7 +360,7 @@ mod tests {
         let key = dir.path().join("b.key");
         std::fs::write(&cert, a.cert.pem()).unwrap();
         std::fs::write(&key, b.key_pair.serialize_pem()).unwrap();
-        let mut c = ClientTlsConfig {
+        let c = ClientTlsConfig {
             ca_pem: Some(a.cert.pem()),
             cert_file: Some(cert),
             key_file: Some(key.clone()),
