@@ -245,3 +245,37 @@ async fn renewed_certificate_is_served_without_restart() {
     );
     http.stop().await;
 }
+
+#[tokio::test]
+async fn min_version_refuses_older_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("server CA");
+    let (cert, key) = ca.server(&["localhost"]).write(dir.path(), "server");
+    let mut tls = TlsConfig::new(cert, key);
+    tls.min_version = profilink_tls::TlsVersion::V1_3;
+    let mut http = start_http(
+        OtlpHttpConfig {
+            tls: Some(tls),
+            ..OtlpHttpConfig::default()
+        },
+        4,
+    )
+    .await;
+    let port = http.addr.port();
+    let root = reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap();
+    let tls12 = reqwest::Client::builder()
+        .add_root_certificate(root)
+        .max_tls_version(reqwest::tls::Version::TLS_1_2)
+        .build()
+        .unwrap();
+    assert!(
+        post_profiles(&tls12, port).await.is_err(),
+        "TLS 1.2 refused"
+    );
+    let r = post_profiles(&client_trusting(&ca, None), port)
+        .await
+        .expect("TLS 1.3 accepted");
+    assert_eq!(r.status(), StatusCode::OK);
+    http.next_batch().await;
+    http.stop().await;
+}
