@@ -569,12 +569,13 @@ async fn soak_faults_lose_nothing() {
         {
             break;
         }
-        let mut p = process.lock().unwrap();
-        if !p.running() {
-            unexpected_exits += 1;
-            *p = start();
+        {
+            let mut p = process.lock().unwrap();
+            if !p.running() {
+                unexpected_exits += 1;
+                *p = start();
+            }
         }
-        drop(p);
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     {

@@ -80,15 +80,20 @@ impl OtlpExporter {
     /// Builds the client (connections are made lazily) and starts `num_consumers` senders.
     pub async fn start(cfg: OtlpExporterConfig) -> Result<Self, ExportError> {
         let client = match cfg.protocol {
-            OtlpProtocol::Grpc => {
-                OtlpClient::grpc(&cfg.endpoint, cfg.compression, cfg.timeout, &cfg.headers)?
-            }
+            OtlpProtocol::Grpc => OtlpClient::grpc(
+                &cfg.endpoint,
+                cfg.compression,
+                cfg.timeout,
+                &cfg.headers,
+                &cfg.tls,
+            )?,
             OtlpProtocol::Http => OtlpClient::http(
                 &cfg.endpoint,
                 cfg.compression,
                 cfg.timeout,
                 &cfg.headers,
                 cfg.num_consumers,
+                &cfg.tls,
             )?,
         };
         let metrics = Arc::new(ExporterMetrics::default());

@@ -9,12 +9,12 @@
 //! profiles, [`crate::traces`] for traces); [`crate::otlp_retry::after_failure`] is the retry
 //! step they share.
 
+use crate::ExportError;
 use crate::config::Compression;
+use crate::http::{compress, content_encoding, parse_retry_after, request_error};
 use crate::otlp_retry::{AttemptError, classify_grpc, classify_http};
-use crate::sentry::rate_limits::parse_retry_after;
-use crate::sentry::transport::{compress, content_encoding};
-use crate::{ExportError, SDK_NAME, VERSION};
 use profilink_proto::signal::Signal;
+use profilink_tls::ClientTlsConfig;
 use prost::Message;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ use tonic::Code;
 use tonic::codec::CompressionEncoding;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic_types::StatusExt;
 
 /// Largest part of a response body read (for partial successes and logs).
@@ -56,28 +56,6 @@ pub fn http_url<S: Signal>(endpoint: &str) -> String {
     } else {
         format!("{}{}", base.trim_end_matches('/'), S::HTTP_PATH)
     }
-}
-
-/// The gRPC channel to `url` (connected lazily). Every OTLP gRPC client is built here.
-pub fn grpc_channel(url: &str, timeout: Duration) -> Result<Channel, ExportError> {
-    let endpoint = Endpoint::from_shared(url.to_string())
-        .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}")))?
-        .connect_timeout(timeout)
-        .user_agent(format!("{SDK_NAME}/{VERSION}"))
-        .map_err(|e| ExportError::Config(e.to_string()))?;
-    Ok(endpoint.connect_lazy())
-}
-
-/// The HTTP client of the OTLP/HTTP and Sentry OTLP senders (`pool` idle connections per
-/// host). Every such client is built here.
-pub fn http_client(timeout: Duration, pool: usize) -> Result<reqwest::Client, ExportError> {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .pool_max_idle_per_host(pool.max(1))
-        .user_agent(format!("{SDK_NAME}/{VERSION}"))
-        .build()
-        .map_err(|e| ExportError::Config(e.to_string()))
 }
 
 /// Configured `headers` as HTTP headers.
@@ -161,7 +139,7 @@ pub async fn post<M: Message>(
     let mut resp = rb.send().await.map_err(|e| AttemptError::Retryable {
         after: None,
         // reqwest's error names the URL, which carries no secret (auth is in a header).
-        message: format!("request failed: {e}"),
+        message: format!("request failed: {}", request_error(&e)),
         network: true,
     })?;
     let header = |name: &str| {
@@ -254,16 +232,19 @@ pub struct OtlpClient<S> {
 }
 
 impl<S: Signal> OtlpClient<S> {
-    /// An OTLP/gRPC client of `endpoint` (`host:port` or a URL; connected lazily).
+    /// An OTLP/gRPC client of `endpoint` (`host:port` or a URL; connected lazily, TLS as
+    /// [`crate::http::grpc_channel`] decides).
     pub fn grpc(
         endpoint: &str,
         compression: Compression,
         timeout: Duration,
         headers: &BTreeMap<String, String>,
+        tls: &ClientTlsConfig,
     ) -> Result<Self, ExportError> {
-        let url = with_scheme(endpoint);
-        let mut grpc = tonic::client::Grpc::new(grpc_channel(&url, timeout)?)
-            .max_decoding_message_size(MAX_GRPC_RESPONSE);
+        let url = crate::http::grpc_url(endpoint, tls);
+        let channel = crate::http::grpc_channel(endpoint, timeout, tls)?;
+        let mut grpc =
+            tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_GRPC_RESPONSE);
         let encoding = match compression {
             Compression::Gzip => Some(CompressionEncoding::Gzip),
             Compression::Zstd => Some(CompressionEncoding::Zstd),
@@ -284,20 +265,21 @@ impl<S: Signal> OtlpClient<S> {
     }
 
     /// An OTLP/HTTP client of `endpoint` (`host:port` or a base URL; see [`http_url`]) with
-    /// `pool` idle connections.
+    /// `pool` idle connections and `tls` ([`crate::http::client`]).
     pub fn http(
         endpoint: &str,
         compression: Compression,
         timeout: Duration,
         headers: &BTreeMap<String, String>,
         pool: usize,
+        tls: &ClientTlsConfig,
     ) -> Result<Self, ExportError> {
         let url = http_url::<S>(endpoint);
         reqwest::Url::parse(&url)
             .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}")))?;
         Ok(OtlpClient {
             transport: Transport::Http {
-                client: http_client(timeout, pool)?,
+                client: crate::http::client(timeout, pool, tls)?,
                 headers: header_map(headers)?,
                 compression,
             },

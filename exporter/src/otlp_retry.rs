@@ -4,8 +4,8 @@
 //!
 //! * gRPC: `CANCELLED`, `DEADLINE_EXCEEDED`, `ABORTED`, `OUT_OF_RANGE`, `UNAVAILABLE` and
 //!   `DATA_LOSS` are retried; `RESOURCE_EXHAUSTED` only when the status carries
-//!   `google.rpc.RetryInfo`; a `RetryInfo.retry_delay` replaces the computed backoff; every
-//!   other code is permanent.
+//!   `google.rpc.RetryInfo`; the wait is the larger of the backoff and
+//!   `RetryInfo.retry_delay`; every other code is permanent.
 //! * HTTP: 429, 502, 503 and 504 are retried, honouring `Retry-After`; other statuses are
 //!   permanent. Connection errors and timeouts are retried on both transports.
 
@@ -176,7 +176,11 @@ mod tests {
 
     #[test]
     fn failures_retry_until_the_backoff_runs_out() {
-        let retry = RetryConfig::default();
+        // No jitter: the first backoff is 5 s, the server's 7 s is longer and wins.
+        let retry = RetryConfig {
+            randomization_factor: 0.0,
+            ..RetryConfig::default()
+        };
         let mut backoff = Backoff::new(&retry);
         let now = Instant::now();
         assert_eq!(

@@ -9,10 +9,10 @@ use super::queue::Item;
 use crate::ExportError;
 use crate::clock::SharedClock;
 use crate::config::{Compression, RetryConfig};
-use crate::otlp_client::{OtlpClient, http_client, note_partial, partial_from_body, post};
+use crate::http::RateLimits;
+use crate::otlp_client::{OtlpClient, note_partial, partial_from_body, post};
 use crate::otlp_retry::{AttemptError, Next, after_failure};
 use crate::retry::Backoff;
-use crate::sentry::rate_limits::RateLimits;
 use profilink_proto::otlp::trace::{ExportTracePartialSuccess, ExportTraceServiceRequest};
 use profilink_proto::signal::Traces;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -155,7 +155,13 @@ impl Sender {
         metrics: Arc<TracesMetrics>,
     ) -> Result<Self, ExportError> {
         let endpoint = cfg.endpoint.as_deref().unwrap_or(DEFAULT_GRPC_ENDPOINT);
-        let client = OtlpClient::grpc(endpoint, cfg.compression, cfg.timeout, &cfg.headers)?;
+        let client = OtlpClient::grpc(
+            endpoint,
+            cfg.compression,
+            cfg.timeout,
+            &cfg.headers,
+            &cfg.tls,
+        )?;
         Ok(Self::otlp(client, cfg, clock, metrics))
     }
 
@@ -172,6 +178,7 @@ impl Sender {
             cfg.timeout,
             &cfg.headers,
             cfg.num_consumers,
+            &cfg.tls,
         )?;
         Ok(Self::otlp(client, cfg, clock, metrics))
     }
@@ -204,7 +211,7 @@ impl Sender {
         let (url, auth) = sentry_traces_target(dsn)?;
         Ok(Sender {
             transport: Transport::Sentry {
-                client: http_client(cfg.timeout, cfg.num_consumers)?,
+                client: crate::http::client(cfg.timeout, cfg.num_consumers, &cfg.tls)?,
                 url: url.clone(),
                 auth,
                 compression: cfg.compression,
