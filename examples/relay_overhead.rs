@@ -194,7 +194,7 @@ receivers:
 processors:
   profile_linking: {{ join_window: 1s }}
 exporters:
-  otlp: {{ endpoint: "{}" }}
+  otlp: {{ endpoint: "{}", tls: {{ insecure: true }} }}
 service:
   pipelines:
     profiles: {{ receivers: [sentry], processors: [profile_linking], exporters: [otlp] }}

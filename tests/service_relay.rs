@@ -177,7 +177,7 @@ receivers:
 processors:
   profile_linking: {{ join_window: 2s }}
 exporters:
-  otlp: {{ endpoint: "{otlp}" }}
+  otlp: {{ endpoint: "{otlp}", tls: {{ insecure: true }} }}
 service:
   pipelines:
     profiles: {{ receivers: [sentry], processors: [profile_linking], exporters: [otlp] }}

@@ -2,7 +2,7 @@
 //! concern: `organization` limits apply to every project sent to this upstream, `project`
 //! limits to one project id, `key` limits to one public key.
 
-use crate::sentry::rate_limits::{parse_rate_limits, parse_retry_after};
+use crate::http::rate_limits::{parse_rate_limits, parse_retry_after};
 use profilink_receiver::UpstreamLimit;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};

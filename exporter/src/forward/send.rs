@@ -83,7 +83,7 @@ pub async fn send(
         _ => {
             let hint = retry_after
                 .as_deref()
-                .and_then(|v| crate::sentry::rate_limits::parse_retry_after(v, SystemTime::now()));
+                .and_then(|v| crate::http::rate_limits::parse_retry_after(v, SystemTime::now()));
             Outcome::Retry(hint, format!("upstream answered {status}"))
         }
     };
