@@ -3,8 +3,8 @@
 //!
 //! * OTLP -> Sentry, with affinity (`hash` on the agents' `x-agent-id` header) and without
 //!   (round-robin): several agents send 5 s rounds of their processes' samples (20 Hz, two
-//!   threads each) through nginx; one replica is SIGKILLed mid-run and started again on its
-//!   data directory. Every chunk must be valid, chunk ids never name two different chunks,
+//!   threads each) through nginx; one replica is SIGKILLed mid-run (frozen for half a second
+//!   first, so requests are in flight at it) and started again on its data directory. Every chunk must be valid, chunk ids never name two different chunks,
 //!   every session has one profiler id whichever replica translated it, every observation
 //!   arrives (the killed replica's durable queue is replayed after its restart) and none twice,
 //!   except observations of a request that was in flight at the kill (the client saw
@@ -37,7 +37,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const REPLICAS: usize = 3;
-const AGENTS: usize = 6;
+/// Five, not a multiple of the replicas: agents sending in a steady order would otherwise each
+/// meet the same replica under round-robin every time.
+const AGENTS: usize = 5;
 /// Processes (profiler sessions) per agent.
 const SESSIONS: usize = 4;
 /// 5 s rounds per agent: 3 minutes of profile time, three 60 s chunk windows.
@@ -261,8 +263,12 @@ service:
         self.process = Some(p);
     }
 
-    fn kill(&mut self) {
+    /// SIGKILL, after freezing the process for `frozen` (SIGSTOP): the requests routed to it
+    /// meanwhile are in flight when it dies, so their clients see the failure.
+    async fn kill(&mut self, frozen: Duration) {
         if let Some(p) = &mut self.process {
+            p.signal("STOP");
+            tokio::time::sleep(frozen).await;
             p.signal("KILL");
             p.wait_exit(Duration::from_secs(10));
         }
@@ -580,7 +586,7 @@ async fn scale_out(balance: Balance) {
     }
     let before_kill = replicas[victim].accepted_requests("otlp").await;
     assert!(before_kill > 0, "the victim took no requests");
-    replicas[victim].kill();
+    replicas[victim].kill(Duration::from_millis(500)).await;
     let killed_at = done.load(Ordering::SeqCst);
     wait_until("55% of the requests", Duration::from_secs(30), async || {
         d.load(Ordering::SeqCst) >= total * 55 / 100
@@ -695,6 +701,8 @@ async fn scale_out(balance: Balance) {
             );
         }
     }
+    let retried_total: usize = sent.iter().map(|s| s.retried.len()).sum();
+    assert!(retried_total > 0, "no request was in flight at the kill");
     let codes: BTreeSet<String> = sent
         .iter()
         .flat_map(|s| s.codes.iter().map(|c| format!("{c:?}")))
@@ -733,7 +741,6 @@ async fn scale_out(balance: Balance) {
             assert_eq!(spread, replicas_of_session.len(), "{replicas_of_session:?}");
         }
     }
-    let retried_total: usize = sent.iter().map(|s| s.retried.len()).sum();
     eprintln!(
         "{balance:?}: {} requests ({} observations) sent in {send_time:.1?}; replica {victim} \
          killed after {killed_at} and restarted after {restarted_at} answered requests \
