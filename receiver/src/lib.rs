@@ -89,7 +89,9 @@
 pub mod batch;
 pub mod bearer;
 pub mod config;
+pub mod connections;
 pub mod decompress;
+pub mod http_server;
 pub mod otlp_export;
 pub mod otlp_grpc;
 pub mod otlp_http;
@@ -105,6 +107,7 @@ pub use batch::{
     Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch, trace_span_count,
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
+pub use http_server::HttpServerSettings;
 pub use otlp_export::IngestSignal;
 pub use otlp_grpc::{
     ExportService, OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH,
@@ -112,5 +115,5 @@ pub use otlp_grpc::{
 };
 pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
 pub use sentry_envelope::{sentry_router, serve_sentry};
-pub use server::{ReceiverError, ServerHandle};
+pub use server::{ReceiverError, ServerHandle, bind_and_serve};
 pub use stats::{Counters, CountersSnapshot, Stats};
