@@ -3,8 +3,10 @@
 //! Every field has a default, so `{}` is a valid config; unknown keys are errors (typos surface
 //! at start-up instead of being ignored).
 
+use crate::http_server::HttpServerSettings;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// One MiB.
 pub const MIB: usize = 1024 * 1024;
@@ -25,11 +27,63 @@ pub struct OtlpGrpcConfig {
     pub tls: Option<TlsConfig>,
     /// When set, requests must carry metadata `authorization: Bearer <token>`.
     pub bearer_token: Option<String>,
+    /// `keepalive.server_parameters` (the Collector's `configgrpc` keys).
+    pub keepalive: GrpcKeepalive,
+    /// Most concurrent calls (HTTP/2 streams) per connection. Default 100.
+    pub max_concurrent_streams: u32,
+    /// Most connections open at once on this listener. Default 1024.
+    pub max_connections: usize,
+}
+
+/// `keepalive:` of the gRPC receiver.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrpcKeepalive {
+    /// `server_parameters:`.
+    pub server_parameters: GrpcServerParameters,
+}
+
+/// `keepalive.server_parameters:` of the gRPC receiver, as in the Collector's `configgrpc`.
+/// Durations are humantime strings; `0s` disables.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrpcServerParameters {
+    /// Close a connection without a byte either way for this long. Default 5m.
+    #[serde(with = "humantime_serde")]
+    pub max_connection_idle: Duration,
+    /// Close a connection (gracefully: GOAWAY, calls finish) after this long. Default `0s`
+    /// (never).
+    #[serde(with = "humantime_serde")]
+    pub max_connection_age: Duration,
+    /// How long calls may finish after `max_connection_age`. Default `0s` (unbounded).
+    #[serde(with = "humantime_serde")]
+    pub max_connection_age_grace: Duration,
+    /// Ping a connection after this long without activity. Default 2h.
+    #[serde(with = "humantime_serde")]
+    pub time: Duration,
+    /// Close the connection when a ping is not answered within this. Default 20s.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl Default for GrpcServerParameters {
+    fn default() -> Self {
+        GrpcServerParameters {
+            max_connection_idle: Duration::from_secs(300),
+            max_connection_age: Duration::ZERO,
+            max_connection_age_grace: Duration::ZERO,
+            time: Duration::from_secs(2 * 3600),
+            timeout: Duration::from_secs(20),
+        }
+    }
 }
 
 impl Default for OtlpGrpcConfig {
     fn default() -> Self {
         OtlpGrpcConfig {
+            keepalive: GrpcKeepalive::default(),
+            max_concurrent_streams: 100,
+            max_connections: 1024,
             endpoint: "127.0.0.1:4317".into(),
             max_recv_msg_size_mib: 64,
             tls: None,
@@ -57,11 +111,33 @@ pub struct OtlpHttpConfig {
     pub tls: Option<TlsConfig>,
     /// When set, requests must carry `Authorization: Bearer <token>`.
     pub bearer_token: Option<String>,
+    /// Longest time to read a whole request (headers and body). Default 1m; `0s`: none.
+    #[serde(with = "humantime_serde")]
+    pub read_timeout: Duration,
+    /// Longest time to read a request's headers, and to wait for the next request on a
+    /// kept-alive HTTP/1.1 connection. Default 1m; `0s`: none.
+    #[serde(with = "humantime_serde")]
+    pub read_header_timeout: Duration,
+    /// Close a connection idle (no byte either way, no request in flight) this long. Default
+    /// 1m; `0s`: never.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Close a connection whose response write stalls this long. Default 30s; `0s`: never.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
+    /// Most connections open at once on this listener. Default 1024.
+    pub max_connections: usize,
 }
 
 impl Default for OtlpHttpConfig {
     fn default() -> Self {
+        let server = HttpServerSettings::default();
         OtlpHttpConfig {
+            read_timeout: server.read_timeout,
+            read_header_timeout: server.read_header_timeout,
+            idle_timeout: server.idle_timeout,
+            write_timeout: server.write_timeout,
+            max_connections: server.max_connections,
             endpoint: "127.0.0.1:4318".into(),
             max_request_body_size_mib: 64,
             tls: None,
@@ -71,6 +147,16 @@ impl Default for OtlpHttpConfig {
 }
 
 impl OtlpHttpConfig {
+    /// The listener's timeouts and connection bound.
+    pub fn server_settings(&self) -> HttpServerSettings {
+        HttpServerSettings {
+            read_timeout: self.read_timeout,
+            read_header_timeout: self.read_header_timeout,
+            idle_timeout: self.idle_timeout,
+            write_timeout: self.write_timeout,
+            max_connections: self.max_connections,
+        }
+    }
     /// The body size limit in bytes.
     pub fn max_request_body_size(&self) -> usize {
         self.max_request_body_size_mib.saturating_mul(MIB)
@@ -97,11 +183,33 @@ pub struct SentryReceiverConfig {
     /// an [`Upstream`](crate::Upstream). Without one, items no pipeline consumes are dropped
     /// (counted and logged).
     pub upstream: Option<serde_json::Value>,
+    /// Longest time to read a whole request (headers and body). Default 1m; `0s`: none.
+    #[serde(with = "humantime_serde")]
+    pub read_timeout: Duration,
+    /// Longest time to read a request's headers, and to wait for the next request on a
+    /// kept-alive HTTP/1.1 connection. Default 1m; `0s`: none.
+    #[serde(with = "humantime_serde")]
+    pub read_header_timeout: Duration,
+    /// Close a connection idle (no byte either way, no request in flight) this long. Default
+    /// 1m; `0s`: never.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Close a connection whose response write stalls this long. Default 30s; `0s`: never.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
+    /// Most connections open at once on this listener. Default 1024.
+    pub max_connections: usize,
 }
 
 impl Default for SentryReceiverConfig {
     fn default() -> Self {
+        let server = HttpServerSettings::default();
         SentryReceiverConfig {
+            read_timeout: server.read_timeout,
+            read_header_timeout: server.read_header_timeout,
+            idle_timeout: server.idle_timeout,
+            write_timeout: server.write_timeout,
+            max_connections: server.max_connections,
             endpoint: "127.0.0.1:9000".into(),
             max_envelope_size_mib: 100,
             allowed_keys: BTreeMap::new(),
@@ -112,6 +220,16 @@ impl Default for SentryReceiverConfig {
 }
 
 impl SentryReceiverConfig {
+    /// The listener's timeouts and connection bound.
+    pub fn server_settings(&self) -> HttpServerSettings {
+        HttpServerSettings {
+            read_timeout: self.read_timeout,
+            read_header_timeout: self.read_header_timeout,
+            idle_timeout: self.idle_timeout,
+            write_timeout: self.write_timeout,
+            max_connections: self.max_connections,
+        }
+    }
     /// The envelope size limit in bytes.
     pub fn max_envelope_size(&self) -> usize {
         self.max_envelope_size_mib.saturating_mul(MIB)
@@ -151,5 +269,39 @@ mod tests {
         assert!(s.key_allowed(7, "b"));
         assert!(s.key_allowed(8, "b"));
         assert!(serde_json::from_str::<OtlpGrpcConfig>(r#"{"endpoit":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn connection_keys_parse_with_collector_names() {
+        let g: OtlpGrpcConfig = serde_json::from_str(
+            r#"{"max_connections":7,"max_concurrent_streams":3,
+                "keepalive":{"server_parameters":{"max_connection_idle":"1m",
+                "max_connection_age":"2h","time":"30s","timeout":"5s"}}}"#,
+        )
+        .unwrap();
+        let p = &g.keepalive.server_parameters;
+        assert_eq!(p.max_connection_idle, Duration::from_secs(60));
+        assert_eq!(p.max_connection_age, Duration::from_secs(7200));
+        assert_eq!(
+            (p.time, p.timeout),
+            (Duration::from_secs(30), Duration::from_secs(5))
+        );
+        assert_eq!((g.max_connections, g.max_concurrent_streams), (7, 3));
+        let h: OtlpHttpConfig = serde_json::from_str(
+            r#"{"read_timeout":"10s","read_header_timeout":"2s","idle_timeout":"0s",
+                "write_timeout":"1m","max_connections":9}"#,
+        )
+        .unwrap();
+        let settings = h.server_settings();
+        assert_eq!(settings.read_timeout, Duration::from_secs(10));
+        assert_eq!(settings.read_header_timeout, Duration::from_secs(2));
+        let limits = settings.connection_limits();
+        assert_eq!(limits.idle_timeout, None);
+        assert_eq!(limits.write_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(limits.max_connections, 9);
+        let s = SentryReceiverConfig::default().server_settings();
+        assert_eq!(s, HttpServerSettings::default());
+        assert_eq!(s.idle_timeout, Duration::from_secs(60));
+        assert!(serde_json::from_str::<OtlpHttpConfig>(r#"{"idle_timeout":"soon"}"#).is_err());
     }
 }

@@ -95,8 +95,10 @@ pub mod batch;
 pub mod bearer;
 pub mod chunk_door;
 pub mod config;
+pub mod connections;
 pub mod decompress;
 pub mod item_stats;
+pub mod http_server;
 pub mod otlp_export;
 pub mod otlp_grpc;
 pub mod otlp_http;
@@ -117,6 +119,7 @@ pub use batch::{
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
 pub use item_stats::ItemCounters;
+pub use http_server::HttpServerSettings;
 pub use otlp_export::IngestSignal;
 pub use otlp_grpc::{
     ExportService, OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH,
@@ -124,6 +127,6 @@ pub use otlp_grpc::{
 };
 pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
 pub use sentry_envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
-pub use server::{ReceiverError, ServerHandle};
+pub use server::{ReceiverError, ServerHandle, bind_and_serve};
 pub use stats::{Counters, CountersSnapshot, Stats};
 pub use upstream::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};

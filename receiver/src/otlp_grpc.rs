@@ -27,6 +27,7 @@
 
 use crate::batch::{ConsumeError, Consumer};
 use crate::config::OtlpGrpcConfig;
+use crate::connections::{self, ConnectionLimits};
 use crate::otlp_export::{self, ExportError, IngestSignal};
 use crate::server::{self, ReceiverError, ServerHandle};
 use crate::stats::{Counters, Stats};
@@ -42,6 +43,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tonic::codec::{
     Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
 };
@@ -393,10 +395,15 @@ where
     let local_addr = server::local_addr(&listener, &config.endpoint)?;
     let service = OtlpGrpcService::new(config, consumer, stats);
     let traces = service.traces();
-    let router = Server::builder().add_service(service).add_service(traces);
+    let router = grpc_server(config).add_service(service).add_service(traces);
+    let limits = grpc_connection_limits(config);
+    const WHAT: &str = "OTLP/gRPC receiver";
     let task = match &config.tls {
         None => {
-            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .with_keepalive(Some(server::TCP_KEEPALIVE));
+            let incoming = connections::limit(incoming, limits, WHAT);
             tokio::spawn(async move {
                 router
                     .serve_with_incoming_shutdown(incoming, shutdown)
@@ -412,6 +419,7 @@ where
                     source,
                 }
             })?;
+            let incoming = connections::limit(incoming, limits, WHAT);
             tokio::spawn(async move {
                 router
                     .serve_with_incoming_shutdown(incoming, shutdown)
@@ -422,4 +430,33 @@ where
     };
     tracing::info!(%local_addr, tls = config.tls.is_some(), "OTLP/gRPC receiver listening");
     Ok(server::handle(local_addr, task))
+}
+
+fn nonzero(d: Duration) -> Option<Duration> {
+    (!d.is_zero()).then_some(d)
+}
+
+/// tonic's server with `keepalive.server_parameters` and `max_concurrent_streams`.
+fn grpc_server(config: &OtlpGrpcConfig) -> Server {
+    let params = &config.keepalive.server_parameters;
+    let mut server = Server::builder()
+        .http2_keepalive_interval(nonzero(params.time))
+        .http2_keepalive_timeout(nonzero(params.timeout))
+        .max_concurrent_streams(config.max_concurrent_streams.max(1));
+    if let Some(age) = nonzero(params.max_connection_age) {
+        server = server.max_connection_age(age);
+        if let Some(grace) = nonzero(params.max_connection_age_grace) {
+            server = server.max_connection_age_grace(grace);
+        }
+    }
+    server
+}
+
+/// `max_connections` and `max_connection_idle` (no byte either way; keepalive pings count).
+fn grpc_connection_limits(config: &OtlpGrpcConfig) -> ConnectionLimits {
+    ConnectionLimits {
+        max_connections: config.max_connections,
+        idle_timeout: nonzero(config.keepalive.server_parameters.max_connection_idle),
+        write_timeout: None,
+    }
 }

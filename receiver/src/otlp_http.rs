@@ -133,6 +133,7 @@ where
     server::bind_and_serve(
         &config.endpoint,
         config.tls.as_ref(),
+        config.server_settings(),
         router,
         shutdown,
         "OTLP/HTTP receiver",

@@ -160,6 +160,7 @@ where
     server::bind_and_serve(
         &config.endpoint,
         config.tls.as_ref(),
+        config.server_settings(),
         router,
         shutdown,
         "Sentry envelope receiver",

@@ -2,15 +2,20 @@
 //! that reports the bound address and the outcome.
 
 use crate::config::TlsConfig;
+use crate::http_server::{self, HttpServerSettings};
 use crate::tls::{self, TlsListener};
 use axum::Router;
-use axum::serve::ListenerExt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tonic::transport::server::TcpIncoming;
+
+/// TCP keepalive probes on accepted connections start after this long without traffic, so
+/// that peers that vanished are found even without an application timeout.
+pub(crate) const TCP_KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Why a receiver could not start or stopped with an error.
 #[derive(Debug, Error)]
@@ -79,20 +84,22 @@ pub(crate) fn local_addr(
     })
 }
 
-/// Binds `endpoint` and serves `router` there until `shutdown` resolves; logs the address as
-/// `what` (e.g. "OTLP/HTTP receiver").
-pub(crate) async fn bind_and_serve<F>(
+/// Binds `endpoint` and serves `router` there (TLS when `tls` is set) with `settings`'
+/// timeouts and connection bound until `shutdown` resolves; logs the address as `what`
+/// (e.g. "OTLP/HTTP receiver").
+pub async fn bind_and_serve<F>(
     endpoint: &str,
     tls: Option<&TlsConfig>,
+    settings: HttpServerSettings,
     router: Router,
     shutdown: F,
-    what: &str,
+    what: &'static str,
 ) -> Result<ServerHandle, ReceiverError>
 where
     F: Future<Output = ()> + Send + 'static,
 {
     let listener = bind(endpoint).await?;
-    let handle = serve_router(listener, endpoint, tls, router, shutdown)?;
+    let handle = serve_router(listener, endpoint, tls, settings, router, shutdown, what)?;
     tracing::info!(local_addr = %handle.local_addr(), tls = tls.is_some(), "{what} listening");
     Ok(handle)
 }
@@ -103,8 +110,10 @@ pub(crate) fn serve_router<F>(
     listener: TcpListener,
     endpoint: &str,
     tls: Option<&TlsConfig>,
+    settings: HttpServerSettings,
     router: Router,
     shutdown: F,
+    what: &'static str,
 ) -> Result<ServerHandle, ReceiverError>
 where
     F: Future<Output = ()> + Send + 'static,
@@ -112,14 +121,12 @@ where
     let local_addr = local_addr(&listener, endpoint)?;
     let task = match tls {
         None => {
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
+            let incoming = TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .with_keepalive(Some(TCP_KEEPALIVE));
             tokio::spawn(async move {
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(shutdown)
-                    .await
-                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+                http_server::serve(incoming, router, settings, shutdown, what).await;
+                Ok(())
             })
         }
         Some(tls_config) => {
@@ -130,10 +137,8 @@ where
                     source,
                 })?;
             tokio::spawn(async move {
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(shutdown)
-                    .await
-                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+                http_server::serve(listener, router, settings, shutdown, what).await;
+                Ok(())
             })
         }
     };

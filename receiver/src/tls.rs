@@ -149,6 +149,8 @@ async fn accept_loop(
             }
         };
         let _ = tcp.set_nodelay(true);
+        let keepalive = socket2::TcpKeepalive::new().with_time(crate::server::TCP_KEEPALIVE);
+        let _ = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive);
         let acceptor = acceptor.clone();
         let tx = tx.clone();
         tokio::spawn(async move {

@@ -36,6 +36,8 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 /// A receiver's typed config.
+// One value per configured receiver, read once at start: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReceiverSpec {
     /// `otlp`: gRPC and/or HTTP (at least one).

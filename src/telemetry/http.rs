@@ -1,49 +1,47 @@
-//! A small HTTP server for the telemetry endpoints (`/metrics`, `health_check`).
+//! A small HTTP server for the telemetry endpoints (`/metrics`, `health_check`) and the
+//! flamegraph API, with the receivers' connection hardening (timeouts, `max_connections`).
 
 use axum::Router;
+use profilink_receiver::{HttpServerSettings, ServerHandle};
 use std::future::Future;
 use std::net::SocketAddr;
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
 /// A running telemetry HTTP server.
 #[derive(Debug)]
 pub struct HttpServer {
-    local_addr: SocketAddr,
-    task: JoinHandle<()>,
+    handle: ServerHandle,
 }
 
 impl HttpServer {
     /// Binds `endpoint` (`host:port`, port 0 picks a free port) and serves `router` until
-    /// `shutdown` resolves. The error names the endpoint.
+    /// `shutdown` resolves, with the default [`HttpServerSettings`] (read, header and idle
+    /// timeouts of 1 minute, at most 1024 connections). The error names the endpoint.
     pub async fn start<F>(endpoint: &str, router: Router, shutdown: F) -> Result<Self, String>
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let listener = TcpListener::bind(endpoint)
-            .await
-            .map_err(|e| format!("cannot listen on {endpoint}: {e}"))?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|e| format!("cannot listen on {endpoint}: {e}"))?;
-        let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::warn!(error = %e, "telemetry server failed");
-            }
-        });
-        Ok(HttpServer { local_addr, task })
+        let handle = profilink_receiver::bind_and_serve(
+            endpoint,
+            None,
+            HttpServerSettings::default(),
+            router,
+            shutdown,
+            "telemetry HTTP server",
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        Ok(HttpServer { handle })
     }
 
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.handle.local_addr()
     }
 
     /// Waits until the server stopped (after its shutdown future resolved).
     pub async fn wait(self) {
-        let _ = self.task.await;
+        if let Err(e) = self.handle.wait().await {
+            tracing::warn!(error = %e, "telemetry server failed");
+        }
     }
 }

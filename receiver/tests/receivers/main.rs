@@ -2,6 +2,7 @@
 
 mod backpressure;
 mod common;
+mod hardening;
 mod otlp_grpc;
 mod otlp_http;
 mod sentry;
