@@ -97,8 +97,8 @@ pub mod chunk_door;
 pub mod config;
 pub mod connections;
 pub mod decompress;
-pub mod item_stats;
 pub mod http_server;
+pub mod item_stats;
 pub mod otlp_export;
 pub mod otlp_grpc;
 pub mod otlp_http;
@@ -118,8 +118,8 @@ pub use batch::{
     Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch, trace_span_count,
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
-pub use item_stats::ItemCounters;
 pub use http_server::HttpServerSettings;
+pub use item_stats::ItemCounters;
 pub use otlp_export::IngestSignal;
 pub use otlp_grpc::{
     ExportService, OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH,
