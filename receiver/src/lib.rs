@@ -99,7 +99,8 @@ pub mod stats;
 pub mod tls;
 
 pub use batch::{
-    Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch, trace_span_count,
+    Batch, ChannelConsumer, ConsumeError, Consumer, Payload, ReceiverKind, SentryBatch, Transport,
+    trace_span_count,
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
 pub use otlp_grpc::{

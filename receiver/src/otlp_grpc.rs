@@ -24,7 +24,7 @@
 //! [`TraceService`](trace_service_server::TraceService) traits for callers that mount it in
 //! their own tonic server.
 
-use crate::batch::{ConsumeError, Consumer};
+use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpGrpcConfig;
 use crate::otlp_ingest::{self, ExportError};
 use crate::otlp_traces;
@@ -84,7 +84,7 @@ impl<C: Consumer> OtlpGrpcHandler<C> {
         &self,
         request: ExportProfilesServiceRequest,
     ) -> Result<ExportProfilesServiceResponse, Status> {
-        otlp_ingest::export(&*self.consumer, self.counters(), "grpc", request)
+        otlp_ingest::export(&*self.consumer, self.counters(), Transport::Grpc, request)
             .await
             .map_err(|e| match e {
                 ExportError::Invalid(message) => Status::invalid_argument(message),
@@ -101,7 +101,7 @@ impl<C: Consumer> OtlpGrpcHandler<C> {
         if !self.consumer.accepts_traces() {
             return Err(unknown_traces_service());
         }
-        otlp_traces::export_traces(&*self.consumer, self.counters(), "grpc", request)
+        otlp_traces::export_traces(&*self.consumer, self.counters(), Transport::Grpc, request)
             .await
             .map_err(|e| consume_status(&e))
     }

@@ -17,7 +17,7 @@
 //!   false): 404 for every method, before authentication, as a Collector whose traces pipelines
 //!   do not use the receiver; not counted.
 
-use crate::batch::{ConsumeError, Consumer};
+use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpHttpConfig;
 use crate::decompress::{self, BodyError, Encoding};
 use crate::otlp_ingest::{self, ExportError};
@@ -287,7 +287,7 @@ async fn export_profiles<C: Consumer>(
         Ok(r) => r,
         Err(message) => return invalid_body(format, &message),
     };
-    match otlp_ingest::export(&*state.consumer, counters, "http", request).await {
+    match otlp_ingest::export(&*state.consumer, counters, Transport::Http, request).await {
         Ok(response) => ok_response(
             format,
             match format {
@@ -323,7 +323,7 @@ async fn export_traces<C: Consumer>(
         Ok(r) => r,
         Err(message) => return invalid_body(format, &message),
     };
-    match otlp_traces::export_traces(&*state.consumer, counters, "http", request).await {
+    match otlp_traces::export_traces(&*state.consumer, counters, Transport::Http, request).await {
         Ok(response) => ok_response(
             format,
             match format {

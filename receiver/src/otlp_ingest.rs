@@ -10,7 +10,10 @@
 //! * A full success has no `partial_success`. When every profile is invalid the answer is still
 //!   a partial success (all rejected), as the OTLP spec asks: the client must not retry it.
 
-use crate::batch::{Batch, ConsumeError, Consumer, Payload, otlp_counts, otlp_profile_samples};
+use crate::batch::{
+    Batch, ConsumeError, Consumer, Payload, ReceiverKind, Transport, otlp_counts,
+    otlp_profile_samples,
+};
 use crate::stats::Counters;
 use profilink_proto::otlp::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
@@ -150,7 +153,7 @@ fn summarize<'a>(findings: impl Iterator<Item = &'a Finding>) -> String {
 pub async fn export<C: Consumer>(
     consumer: &C,
     counters: &Counters,
-    transport: &'static str,
+    transport: Transport,
     request: ExportProfilesServiceRequest,
 ) -> Result<ExportProfilesServiceResponse, ExportError> {
     let ingested = match ingest(request) {
@@ -161,7 +164,7 @@ pub async fn export<C: Consumer>(
             samples,
         }) => {
             counters.refuse(profiles, samples);
-            tracing::debug!(transport, %message, "OTLP request refused");
+            tracing::debug!(%transport, %message, "OTLP request refused");
             return Err(ExportError::Invalid(message));
         }
     };
@@ -175,7 +178,7 @@ pub async fn export<C: Consumer>(
     } = ingested;
     if profiles > 0 {
         let batch = Batch {
-            receiver: "otlp",
+            receiver: ReceiverKind::Otlp,
             transport,
             payload: Payload::Otlp(data),
             samples,
@@ -183,14 +186,14 @@ pub async fn export<C: Consumer>(
         };
         if let Err(e) = consumer.consume(batch).await {
             counters.refuse(profiles + rejected_profiles, samples + rejected_samples);
-            tracing::debug!(transport, error = %e, "OTLP batch refused by the pipeline");
+            tracing::debug!(%transport, error = %e, "OTLP batch refused by the pipeline");
             return Err(ExportError::Consumer(e));
         }
     }
     counters.accept(profiles, samples);
     counters.refuse(rejected_profiles, rejected_samples);
     let partial_success = if rejected_profiles > 0 {
-        tracing::debug!(transport, rejected_profiles, message = %error_message, "OTLP profiles rejected");
+        tracing::debug!(%transport, rejected_profiles, message = %error_message, "OTLP profiles rejected");
         Some(ExportProfilesPartialSuccess {
             rejected_profiles: i64::try_from(rejected_profiles).unwrap_or(i64::MAX),
             error_message,

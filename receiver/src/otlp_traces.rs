@@ -11,7 +11,7 @@
 //!   partial success (all rejected), as the OTLP spec asks: the client must not retry it.
 //! * A request with no (valid) spans is answered without calling the consumer.
 
-use crate::batch::{Batch, ConsumeError, Consumer, Payload};
+use crate::batch::{Batch, ConsumeError, Consumer, Payload, ReceiverKind, Transport};
 use crate::otlp_ingest::MESSAGE_FINDINGS;
 use crate::stats::Counters;
 use profilink_proto::otlp::{
@@ -114,7 +114,7 @@ pub fn ingest_traces(mut request: ExportTraceServiceRequest) -> IngestedTraces {
 pub async fn export_traces<C: Consumer>(
     consumer: &C,
     counters: &Counters,
-    transport: &'static str,
+    transport: Transport,
     request: ExportTraceServiceRequest,
 ) -> Result<ExportTraceServiceResponse, ConsumeError> {
     let IngestedTraces {
@@ -125,7 +125,7 @@ pub async fn export_traces<C: Consumer>(
     } = ingest_traces(request);
     if spans > 0 {
         let batch = Batch {
-            receiver: "otlp",
+            receiver: ReceiverKind::Otlp,
             transport,
             payload: Payload::Traces(request),
             samples: 0,
@@ -133,14 +133,14 @@ pub async fn export_traces<C: Consumer>(
         };
         if let Err(e) = consumer.consume(batch).await {
             counters.refuse_spans(spans + rejected_spans);
-            tracing::debug!(transport, error = %e, "OTLP traces refused by the pipeline");
+            tracing::debug!(%transport, error = %e, "OTLP traces refused by the pipeline");
             return Err(e);
         }
     }
     counters.accept_spans(spans);
     counters.refuse_spans(rejected_spans);
     let partial_success = if rejected_spans > 0 {
-        tracing::debug!(transport, rejected_spans, message = %error_message, "OTLP spans rejected");
+        tracing::debug!(%transport, rejected_spans, message = %error_message, "OTLP spans rejected");
         Some(ExportTracePartialSuccess {
             rejected_spans: i64::try_from(rejected_spans).unwrap_or(i64::MAX),
             error_message,

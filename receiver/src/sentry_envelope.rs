@@ -36,7 +36,7 @@
 //! Error bodies are Relay's `{"detail":"…"}`. Responses carry CORS headers, and `OPTIONS`
 //! answers preflights, so browser SDKs can post too.
 
-use crate::batch::{Batch, ConsumeError, Consumer, Payload, SentryBatch};
+use crate::batch::{Batch, ConsumeError, Consumer, Payload, ReceiverKind, SentryBatch, Transport};
 use crate::config::SentryReceiverConfig;
 use crate::decompress::{self, BodyError, Encoding};
 use crate::sentry_auth::{self, AuthError, SentryAuth};
@@ -314,8 +314,8 @@ async fn process<C: Consumer>(
     let invalid_spans = batch.invalid_spans;
     if profiles > 0 || !batch.transactions.is_empty() || spans > 0 {
         let batch = Batch {
-            receiver: "sentry",
-            transport: "http",
+            receiver: ReceiverKind::Sentry,
+            transport: Transport::Http,
             payload: Payload::Sentry(batch),
             samples,
             profiles,
