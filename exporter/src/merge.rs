@@ -113,28 +113,20 @@ impl ChunkBuilder {
         self.chunk.profile.samples.len()
     }
 
-    /// Earliest sample timestamp (infinity when empty).
-    pub fn first_ts(&self) -> f64 {
-        self.first_ts
-    }
-
-    /// Latest sample timestamp (negative infinity when empty).
-    pub fn last_ts(&self) -> f64 {
-        self.last_ts
-    }
-
     /// Estimated serialized size (sum of the estimates passed to [`ChunkBuilder::add`]).
     pub fn est_bytes(&self) -> u64 {
         self.est_bytes
     }
 
     /// Samples and frame references left out because they pointed out of range.
+    #[cfg(test)]
     pub fn dropped_invalid(&self) -> u64 {
         self.dropped_invalid
     }
 
     /// Adds the samples of `src` at `sample_indices` and the measurement values
     /// `measurements` (key → values), estimating their serialized size as `est_bytes`.
+    #[cfg(test)]
     pub fn add(
         &mut self,
         src: &ProfileChunk,
