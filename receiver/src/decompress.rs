@@ -67,8 +67,9 @@ impl Encoding {
     }
 }
 
-/// Why a body could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+/// Why a body could not be read (Clone: a failed decoder answers every later write with its
+/// error).
+#[derive(Debug, Clone, Error)]
 pub enum BodyError {
     /// The body (compressed, or after decompression) is larger than the limit.
     #[error("request body is larger than {limit} bytes")]
@@ -86,7 +87,7 @@ pub enum BodyError {
     },
     /// The body could not be read from the connection.
     #[error("could not read the request body: {0}")]
-    Read(String),
+    Read(#[source] std::sync::Arc<axum::Error>),
 }
 
 /// Reads `body` decoded with `encoding`, refusing more than `limit` bytes of compressed input or
@@ -106,7 +107,7 @@ pub async fn read_body(
     }
     let mut raw = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
+        let frame = frame.map_err(|e| BodyError::Read(e.into()))?;
         let Ok(data) = frame.into_data() else {
             continue;
         };

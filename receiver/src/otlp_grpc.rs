@@ -494,7 +494,7 @@ where
                 router
                     .serve_with_incoming_shutdown(incoming, shutdown)
                     .await
-                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+                    .map_err(ReceiverError::serve)
             })
         }
         Some(tls_config) => {
@@ -509,7 +509,7 @@ where
                 router
                     .serve_with_incoming_shutdown(incoming, shutdown)
                     .await
-                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+                    .map_err(ReceiverError::serve)
             })
         }
     };

@@ -26,9 +26,16 @@ pub enum ReceiverError {
     /// The TLS certificate or key could not be loaded.
     #[error("TLS: {0}")]
     Tls(String),
-    /// The server failed while running.
+    /// The server failed while running (or its task panicked).
     #[error("server error: {0}")]
-    Serve(String),
+    Serve(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ReceiverError {
+    /// [`ReceiverError::Serve`] caused by `e`.
+    pub(crate) fn serve(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ReceiverError::Serve(Box::new(e))
+    }
 }
 
 /// A running receiver.
@@ -49,7 +56,7 @@ impl ServerHandle {
     pub async fn wait(self) -> Result<(), ReceiverError> {
         match self.task.await {
             Ok(result) => result,
-            Err(e) => Err(ReceiverError::Serve(format!("server task failed: {e}"))),
+            Err(e) => Err(ReceiverError::serve(e)),
         }
     }
 
@@ -119,7 +126,7 @@ where
                 axum::serve(listener, router)
                     .with_graceful_shutdown(shutdown)
                     .await
-                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+                    .map_err(ReceiverError::serve)
             })
         }
         Some(tls_config) => {
@@ -133,7 +140,7 @@ where
                 axum::serve(listener, router)
                     .with_graceful_shutdown(shutdown)
                     .await
-                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+                    .map_err(ReceiverError::serve)
             })
         }
     };

@@ -74,9 +74,11 @@ fn caps_output() {
         (Encoding::Zstd, zstd::encode_all(&zeros[..], 1).unwrap()),
         (Encoding::Identity, zeros.clone()),
     ] {
-        assert_eq!(
-            decode_bytes(&data, enc, 1 << 20),
-            Err(BodyError::TooLarge { limit: 1 << 20 }),
+        assert!(
+            matches!(
+                decode_bytes(&data, enc, 1 << 20),
+                Err(BodyError::TooLarge { limit: 1_048_576 })
+            ),
             "{enc:?}"
         );
     }
@@ -89,10 +91,10 @@ fn gzip_over_the_limit_at_the_end_is_too_large() {
     let mut plain = vec![b'a'; 42];
     plain.push(b'_');
     plain.extend(vec![b'a'; 4000]);
-    assert_eq!(
+    assert!(matches!(
         decode_bytes(&gzip(&plain), Encoding::Gzip, 1024),
         Err(BodyError::TooLarge { limit: 1024 })
-    );
+    ));
     assert_eq!(
         decode_bytes(&gzip(&plain), Encoding::Gzip, plain.len()).unwrap(),
         plain
@@ -166,8 +168,8 @@ async fn reads_a_streamed_body() {
         data
     );
     let mut body = Body::from(vec![1u8; 100]);
-    assert_eq!(
+    assert!(matches!(
         read_body(&mut body, Encoding::Identity, 99).await,
         Err(BodyError::TooLarge { limit: 99 })
-    );
+    ));
 }
