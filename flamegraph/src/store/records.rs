@@ -27,7 +27,7 @@ pub struct TransactionLink {
     pub name: String,
 }
 
-/// What [`ProfileStore::enforce_retention`] removed and what is left.
+/// What [`crate::ProfileStore::enforce_retention`] removed and what is left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetentionStats {
     /// Chunks deleted because they were older than the retention period.

@@ -300,7 +300,7 @@ impl RecordWriter {
     }
 }
 
-/// Encodes a batch of `(route, chunk)` without linked threads; see [`encode_batch_linked`].
+/// Encodes a batch of `(route, chunk)` without linked threads; see `encode_batch_linked`.
 pub fn encode_batch(items: &[(String, ProfileChunk)]) -> (Vec<EncodedRecord>, Vec<ChunkInfo>) {
     encode_batch_linked(items, &[])
 }

@@ -88,7 +88,7 @@ pub struct DecodedInput {
     pub chunk: ProfileChunk,
     /// Exact length of the chunk's JSON (the size estimate).
     pub approx_bytes: u64,
-    /// [`crate::merge::frame_hash`] of each of the chunk's frames.
+    /// `merge::frame_hash` of each of the chunk's frames.
     pub frame_hashes: Vec<u64>,
     /// Thread ids spans may reference (never grouped).
     pub linked_threads: Vec<CompactString>,
@@ -108,6 +108,6 @@ pub struct EncodedRecord {
 pub struct ChunkInfo {
     /// Exact length of the chunk's JSON (the size estimate).
     pub approx_bytes: u64,
-    /// [`crate::merge::frame_hash`] of each of the chunk's frames (computed once per distinct frame).
+    /// `merge::frame_hash` of each of the chunk's frames (computed once per distinct frame).
     pub frame_hashes: Vec<u64>,
 }
