@@ -13,6 +13,11 @@
 //! * [`TracesExporter`]: OTLP traces to an OTLP endpoint (gRPC / HTTP) or to Sentry's OTLP
 //!   traces endpoint (DSN key auth, rate limits, request splitting).
 //!
+//! Every transport is built by the (private) `http` module: TLS from the exporter's `tls:`
+//! settings ([`ClientTlsConfig`], the Collector's `configtls`), proxies from the environment,
+//! request compression, and Sentry's rate-limit headers; TLS handshake failures are counted
+//! ([`tls_handshake_failures`]).
+//!
 //! Life cycle of every exporter: `start(config)` → `export(...)` any number of times (from any
 //! task) → `shutdown(deadline)`. Dropping an exporter without `shutdown` stops it like a crash:
 //! accepted data stays in the queue and is delivered on the next start.
@@ -25,7 +30,8 @@
 //! Inside (private modules): `engine` is the delivery engine shared by the Sentry and file
 //! exporters (durable queue → accumulator → ready log → concurrent deliveries), `queue` the
 //! durable queue (segment logs and record formats), `accumulate` and `merge` the chunk
-//! accumulation, `retry` the backoff, `sentry`/`file`/`otlp`/`traces` the exporters.
+//! accumulation, `retry` the backoff, `http` the transports' shared clients,
+//! `sentry`/`file`/`otlp`/`traces` the exporters.
 #![warn(missing_docs)]
 
 mod accumulate;
@@ -33,6 +39,7 @@ mod clock;
 mod config;
 mod engine;
 mod file;
+mod http;
 mod merge;
 mod metrics;
 mod observer;
@@ -50,11 +57,12 @@ use thiserror::Error;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{
-    AccumulateConfig, Compression, CompressionParams, FileExporterConfig, OtlpExporterConfig,
-    OtlpProtocol, Overflow, QueueConfig, RetryConfig, RoutingConfig, SentryExporterConfig,
-    SparseThreads,
+    AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, FileExporterConfig,
+    OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig, RetryConfig, RoutingConfig,
+    SentryExporterConfig, SparseThreads,
 };
 pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, write_atomic_with};
+pub use http::tls_handshake_failures;
 pub use merge::merged_chunk_id;
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
@@ -73,10 +81,10 @@ pub mod testing {
     //! the API (hidden from the docs, may change with any release); tests of behaviour go
     //! through the exporters.
     pub use crate::accumulate::{ChunkAccumulator, Emitted};
+    pub use crate::http::{compress, compress_level};
     pub use crate::queue::consumed::decode as decode_consumed;
     pub use crate::queue::decode_ready;
     pub use crate::queue::input::{ChunkInfo, decode as decode_input, encode_batch, encode_legacy};
-    pub use crate::sentry::transport::{compress, compress_level};
 }
 
 /// The SDK name profilink reports (`sdk.name`, `sentry_client`).

@@ -15,7 +15,9 @@
 //! | extensions | `profile_store` | [`StoreConfig`] | keeps every chunk of every pipeline |
 //! | extensions | `flamegraph_api` | [`ApiConfig`] | needs a `profile_store` in `service.extensions` |
 //!
-//! Errors are one line naming the key, like the rest of the configuration's.
+//! Errors are one line naming the key, like the rest of the configuration's. `tls` files
+//! (certificates, keys, CAs) are read here, so a bad one fails `profilink check` and the start
+//! with the key that names it.
 
 use crate::config::{Config, ConfigError, component_type, typed};
 use crate::service::linking::LinkingConfig;
@@ -23,7 +25,7 @@ use crate::service::sampling::SamplingConfig;
 use crate::telemetry::health::HealthCheckConfig;
 use profilink_exporter::Router;
 use profilink_exporter::{
-    FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
+    ClientTlsConfig, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
 };
 use profilink_flamegraph::{ApiConfig, StoreConfig};
 use profilink_receiver::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig};
@@ -59,6 +61,8 @@ pub enum ProcessorSpec {
 }
 
 /// An exporter's typed config.
+// One value per configured exporter, read once at start: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExporterSpec {
     /// `sentry`.
@@ -150,6 +154,22 @@ fn err(msg: String) -> ConfigError {
     ConfigError(msg)
 }
 
+/// Reads the files of a receiver's `tls` at `at` (`receivers.otlp.protocols.grpc`).
+fn check_server_tls(
+    at: &str,
+    tls: Option<&profilink_receiver::TlsConfig>,
+) -> Result<(), ConfigError> {
+    match tls {
+        Some(t) => t.check().map_err(|e| err(format!("{at}.{e}"))),
+        None => Ok(()),
+    }
+}
+
+/// Reads the files of an exporter's `tls` at `at` (`exporters.otlp`).
+fn check_client_tls(at: &str, tls: &ClientTlsConfig) -> Result<(), ConfigError> {
+    tls.check().map_err(|e| err(format!("{at}.{e}")))
+}
+
 /// Reads `receivers.<id>`.
 pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigError> {
     let at = format!("receivers.{id}");
@@ -167,8 +187,16 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
             for (name, v) in &o.protocols {
                 let path = format!("{at}.protocols.{name}");
                 match name.as_str() {
-                    "grpc" => grpc = Some(typed::<OtlpGrpcConfig>(v, &path)?),
-                    "http" => http = Some(typed::<OtlpHttpConfig>(v, &path)?),
+                    "grpc" => {
+                        let c = typed::<OtlpGrpcConfig>(v, &path)?;
+                        check_server_tls(&path, c.tls.as_ref())?;
+                        grpc = Some(c);
+                    }
+                    "http" => {
+                        let c = typed::<OtlpHttpConfig>(v, &path)?;
+                        check_server_tls(&path, c.tls.as_ref())?;
+                        http = Some(c);
+                    }
                     other => {
                         return Err(err(format!(
                             "{path}: unknown protocol {other:?} (known: grpc, http)"
@@ -183,7 +211,11 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
             }
             Ok(ReceiverSpec::Otlp { grpc, http })
         }
-        "sentry" => Ok(ReceiverSpec::Sentry(typed(value, &at)?)),
+        "sentry" => {
+            let c: SentryReceiverConfig = typed(value, &at)?;
+            check_server_tls(&at, c.tls.as_ref())?;
+            Ok(ReceiverSpec::Sentry(c))
+        }
         other => Err(err(format!(
             "{at}: receiver type {other:?} is not available in this version of profilink"
         ))),
@@ -238,6 +270,7 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
                     .unwrap_or(&msg);
                 return Err(err(format!("{at}.dsn: {msg}")));
             }
+            check_client_tls(&at, &c.tls)?;
             Ok(ExporterSpec::Sentry(c))
         }
         "otlp" | "otlp_http" => {
@@ -252,9 +285,15 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
                     c.endpoint = "127.0.0.1:4318".into();
                 }
             }
+            // The Collector's otlphttp exporter waits 30 s, its gRPC one 5 s.
+            let map = value.as_mapping();
+            if c.protocol == OtlpProtocol::Http && !map.is_some_and(|m| m.contains_key("timeout")) {
+                c.timeout = Duration::from_secs(30);
+            }
             if c.endpoint.trim().is_empty() {
                 return Err(err(format!("{at}.endpoint: is empty")));
             }
+            check_client_tls(&at, &c.tls)?;
             Ok(ExporterSpec::Otlp(c))
         }
         "file" => {

@@ -48,6 +48,7 @@ pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfi
             dsn: c.dsn.clone(),
             compression: c.compression,
             timeout: c.timeout,
+            tls: c.tls.clone(),
             retry_on_failure: c.retry_on_failure.clone(),
             default_rate_limit: c.default_rate_limit,
             ..Default::default()
@@ -57,6 +58,7 @@ pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfi
                 endpoint: Some(c.endpoint.clone()),
                 compression: c.compression,
                 timeout: c.timeout,
+                tls: c.tls.clone(),
                 headers: c.headers.clone(),
                 retry_on_failure: c.retry_on_failure.clone(),
                 num_consumers: c.num_consumers,

@@ -119,8 +119,18 @@ impl<S: Sink> Core<S> {
                 self.ready_acks.push(id);
             }
             Outcome::Sent(Delivery::RateLimited) => {
+                let mut drop = false;
                 if let Some(item) = self.ready.get_mut(&id) {
                     item.in_flight = false;
+                    drop = self
+                        .sink
+                        .dropping(&item.meta.route, &item.meta.category, now);
+                    if drop {
+                        tracing::warn!(chunk_id = %item.meta.chunk_id, category = %item.meta.category, "chunk dropped: rate limited for longer than rate_limit_max_wait or over quota (ratelimit_backoff)");
+                    }
+                }
+                if drop {
+                    self.give_up(id, DiscardReason::RatelimitBackoff);
                 }
             }
             Outcome::Sent(Delivery::Permanent { message }) => {
@@ -181,6 +191,37 @@ impl<S: Sink> Core<S> {
             self.sink.discarded(&item.meta, reason, 1);
         }
         self.ready_acks.push(id);
+    }
+
+    /// Gives up (`ratelimit_backoff`) the waiting chunks whose category is limited for long
+    /// ([`Sink::dropping`]); at most once per tick, as it looks at every ready chunk.
+    pub(super) fn drop_rate_limited(&mut self, now: Instant) {
+        let real = Instant::now();
+        if self
+            .last_drop_sweep
+            .is_some_and(|t| real.saturating_duration_since(t) < self.cfg.tick)
+        {
+            return;
+        }
+        self.last_drop_sweep = Some(real);
+        let ids: Vec<u64> = self
+            .ready
+            .iter()
+            .filter(|(_, i)| {
+                !i.in_flight && self.sink.dropping(&i.meta.route, &i.meta.category, now)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        for id in &ids {
+            self.give_up(*id, DiscardReason::RatelimitBackoff);
+        }
+        tracing::warn!(
+            chunks = ids.len(),
+            "chunks dropped: their category is rate limited for longer than rate_limit_max_wait or over quota (ratelimit_backoff)"
+        );
     }
 
     /// The earliest instant something not in flight may be sent.

@@ -47,6 +47,8 @@ pub(super) struct Core<S: Sink> {
     pub(super) consumption_records: HashMap<u64, Vec<u64>>,
     /// Set while draining with open windows kept for the next start: no idle cuts.
     pub(super) keep_open_windows: bool,
+    /// When ready chunks were last checked for long rate limits (real time).
+    pub(super) last_drop_sweep: Option<std::time::Instant>,
 }
 
 /// A shutdown in progress: drain until `deadline`, then answer `done`.
@@ -93,6 +95,7 @@ impl<S: Sink> Core<S> {
             ready_acks: Vec::new(),
             consumption_records: HashMap::new(),
             keep_open_windows: false,
+            last_drop_sweep: None,
         }
     }
 
@@ -162,6 +165,7 @@ impl<S: Sink> Core<S> {
         }
         self.start_persist();
         self.start_acks();
+        self.drop_rate_limited(self.clock.now());
         self.dispatch(self.clock.now());
     }
 

@@ -35,6 +35,11 @@ pub trait Sink: Send + Sync + 'static {
     fn blocked_until(&self, route: &str, category: &str, now: Instant) -> Option<Instant>;
     /// Delivers one merged chunk (`json` is its payload).
     fn deliver(&self, meta: ReadyMeta, json: Vec<u8>) -> impl Future<Output = Delivery> + Send;
+    /// True when chunks of `category` for `route` are limited for so long that they are
+    /// dropped (`ratelimit_backoff`) instead of waiting.
+    fn dropping(&self, _route: &str, _category: &str, _now: Instant) -> bool {
+        false
+    }
     /// Records that `n` chunks like `meta` were given up for `reason`.
     fn discarded(&self, meta: &ReadyMeta, reason: DiscardReason, n: u64);
     /// The Sentry project chunks of `route` go to, if the sink knows one.
