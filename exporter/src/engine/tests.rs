@@ -303,3 +303,102 @@ async fn linked_threads_survive_a_crash_and_are_not_grouped_on_replay() {
     assert_eq!(threads, vec!["1", group.as_str()]);
     assert_eq!(got[0].profile.samples.len(), 42);
 }
+
+/// Takes every delivery and never answers (a server that hangs).
+#[derive(Default)]
+struct Hanging(std::sync::atomic::AtomicUsize);
+
+impl Sink for Hanging {
+    fn blocked_until(&self, _route: &str, _category: &str, _now: Instant) -> Option<Instant> {
+        None
+    }
+    async fn deliver(&self, _meta: ReadyMeta, _json: Vec<u8>) -> Delivery {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::pending().await
+    }
+    fn discarded(&self, _meta: &ReadyMeta, _reason: DiscardReason, _n: u64) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shutdown_drain_stops_at_its_deadline_and_keeps_what_was_not_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (q, rec) = open(dir.path());
+    let sink = Arc::new(Hanging::default());
+    let cfg = EngineConfig {
+        accumulate: AccumulateConfig {
+            chunk_idle_timeout: Duration::from_millis(50),
+            ..AccumulateConfig::default()
+        },
+        retry: RetryConfig::default(),
+        num_consumers: 2,
+        tick: Duration::from_millis(20),
+        observer: Default::default(),
+        flush_on_shutdown: false,
+    };
+    let metrics = Arc::new(ExporterMetrics::default());
+    let engine = Engine::start(
+        q,
+        rec,
+        sink.clone(),
+        cfg,
+        crate::clock::system_clock(),
+        metrics,
+    )
+    .unwrap();
+    engine
+        .export_linked(vec![(String::new(), chunk('a', 1000.0, 20))], Vec::new())
+        .await
+        .unwrap();
+    let waited = std::time::Instant::now();
+    while sink.0.load(std::sync::atomic::Ordering::SeqCst) == 0
+        && waited.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(sink.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The delivery hangs: the drain must give up at its deadline, not wait for it.
+    let stopping = std::time::Instant::now();
+    engine.shutdown(Duration::from_millis(300)).await;
+    let took = stopping.elapsed();
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_millis(1500),
+        "{took:?}"
+    );
+    // The merged chunk stays queued for the next start; its input is acknowledged.
+    let (_, rec) = open(dir.path());
+    assert_eq!((rec.inputs.len(), rec.ready.len()), (0, 1));
+    assert_eq!(rec.ready[0].samples, 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_right_after_export_delivers_it_from_a_memory_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (q, rec) = Queue::open(
+        &QueueConfig {
+            enabled: false,
+            ..QueueConfig::default()
+        },
+        dir.path(),
+        Arc::new(ExporterMetrics::default()),
+    )
+    .unwrap();
+    let sink = Arc::new(Recorder::default());
+    // Sessions never go idle by themselves: only the shutdown flush cuts them.
+    let p = start_idle(Arc::new(q), rec, sink.clone(), Duration::from_secs(3600));
+    for i in 0..3 {
+        let t = 1000.0 + 5.0 * f64::from(i);
+        p.export_linked(
+            vec![
+                (String::new(), chunk('a', t, 100)),
+                (String::new(), chunk('b', t, 100)),
+            ],
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    }
+    p.shutdown(Duration::from_secs(5)).await;
+    let got = sink.0.lock().unwrap().clone();
+    let samples: usize = got.iter().map(|c| c.profile.samples.len()).sum();
+    assert_eq!((got.len(), samples), (2, 600));
+}
