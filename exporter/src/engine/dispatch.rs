@@ -2,27 +2,12 @@
 //! up to `num_consumers` of them at once through the [`Sink`], and turns each outcome into an
 //! acknowledgement, a retry with backoff, or a drop with its reason.
 
-use super::event_loop::Core;
 use super::sink::{Delivery, Sink};
+use super::state::{Core, Outcome, ReadyItem};
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::ReadyMeta;
 use crate::retry::Backoff;
 use std::time::{Duration, Instant};
-
-/// A merged chunk in the ready log, and its delivery state.
-pub(super) struct ReadyItem {
-    pub(super) meta: ReadyMeta,
-    pub(super) next_attempt: Option<Instant>,
-    pub(super) backoff: Backoff,
-    pub(super) in_flight: bool,
-}
-
-/// What a delivery task reports.
-pub(super) enum Outcome {
-    Sent(Delivery),
-    Gone,
-    Unreadable(String),
-}
 
 impl<S: Sink> Core<S> {
     pub(super) fn add_ready(&mut self, meta: ReadyMeta) {

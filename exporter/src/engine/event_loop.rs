@@ -6,50 +6,13 @@
 //! was buffered is taken in first), open windows are cut or kept for the next start, and the
 //! loop ends once nothing is left to do or due before the deadline.
 
-use super::dispatch::{Outcome, ReadyItem};
-use super::persist::{Acked, MAX_UNPERSISTED_BYTES, Persisted};
+use super::persist::MAX_UNPERSISTED_BYTES;
 use super::sink::Sink;
+use super::state::{Control, Core, Input, join_opt};
 use super::summary::RunSummary;
-use super::{Control, EngineConfig, Input};
-use crate::accumulate::{ChunkAccumulator, Emitted};
-use crate::clock::SharedClock;
+use crate::accumulate::Emitted;
 use crate::metrics::ExporterMetrics;
-use crate::queue::Queue;
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::{JoinHandle, JoinSet};
-
-/// The engine task's state: the accumulator, the merged chunks on their way to the ready log,
-/// the ready chunks and their deliveries, and the acknowledgements to record.
-pub(super) struct Core<S: Sink> {
-    pub(super) queue: Arc<Queue>,
-    pub(super) sink: Arc<S>,
-    pub(super) clock: SharedClock,
-    pub(super) metrics: Arc<ExporterMetrics>,
-    pub(super) acc: ChunkAccumulator,
-    pub(super) cfg: EngineConfig,
-    pub(super) ready: BTreeMap<u64, ReadyItem>,
-    pub(super) inflight: JoinSet<(u64, Outcome)>,
-    pub(super) task_ids: HashMap<tokio::task::Id, u64>,
-    /// Merged chunks not yet handed to a persist job, oldest first.
-    pub(super) unpersisted: VecDeque<Emitted>,
-    /// Size estimate of `unpersisted` plus the running persist job's group.
-    pub(super) unpersisted_bytes: u64,
-    pub(super) persisting: Option<JoinHandle<Persisted>>,
-    /// Size estimate of the running persist job's group.
-    pub(super) persisting_bytes: u64,
-    pub(super) acking: Option<JoinHandle<Acked>>,
-    pub(super) input_acks: Vec<u64>,
-    pub(super) ready_acks: Vec<u64>,
-    /// Consumption records (see [`crate::queue::consumed`]) by the input they describe; they
-    /// are acknowledged with it.
-    pub(super) consumption_records: HashMap<u64, Vec<u64>>,
-    /// Set while draining with open windows kept for the next start: no idle cuts.
-    pub(super) keep_open_windows: bool,
-    /// When ready chunks were last checked for long rate limits (real time).
-    pub(super) last_drop_sweep: Option<std::time::Instant>,
-}
 
 /// A shutdown in progress: drain until `deadline`, then answer `done`.
 struct Draining {
@@ -57,48 +20,7 @@ struct Draining {
     done: oneshot::Sender<()>,
 }
 
-/// Waits for an optional job; never ready when there is none.
-pub(super) async fn join_opt<T>(
-    job: &mut Option<JoinHandle<T>>,
-) -> Result<T, tokio::task::JoinError> {
-    match job.as_mut() {
-        Some(h) => h.await,
-        None => std::future::pending().await,
-    }
-}
-
 impl<S: Sink> Core<S> {
-    /// An engine with nothing queued yet.
-    pub(super) fn new(
-        queue: Arc<Queue>,
-        sink: Arc<S>,
-        cfg: EngineConfig,
-        clock: SharedClock,
-        metrics: Arc<ExporterMetrics>,
-    ) -> Self {
-        Core {
-            queue,
-            sink,
-            clock,
-            metrics,
-            acc: ChunkAccumulator::new(cfg.accumulate.clone()),
-            cfg,
-            ready: BTreeMap::new(),
-            inflight: JoinSet::new(),
-            task_ids: HashMap::new(),
-            unpersisted: VecDeque::new(),
-            unpersisted_bytes: 0,
-            persisting: None,
-            persisting_bytes: 0,
-            acking: None,
-            input_acks: Vec::new(),
-            ready_acks: Vec::new(),
-            consumption_records: HashMap::new(),
-            keep_open_windows: false,
-            last_drop_sweep: None,
-        }
-    }
-
     /// The event loop, until a shutdown has drained (or the handle is dropped).
     pub(super) async fn run(
         mut self,

@@ -15,8 +15,8 @@
 //! ([`persist::MAX_UNPERSISTED_BYTES`]): beyond that the engine stops taking input and `export` waits.
 //!
 //! Files: this one holds the handle ([`Engine`]: start, export, shutdown); `sink` what the
-//! engine delivers to; `event_loop` the engine task's state and its one loop (running and
-//! draining); `recover` the replay at start; `persist` the queue jobs (ready log, consumption
+//! engine delivers to; `state` the settings, the inputs and the engine task's state;
+//! `event_loop` its one loop (running and draining); `recover` the replay at start; `persist` the queue jobs (ready log, consumption
 //! records, acknowledgements); `dispatch` deliveries, retries and drops; `summary` the
 //! account of a run.
 //!
@@ -28,67 +28,28 @@ mod event_loop;
 mod persist;
 mod recover;
 mod sink;
+mod state;
 mod summary;
 #[cfg(test)]
 mod tests;
 
 pub use sink::{Delivery, Sink};
+pub use state::EngineConfig;
 
 use crate::ExportError;
 use crate::clock::SharedClock;
-use crate::config::{AccumulateConfig, RetryConfig};
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::input_writer::InputWriter;
 use crate::queue::{Queue, QueueError, Recovery, input};
-use event_loop::Core;
 use profilink_proto::sentry::{CompactString, ProfileChunk};
+use state::{Control, Core, Input};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-/// Engine settings.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// Accumulation.
-    pub accumulate: AccumulateConfig,
-    /// Backoff.
-    pub retry: RetryConfig,
-    /// Concurrent deliveries.
-    pub num_consumers: usize,
-    /// Longest sleep between deadline checks.
-    pub tick: Duration,
-    /// Sees each merged chunk once it is durably queued.
-    pub observer: crate::ObserverSlot,
-    /// Cut open chunks at shutdown even with a durable queue (without one they always are).
-    pub flush_on_shutdown: bool,
-}
-
 /// Export batches buffered between `export` and the engine.
 const INPUT_BATCHES: usize = 4;
-
-/// One exported chunk on its way from `export` (or the replay) to the accumulator.
-struct Input {
-    id: u64,
-    /// The chunk's index within its record.
-    part: u32,
-    route: String,
-    chunk: ProfileChunk,
-    /// `frame_hash` of each of the chunk's frames.
-    frame_hashes: Vec<u64>,
-    /// Thread ids spans may reference (never grouped).
-    linked: Vec<CompactString>,
-    bytes: u64,
-    accepted_at: Instant,
-}
-
-/// Requests from the handle to the engine task.
-enum Control {
-    Shutdown {
-        deadline: tokio::time::Instant,
-        done: oneshot::Sender<()>,
-    },
-}
 
 /// A running engine.
 pub struct Engine<S: Sink> {

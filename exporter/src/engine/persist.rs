@@ -4,8 +4,8 @@
 //! ([`crate::queue::consumed`]); "ack" records acknowledgements of inputs and delivered
 //! chunks.
 
-use super::event_loop::Core;
 use super::sink::Sink;
+use super::state::{Acked, Core, Persisted};
 use crate::accumulate::Emitted;
 use crate::metrics::ExporterMetrics;
 use crate::queue::consumed::{self, Consumed};
@@ -21,25 +21,6 @@ pub(super) const MAX_UNPERSISTED_BYTES: u64 = 3 * PERSIST_GROUP_BYTES;
 
 /// Largest buffer reserved up front for a merged chunk's JSON.
 const MAX_JSON_PREALLOC: u64 = 16 << 20;
-
-/// What a persist job reports.
-pub(super) struct Persisted {
-    /// The ready records written, or why not (with the chunks, to try again).
-    result: Result<Vec<ReadyMeta>, (String, Vec<Emitted>)>,
-    /// The inputs of each chunk of the group.
-    inputs: Vec<Vec<u64>>,
-    /// Size estimate of the group.
-    est_bytes: u64,
-    /// Consumption records written: (input, record id).
-    consumption_records: Vec<(u64, u64)>,
-}
-
-/// What an acknowledgement job reports: on failure, the ids to record again.
-pub(super) struct Acked {
-    error: Option<String>,
-    inputs: Vec<u64>,
-    ready: Vec<u64>,
-}
 
 impl<S: Sink> Core<S> {
     /// Starts a persist job for the oldest unpersisted chunks (about [`PERSIST_GROUP_BYTES`]),

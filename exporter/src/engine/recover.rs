@@ -1,9 +1,8 @@
 //! Recovery at start: what the queue holds goes back into the engine.
 
-use super::Input;
-use super::event_loop::Core;
 use super::persist::record_consumed;
 use super::sink::Sink;
+use super::state::{Core, Input};
 use crate::metrics::ExporterMetrics;
 use crate::queue::consumed::{self, Consumed, ConsumedIndex};
 use crate::queue::{Recovery, input};

@@ -1,9 +1,10 @@
 use super::*;
-use crate::config::QueueConfig;
+use crate::config::{AccumulateConfig, QueueConfig, RetryConfig};
 use crate::queue::ReadyMeta;
 use crate::queue::input::encode_legacy;
 use profilink_proto::sentry::{Frame, Sample};
 use std::sync::Mutex;
+use std::time::Instant;
 
 /// Records what it is given.
 #[derive(Default)]

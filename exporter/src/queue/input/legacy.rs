@@ -3,7 +3,7 @@
 //! queue delivers everything.
 
 use super::DecodedInput;
-use super::decode::DecodeError;
+use super::error::DecodeError;
 use crate::merge::frame_hash;
 use profilink_proto::sentry::ProfileChunk;
 

@@ -44,6 +44,7 @@
 
 mod decode;
 mod encode;
+mod error;
 mod json_length;
 mod legacy;
 #[cfg(test)]

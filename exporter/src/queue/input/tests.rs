@@ -1,4 +1,4 @@
-use super::decode::DecodeError;
+use super::error::DecodeError;
 use super::json_length::{digits, frame_json_len, json_len, json_str_len};
 use super::*;
 use crate::merge::frame_hash;
