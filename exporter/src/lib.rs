@@ -44,6 +44,8 @@ mod merge;
 mod metrics;
 mod observer;
 mod otlp;
+mod otlp_client;
+mod otlp_retry;
 mod queue;
 mod retry;
 mod sentry;
