@@ -10,6 +10,9 @@
 //!   atomically ([`write_atomic`]).
 //! * [`OtlpExporter`]: OTLP gRPC or HTTP with the OTLP retry rules and partial-success
 //!   accounting.
+//! * [`Forwarder`]: the Sentry receiver's `upstream`: what SDKs send, passed on as received
+//!   to their Sentry or Relay through a durable queue, in order per project, with retries and
+//!   upstream rate limits handed back to the SDKs.
 //! * [`TracesExporter`]: OTLP traces to an OTLP endpoint (gRPC / HTTP) or to Sentry's OTLP
 //!   traces endpoint (DSN key auth, rate limits, request splitting).
 //!
@@ -39,6 +42,7 @@ mod clock;
 mod config;
 mod engine;
 mod file;
+mod forward;
 mod http;
 mod merge;
 mod metrics;
@@ -64,8 +68,9 @@ pub use config::{
     SentryExporterConfig, SparseThreads,
 };
 pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, write_atomic_with};
+pub use forward::{ForwardConfig, ForwardMetrics, ForwardQueueConfig, ForwardTlsConfig, Forwarder};
 pub use http::tls_handshake_failures;
-pub use merge::merged_chunk_id;
+pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;

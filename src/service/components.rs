@@ -213,6 +213,9 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
         }
         "sentry" => {
             let c: SentryReceiverConfig = typed(value, &at)?;
+            if let Some(u) = &c.upstream {
+                crate::service::forward::read_upstream(&at, u).map_err(err)?;
+            }
             check_server_tls(&at, c.tls.as_ref())?;
             Ok(ReceiverSpec::Sentry(c))
         }

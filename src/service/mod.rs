@@ -13,6 +13,7 @@
 
 pub mod components;
 pub mod default_config;
+pub mod forward;
 pub mod join;
 pub mod linking;
 pub mod pipeline;
@@ -30,7 +31,9 @@ use pipeline::{Exporter, Fanout, Pipeline};
 use profilink_exporter::ObserverSlot;
 use profilink_exporter::Router;
 use profilink_flamegraph::ProfileStore;
-use profilink_receiver::{ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry};
+use profilink_receiver::{
+    ServerHandle, Stats, Upstream, serve_otlp_grpc, serve_otlp_http, serve_sentry_with,
+};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -161,6 +164,7 @@ struct Running {
     traces_outs: BTreeMap<String, Arc<TracesOut>>,
     tickers: Vec<tokio::task::JoinHandle<()>>,
     exporters: BTreeMap<String, Arc<Exporter>>,
+    forwarders: BTreeMap<String, Arc<profilink_exporter::Forwarder>>,
     store: Option<RunningStore>,
     telemetry: Vec<HttpServer>,
     registry: Arc<Registry>,
@@ -467,6 +471,7 @@ async fn start(
         }));
     }
 
+    let forwarders = forward::start_forwarders(plan).await?;
     let mut registry = Registry {
         counters,
         store: store.as_ref().map(|s| s.writer.counters()),
@@ -506,6 +511,10 @@ async fn start(
             });
         }
     }
+    registry.forwarders = forwarders
+        .iter()
+        .map(|(id, f)| (id.clone(), f.metrics()))
+        .collect();
     registry.exporters = exporters
         .iter()
         .map(|(id, e)| ExporterEntry {
@@ -562,7 +571,10 @@ async fn start(
                 }
             }
             ReceiverSpec::Sentry(c) => {
-                let r = serve_sentry(c, fanout.clone(), s.clone(), waiter(receivers_rx)).await;
+                let upstream = forwarders.get(id).map(|f| f.clone() as Arc<dyn Upstream>);
+                let r =
+                    serve_sentry_with(c, fanout.clone(), s.clone(), upstream, waiter(receivers_rx))
+                        .await;
                 listeners.push(("http", r.map_err(|e| format!("receivers.{id}: {e}"))));
             }
         }
@@ -586,6 +598,7 @@ async fn start(
         traces_outs,
         tickers,
         exporters,
+        forwarders,
         store,
         telemetry,
         registry,
@@ -601,6 +614,7 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
         traces_outs,
         tickers,
         exporters,
+        forwarders,
         store,
         telemetry,
         registry,
@@ -678,6 +692,10 @@ async fn drain(running: Running, options: &ServiceOptions, stop_receivers: watch
             id
         });
     }
+    set.spawn(async move {
+        forward::shutdown_forwarders(forwarders, left).await;
+        "upstream forwarders".to_string()
+    });
     while let Some(r) = set.join_next().await {
         if let Ok(id) = r {
             tracing::info!(exporter = %id, "exporter stopped");
