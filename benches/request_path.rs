@@ -6,7 +6,7 @@
 //!
 //! * `decode`: gunzip + protobuf decode (what the gRPC receiver does);
 //! * `translate`: `otlp_to_sentry::translate_request`;
-//! * `queue_encode`: the exporter's input-log record ([`input::encode_batch`]);
+//! * `queue_encode`: the exporter's input-log record (`testing::encode_batch`);
 //! * `merge`: 12 consecutive 5 s rounds pushed into the [`ChunkAccumulator`] and flushed as
 //!   60 s chunks (time per request: the total / 12);
 //! * `deliver`: the merged chunks of those 12 rounds serialized into envelopes and gzipped at
@@ -21,11 +21,9 @@ mod load_request;
 
 use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use flate2::read::GzDecoder;
-use profilink_exporter::ChunkAccumulator;
-use profilink_exporter::accumulate::Emitted;
-use profilink_exporter::config::{AccumulateConfig, Compression};
-use profilink_exporter::http::compress;
-use profilink_exporter::queue::input;
+use profilink_exporter::testing::compress;
+use profilink_exporter::testing::{self, ChunkAccumulator, Emitted};
+use profilink_exporter::{AccumulateConfig, Compression};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_translator::otlp_to_sentry::{Options, translate_request};
@@ -68,7 +66,7 @@ fn routed(chunks: Vec<ProfileChunk>) -> Vec<(String, ProfileChunk)> {
 /// Pushes every round's chunks (with the hashes and sizes the queue encoding computed, as the
 /// exporter does) and flushes.
 /// One round: the routed chunks of a request and what the queue encoding found about them.
-type Round = (Vec<(String, ProfileChunk)>, Vec<input::ChunkInfo>);
+type Round = (Vec<(String, ProfileChunk)>, Vec<testing::ChunkInfo>);
 
 fn merge(rounds: &[Round]) -> Vec<Emitted> {
     let mut acc = ChunkAccumulator::new(AccumulateConfig {
@@ -144,7 +142,7 @@ fn bench(c: &mut Criterion) {
         .collect();
     let rounds: Vec<_> = translated
         .iter()
-        .map(|items| (items.clone(), input::encode_batch(items).1))
+        .map(|items| (items.clone(), testing::encode_batch(items).1))
         .collect();
     let emitted = merge(&rounds);
     eprintln!(
@@ -163,7 +161,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| translate_request(black_box(&reqs[0]), &opts))
     });
     g.bench_function("queue_encode", |b| {
-        b.iter(|| input::encode_batch(black_box(&translated[0])))
+        b.iter(|| testing::encode_batch(black_box(&translated[0])))
     });
     g.throughput(Throughput::Elements(observations * ROUNDS as u64));
     g.bench_function("merge_12_rounds", |b| {
@@ -184,7 +182,7 @@ fn bench(c: &mut Criterion) {
         ),
         (
             "queue_encode",
-            median_us(|| drop(input::encode_batch(&translated[0])), n),
+            median_us(|| drop(testing::encode_batch(&translated[0])), n),
         ),
         (
             "merge",

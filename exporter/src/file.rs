@@ -5,8 +5,8 @@
 
 use crate::clock::{SharedClock, system_clock};
 use crate::config::FileExporterConfig;
+use crate::engine::{Delivery, Engine, EngineConfig, Sink};
 use crate::metrics::{DiscardReason, ExporterMetrics};
-use crate::pipeline::{Delivery, Pipeline, PipelineConfig, Sink};
 use crate::queue::{Queue, ReadyMeta};
 use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
 use profilink_proto::sentry::Envelope;
@@ -156,7 +156,7 @@ impl Sink for FileSink {
 
 /// Writes merged chunks as envelope files.
 pub struct FileExporter {
-    pipeline: Pipeline<FileSink>,
+    engine: Engine<FileSink>,
     metrics: Arc<ExporterMetrics>,
 }
 
@@ -175,11 +175,9 @@ impl FileExporter {
         let qdir = cfg.queue_dir();
         let qcfg = cfg.sending_queue.clone();
         let m2 = metrics.clone();
-        let (queue, recovery) = tokio::task::spawn_blocking(move || Queue::open(&qcfg, &qdir, m2))
-            .await
-            .map_err(|e| ExportError::Io(e.to_string()))?
-            .map_err(|e| ExportError::Io(e.to_string()))?;
-        let pcfg = PipelineConfig {
+        let (queue, recovery) =
+            tokio::task::spawn_blocking(move || Queue::open(&qcfg, &qdir, m2)).await??;
+        let ecfg = EngineConfig {
             accumulate: cfg.accumulate(),
             retry: Default::default(),
             num_consumers: 2,
@@ -190,16 +188,15 @@ impl FileExporter {
         let sink = Arc::new(FileSink {
             dir: cfg.path.clone(),
         });
-        let pipeline = Pipeline::start(
+        let engine = Engine::start(
             Arc::new(queue),
             recovery,
             sink,
-            pcfg,
+            ecfg,
             clock,
             metrics.clone(),
-        )
-        .map_err(|e| ExportError::Io(e.to_string()))?;
-        Ok(FileExporter { pipeline, metrics })
+        )?;
+        Ok(FileExporter { engine, metrics })
     }
 
     /// Durably queues chunks; `Ok` once they are on disk.
@@ -212,7 +209,7 @@ impl FileExporter {
                 (String::new(), c.chunk)
             })
             .collect();
-        self.pipeline.export_linked(items, linked).await
+        self.engine.export_linked(items, linked).await
     }
 
     /// The counters.
@@ -222,7 +219,7 @@ impl FileExporter {
 
     /// Flushes open sessions and writes what it can before `deadline`.
     pub async fn shutdown(self, deadline: Duration) {
-        self.pipeline.shutdown(deadline).await;
+        self.engine.shutdown(deadline).await;
     }
 }
 

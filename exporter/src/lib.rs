@@ -1,69 +1,98 @@
 //! profilink exporters: deliver profile chunks to Sentry (or envelope files) and OTLP profiles
 //! to an OTLP endpoint, without losing data.
 //!
-//! * [`sentry::SentryExporter`]: accumulates short chunks of one profiler session into chunks
-//!   of up to a minute ([`accumulate`], [`merge`]), persists everything in a durable queue
-//!   ([`queue`]) before acknowledging it, and sends one `profile_chunk` envelope per chunk with
-//!   Sentry's auth, compression, rate limits (`X-Sentry-Rate-Limits`, `Retry-After`), retries
-//!   with backoff, dead letters, client reports and per-attribute DSN routing.
-//! * [`file::FileExporter`]: the same accumulation and queue, writing `<chunk_id>.envelope`
-//!   files atomically.
-//! * [`otlp::OtlpExporter`]: OTLP gRPC or HTTP with the OTLP retry rules and partial-success
+//! * [`SentryExporter`]: accumulates short chunks of one profiler session into chunks of up to
+//!   a minute, persists everything in a durable queue before acknowledging it, and sends one
+//!   `profile_chunk` envelope per chunk with Sentry's auth, compression, rate limits
+//!   (`X-Sentry-Rate-Limits`, `Retry-After`), retries with backoff, dead letters, client
+//!   reports and per-attribute DSN routing ([`Router`]).
+//! * [`FileExporter`]: the same accumulation and queue, writing `<chunk_id>.envelope` files
+//!   atomically ([`write_atomic`]).
+//! * [`OtlpExporter`]: OTLP gRPC or HTTP with the OTLP retry rules and partial-success
 //!   accounting.
-//! * [`forward::Forwarder`]: the Sentry receiver's `upstream`: what SDKs send, passed on as
-//!   received to their Sentry or Relay through a durable queue, in order per project, with
-//!   retries and upstream rate limits handed back to the SDKs.
-//! * [`traces::TracesExporter`]: OTLP traces to an OTLP endpoint (gRPC / HTTP) or to Sentry's
-//!   OTLP traces endpoint (DSN key auth, rate limits, request splitting).
+//! * [`Forwarder`]: the Sentry receiver's `upstream`: what SDKs send, passed on as received
+//!   to their Sentry or Relay through a durable queue, in order per project, with retries and
+//!   upstream rate limits handed back to the SDKs.
+//! * [`TracesExporter`]: OTLP traces to an OTLP endpoint (gRPC / HTTP) or to Sentry's OTLP
+//!   traces endpoint (DSN key auth, rate limits, request splitting).
 //!
-//! Every transport is built by [`http`]: TLS from the exporter's `tls:` settings
-//! ([`ClientTlsConfig`], the Collector's `configtls`), proxies from the environment, request
-//! compression, and Sentry's rate-limit headers.
+//! Every transport is built by the (private) `http` module: TLS from the exporter's `tls:`
+//! settings ([`ClientTlsConfig`], the Collector's `configtls`), proxies from the environment,
+//! request compression, and Sentry's rate-limit headers; TLS handshake failures are counted
+//! ([`tls_handshake_failures`]).
 //!
 //! Life cycle of every exporter: `start(config)` → `export(...)` any number of times (from any
 //! task) → `shutdown(deadline)`. Dropping an exporter without `shutdown` stops it like a crash:
 //! accepted data stays in the queue and is delivered on the next start.
+//!
+//! Counters of every exporter are in [`ExporterMetrics`] (chunk and profile exporters) and
+//! [`TracesMetrics`]; a [`ChunkObserver`] sees every merged chunk once it is durably queued
+//! (the service's profile store). Time is read through a [`Clock`], so tests can drive it
+//! ([`ManualClock`]).
+//!
+//! Inside (private modules): `engine` is the delivery engine shared by the Sentry and file
+//! exporters (durable queue → accumulator → ready log → concurrent deliveries), `queue` the
+//! durable queue (segment logs and record formats), `accumulate` and `merge` the chunk
+//! accumulation, `retry` the backoff, `http` the transports' shared clients,
+//! `sentry`/`file`/`otlp`/`traces` the exporters.
 #![warn(missing_docs)]
 
-pub mod accumulate;
-pub mod clock;
-pub mod config;
-pub mod file;
-pub mod forward;
-pub mod http;
-pub mod merge;
-pub mod metrics;
-pub mod observer;
-pub mod otlp;
-pub mod otlp_client;
-pub mod otlp_retry;
-pub mod pipeline;
-pub mod queue;
-pub mod retry;
-pub mod sentry;
-pub mod traces;
+mod accumulate;
+mod clock;
+mod config;
+mod engine;
+mod file;
+mod forward;
+mod http;
+mod merge;
+mod metrics;
+mod observer;
+mod otlp;
+mod otlp_client;
+mod otlp_retry;
+mod queue;
+mod retry;
+mod sentry;
+mod traces;
 
 use profilink_proto::sentry::{CompactString, ProfileChunk};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 
-pub use accumulate::ChunkAccumulator;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{
-    ClientTlsConfig, Compression, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, Overflow,
-    QueueConfig, RetryConfig, RoutingConfig, SentryExporterConfig, SparseThreads,
+    AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, FileExporterConfig,
+    OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig, RetryConfig, RoutingConfig,
+    SentryExporterConfig, SparseThreads,
 };
-pub use file::FileExporter;
-pub use forward::{ForwardConfig, ForwardMetrics, Forwarder};
+pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, write_atomic_with};
+pub use forward::{ForwardConfig, ForwardMetrics, ForwardQueueConfig, ForwardTlsConfig, Forwarder};
+pub use http::tls_handshake_failures;
+pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
 pub use sentry::SentryExporter;
+pub use sentry::routing::{Route, Router};
 pub use traces::{
     OtlpTracesConfig, SentryTracesConfig, TracesExporter, TracesExporterConfig, TracesMetrics,
     TracesMetricsSnapshot, TracesQueueConfig,
 };
+
+#[doc(hidden)]
+pub mod testing {
+    //! Internals that the workspace's benches and fuzz targets drive directly, stage by stage:
+    //! the accumulator, the durable queue's record codecs and body compression. Not part of
+    //! the API (hidden from the docs, may change with any release); tests of behaviour go
+    //! through the exporters.
+    pub use crate::accumulate::{ChunkAccumulator, Emitted};
+    pub use crate::http::{compress, compress_level};
+    pub use crate::queue::consumed::decode as decode_consumed;
+    pub use crate::queue::decode_ready;
+    pub use crate::queue::input::{ChunkInfo, decode as decode_input, encode_batch, encode_legacy};
+}
 
 /// The SDK name profilink reports (`sdk.name`, `sentry_client`).
 pub const SDK_NAME: &str = "profilink";
@@ -95,8 +124,9 @@ impl ExportChunk {
     }
 }
 
-/// Why `export` (or `start`) failed.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
+/// Why `export` (or `start`) failed. Clone (sources are shared), so one failure can answer
+/// several waiting callers.
+#[derive(Debug, Error, Clone)]
 pub enum ExportError {
     /// The queue is full (`overflow: backpressure`): receivers should answer UNAVAILABLE / 429
     /// and let the producer retry after `retry_after`.
@@ -108,10 +138,56 @@ pub enum ExportError {
     /// The exporter was shut down.
     #[error("exporter is shut down")]
     Closed,
-    /// The queue could not be written.
+    /// The queue could not be opened or written.
     #[error("exporter queue I/O error: {0}")]
-    Io(String),
-    /// Invalid configuration (bad DSN, …).
+    Io(#[source] Arc<std::io::Error>),
+    /// Invalid configuration: a required setting is missing or settings contradict each other.
     #[error("invalid exporter configuration: {0}")]
     Config(String),
+    /// A configured value does not parse (a DSN, …): which one, and why.
+    #[error("invalid exporter configuration: invalid {what}: {source}")]
+    Invalid {
+        /// The value that does not parse (e.g. `DSN "…"`).
+        what: String,
+        /// The parser's error.
+        #[source]
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl ExportError {
+    /// [`ExportError::Invalid`] for `what`, caused by `source`.
+    pub(crate) fn invalid(
+        what: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ExportError::Invalid {
+            what: what.into(),
+            source: Arc::new(source),
+        }
+    }
+}
+
+impl From<std::io::Error> for ExportError {
+    fn from(e: std::io::Error) -> Self {
+        ExportError::Io(Arc::new(e))
+    }
+}
+
+impl From<tokio::task::JoinError> for ExportError {
+    /// A blocking queue task that panicked or was cancelled, as an I/O failure of the queue.
+    fn from(e: tokio::task::JoinError) -> Self {
+        ExportError::Io(Arc::new(std::io::Error::other(e)))
+    }
+}
+
+impl From<queue::QueueError> for ExportError {
+    fn from(e: queue::QueueError) -> Self {
+        match e {
+            queue::QueueError::Full { .. } => ExportError::Full {
+                retry_after: Duration::from_secs(1),
+            },
+            queue::QueueError::Io(e) => e.into(),
+        }
+    }
 }

@@ -69,7 +69,7 @@ fn mix64(mut z: u64) -> u64 {
 /// `mix(timestamp bits ^ rotl(stack digest, 17) ^ rotl(thread digest, 41))`, where a stack's
 /// digest is a SHA-256 over the digests of its frames (each a SHA-256 of the frame's JSON),
 /// and a thread's a SHA-256 of its id. Deterministic across processes and machines (unlike
-/// [`frame_hash`]), so every replica and every replay computes the same value; one SHA-256
+/// `frame_hash`), so every replica and every replay computes the same value; one SHA-256
 /// per distinct frame, stack and thread of the chunk, a few nanoseconds per sample.
 pub fn content_checksum(chunk: &ProfileChunk) -> u64 {
     let p = &chunk.profile;
@@ -181,28 +181,20 @@ impl ChunkBuilder {
         self.chunk.profile.samples.len()
     }
 
-    /// Earliest sample timestamp (infinity when empty).
-    pub fn first_ts(&self) -> f64 {
-        self.first_ts
-    }
-
-    /// Latest sample timestamp (negative infinity when empty).
-    pub fn last_ts(&self) -> f64 {
-        self.last_ts
-    }
-
     /// Estimated serialized size (sum of the estimates passed to [`ChunkBuilder::add`]).
     pub fn est_bytes(&self) -> u64 {
         self.est_bytes
     }
 
     /// Samples and frame references left out because they pointed out of range.
+    #[cfg(test)]
     pub fn dropped_invalid(&self) -> u64 {
         self.dropped_invalid
     }
 
     /// Adds the samples of `src` at `sample_indices` and the measurement values
     /// `measurements` (key → values), estimating their serialized size as `est_bytes`.
+    #[cfg(test)]
     pub fn add(
         &mut self,
         src: &ProfileChunk,

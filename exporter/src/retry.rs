@@ -27,11 +27,6 @@ impl Backoff {
         }
     }
 
-    /// When the first failure happened.
-    pub fn started(&self) -> Option<Instant> {
-        self.started
-    }
-
     /// The wait before the next attempt after a failure at `now`, or `None` when retrying is
     /// disabled or the next attempt would start after `max_elapsed_time` since the first
     /// failure. A server-given delay (`Retry-After`, `RetryInfo`) lengthens the computed one:

@@ -122,7 +122,7 @@ fn grpc_exporter_tunnels_through_https_proxy() {
             .await
             .expect("delivered through the proxy")
             .unwrap();
-        assert_eq!(batch.transport, "grpc");
+        assert_eq!(batch.transport, profilink_receiver::Transport::Grpc);
         assert!(
             tunnels.load(Ordering::SeqCst) >= 1,
             "went through the proxy"

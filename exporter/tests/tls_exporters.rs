@@ -12,8 +12,9 @@ use profilink_exporter::{
 };
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_receiver::{
-    Batch, ChannelConsumer, OtlpGrpcConfig, OtlpHttpConfig, Payload, SentryReceiverConfig,
-    ServerHandle, Stats, TlsConfig, serve_otlp_grpc, serve_otlp_http, serve_sentry,
+    Batch, ChannelConsumer, OtlpGrpcConfig, OtlpHttpConfig, Payload, ReceiverKind,
+    SentryReceiverConfig, ServerHandle, Stats, TlsConfig, Transport, serve_otlp_grpc,
+    serve_otlp_http, serve_sentry,
 };
 use profilink_tls::test_pki::TestCa;
 use prost::Message;
@@ -177,7 +178,7 @@ async fn otlp_grpc_exporter_trusts_a_private_ca_in_ca_file() {
     // host:port without a scheme: TLS, as the Collector's otlp exporter.
     let endpoint = format!("localhost:{}", server.addr.port());
 
-    let failures = profilink_exporter::http::tls_handshake_failures();
+    let failures = profilink_exporter::tls_handshake_failures();
     let system_roots = otlp_config(
         endpoint.clone(),
         OtlpProtocol::Grpc,
@@ -188,7 +189,7 @@ async fn otlp_grpc_exporter_trusts_a_private_ca_in_ca_file() {
         "the private CA is not a system root"
     );
     assert!(
-        profilink_exporter::http::tls_handshake_failures() > failures,
+        profilink_exporter::tls_handshake_failures() > failures,
         "counted"
     );
     server.assert_no_batch();
@@ -200,7 +201,10 @@ async fn otlp_grpc_exporter_trusts_a_private_ca_in_ca_file() {
     );
     assert!(otlp_export(trusted).await, "delivered over TLS");
     let batch = server.next_batch().await;
-    assert_eq!((batch.receiver, batch.transport), ("otlp", "grpc"));
+    assert_eq!(
+        (batch.receiver, batch.transport),
+        (ReceiverKind::Otlp, Transport::Grpc)
+    );
     assert!(batch.samples > 0);
     server.stop().await;
 }
@@ -224,7 +228,7 @@ async fn otlp_grpc_exporter_with_insecure_dials_a_cleartext_server() {
         ..Default::default()
     };
     assert!(otlp_export(otlp_config(endpoint, OtlpProtocol::Grpc, insecure)).await);
-    assert_eq!(server.next_batch().await.transport, "grpc");
+    assert_eq!(server.next_batch().await.transport, Transport::Grpc);
     // An http:// endpoint is cleartext whatever `insecure` says.
     let url = format!("http://{}", server.addr);
     assert!(
@@ -286,7 +290,10 @@ async fn otlp_http_exporter_presents_its_client_certificate() {
     };
     assert!(otlp_export(otlp_config(endpoint, OtlpProtocol::Http, with_cert)).await);
     let batch = server.next_batch().await;
-    assert_eq!((batch.receiver, batch.transport), ("otlp", "http"));
+    assert_eq!(
+        (batch.receiver, batch.transport),
+        (ReceiverKind::Otlp, Transport::Http)
+    );
     server.stop().await;
 }
 
@@ -325,7 +332,7 @@ async fn sentry_exporter_trusts_a_ca_that_is_only_in_ca_file() {
     let mut server = start(Kind::Sentry, Some(server_tls(&ca, dir.path()))).await;
     let dsn = format!("https://{KEY}@localhost:{}/42", server.addr.port());
 
-    let failures = profilink_exporter::http::tls_handshake_failures();
+    let failures = profilink_exporter::tls_handshake_failures();
     let (sent, dropped) = sentry_export(
         dsn.clone(),
         ClientTlsConfig::default(),
@@ -334,7 +341,7 @@ async fn sentry_exporter_trusts_a_ca_that_is_only_in_ca_file() {
     .await;
     assert_eq!((sent, dropped), (0, 1), "system roots do not know the CA");
     assert!(
-        profilink_exporter::http::tls_handshake_failures() > failures,
+        profilink_exporter::tls_handshake_failures() > failures,
         "counted"
     );
     server.assert_no_batch();

@@ -8,8 +8,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use profilink_exporter::queue::input::{decode, encode_batch, encode_legacy};
-use profilink_exporter::queue::{consumed, decode_ready};
+use profilink_exporter::testing::{
+    decode_consumed, decode_input as decode, decode_ready, encode_batch, encode_legacy,
+};
 use profilink_proto::sentry::ProfileChunk;
 
 fn decode_all(body: &[u8]) {
@@ -18,7 +19,7 @@ fn decode_all(body: &[u8]) {
             let _ = p.chunk.to_json();
         }
     }
-    let _ = consumed::decode(body);
+    let _ = decode_consumed(body);
     let _ = decode_ready(1, body);
 }
 

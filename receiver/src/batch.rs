@@ -12,10 +12,10 @@ use tokio::sync::mpsc;
 /// One accepted request, ready for the pipeline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
-    /// Which receiver took it: `"otlp"` or `"sentry"`.
-    pub receiver: &'static str,
-    /// Over which transport: `"grpc"` or `"http"`.
-    pub transport: &'static str,
+    /// Which receiver took it.
+    pub receiver: ReceiverKind,
+    /// Over which transport.
+    pub transport: Transport,
     /// The data.
     pub payload: Payload,
     /// Number of observations: one per timestamp or value of an OTLP sample, one per sample of a
@@ -26,6 +26,56 @@ pub struct Batch {
     pub profiles: u64,
 }
 
+/// The receiver that took a [`Batch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReceiverKind {
+    /// The OTLP receiver (profiles and traces).
+    Otlp,
+    /// The Sentry envelope receiver.
+    Sentry,
+}
+
+impl ReceiverKind {
+    /// The receiver's component type as in the configuration: `otlp`, `sentry`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiverKind::Otlp => "otlp",
+            ReceiverKind::Sentry => "sentry",
+        }
+    }
+}
+
+impl std::fmt::Display for ReceiverKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The transport a [`Batch`] arrived over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// gRPC (HTTP/2).
+    Grpc,
+    /// Plain HTTP (OTLP/HTTP, Sentry's envelope endpoint).
+    Http,
+}
+
+impl Transport {
+    /// The transport's name as in metric labels and logs: `grpc`, `http`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Grpc => "grpc",
+            Transport::Http => "http",
+        }
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The data of a [`Batch`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Payload {
@@ -33,7 +83,7 @@ pub enum Payload {
     Otlp(ProfilesData),
     /// The profiling content of one Sentry envelope.
     Sentry(SentryBatch),
-    /// OTLP traces (`receiver: "otlp"`): the request's valid spans, as the export request the
+    /// OTLP traces (from [`ReceiverKind::Otlp`]): the request's valid spans, as the export request the
     /// traces exporters send on (same wire layout as `TracesData`). Only offered to consumers
     /// whose [`Consumer::accepts_traces`] is true; never empty.
     Traces(ExportTraceServiceRequest),
@@ -44,8 +94,8 @@ impl Payload {
     /// and observations; a traces batch counts neither, see [`trace_span_count`]).
     pub fn into_batch(
         self,
-        receiver: &'static str,
-        transport: &'static str,
+        receiver: ReceiverKind,
+        transport: Transport,
         counts: ItemCounts,
     ) -> Batch {
         let (profiles, samples) = match self {
@@ -231,8 +281,8 @@ mod tests {
 
     fn batch() -> Batch {
         Batch {
-            receiver: "otlp",
-            transport: "grpc",
+            receiver: ReceiverKind::Otlp,
+            transport: Transport::Grpc,
             payload: Payload::Otlp(ProfilesData::default()),
             samples: 0,
             profiles: 0,

@@ -115,7 +115,8 @@ pub mod tls;
 pub mod upstream;
 
 pub use batch::{
-    Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch, trace_span_count,
+    Batch, ChannelConsumer, ConsumeError, Consumer, Payload, ReceiverKind, SentryBatch, Transport,
+    trace_span_count,
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
 pub use http_server::HttpServerSettings;

@@ -9,7 +9,7 @@
 //! * A request with no (valid) items is answered without calling the consumer.
 //! * A consumer refusal refuses every item of the request (valid and invalid).
 
-use crate::batch::{ConsumeError, Consumer, Payload};
+use crate::batch::{ConsumeError, Consumer, Payload, ReceiverKind, Transport};
 use crate::stats::Counters;
 use profilink_proto::signal::{ItemCounts, Signal};
 
@@ -70,7 +70,7 @@ pub trait IngestSignal: Signal {
 pub async fn export<S: IngestSignal, C: Consumer>(
     consumer: &C,
     counters: &Counters,
-    transport: &'static str,
+    transport: Transport,
     request: S::Request,
 ) -> Result<S::Response, ExportError> {
     let Split {
@@ -82,15 +82,15 @@ pub async fn export<S: IngestSignal, C: Consumer>(
         Ok(split) => split,
         Err(Refused { message, counts }) => {
             S::count_refused(counters, counts);
-            tracing::debug!(transport, signal = S::NAME, %message, "OTLP request refused");
+            tracing::debug!(%transport, signal = S::NAME, %message, "OTLP request refused");
             return Err(ExportError::Invalid(message));
         }
     };
     if valid.items > 0 {
-        let batch = payload.into_batch("otlp", transport, valid);
+        let batch = payload.into_batch(ReceiverKind::Otlp, transport, valid);
         if let Err(e) = consumer.consume(batch).await {
             S::count_refused(counters, valid.plus(rejected));
-            tracing::debug!(transport, signal = S::NAME, error = %e, "OTLP batch refused by the pipeline");
+            tracing::debug!(%transport, signal = S::NAME, error = %e, "OTLP batch refused by the pipeline");
             return Err(ExportError::Consumer(e));
         }
     }
@@ -98,7 +98,7 @@ pub async fn export<S: IngestSignal, C: Consumer>(
     S::count_refused(counters, rejected);
     let partial_success = (rejected.items > 0).then(|| {
         tracing::debug!(
-            transport,
+            %transport,
             signal = S::NAME,
             rejected = rejected.items,
             message = %error_message,

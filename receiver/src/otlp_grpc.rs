@@ -25,7 +25,7 @@
 //! [`TraceService`](trace_service_server::TraceService) traits for callers that mount it in
 //! their own tonic server.
 
-use crate::batch::{ConsumeError, Consumer};
+use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpGrpcConfig;
 use crate::connections::{self, ConnectionLimits};
 use crate::otlp_export::{self, ExportError, IngestSignal};
@@ -89,7 +89,7 @@ impl<C: Consumer> OtlpGrpcHandler<C> {
         if !S::accepted_by(&*self.consumer) {
             return Err(unknown_service::<S>());
         }
-        otlp_export::export::<S, C>(&*self.consumer, self.counters(), "grpc", request)
+        otlp_export::export::<S, C>(&*self.consumer, self.counters(), Transport::Grpc, request)
             .await
             .map_err(|e| match e {
                 ExportError::Invalid(message) => Status::invalid_argument(message),
@@ -408,7 +408,7 @@ where
                 router
                     .serve_with_incoming_shutdown(incoming, shutdown)
                     .await
-                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+                    .map_err(ReceiverError::serve)
             })
         }
         Some(tls_config) => {
@@ -424,7 +424,7 @@ where
                 router
                     .serve_with_incoming_shutdown(incoming, shutdown)
                     .await
-                    .map_err(|e| ReceiverError::Serve(e.to_string()))
+                    .map_err(ReceiverError::serve)
             })
         }
     };

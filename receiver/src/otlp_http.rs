@@ -17,7 +17,7 @@
 //!   false): 404 for every method, before authentication, as a Collector whose traces pipelines
 //!   do not use the receiver; not counted.
 
-use crate::batch::{ConsumeError, Consumer};
+use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpHttpConfig;
 use crate::decompress::{self, BodyError, Encoding};
 use crate::otlp_export::{self, ExportError, IngestSignal};
@@ -275,7 +275,7 @@ async fn export<S: IngestSignal, C: Consumer>(
         Err(message) => return invalid_body(format, &message),
     };
     let counters = &state.stats.otlp_http;
-    match otlp_export::export::<S, C>(&*state.consumer, counters, "http", request).await {
+    match otlp_export::export::<S, C>(&*state.consumer, counters, Transport::Http, request).await {
         Ok(response) => ok_response(
             format,
             match format {

@@ -44,7 +44,7 @@
 //! Error bodies are Relay's `{"detail":"…"}`. Responses carry CORS headers, and `OPTIONS`
 //! answers preflights, so browser SDKs can post too.
 
-use crate::batch::{Batch, ConsumeError, Consumer, Payload};
+use crate::batch::{Batch, ConsumeError, Consumer, Payload, ReceiverKind, Transport};
 use crate::config::SentryReceiverConfig;
 use crate::decompress::{self, BodyError, Encoding};
 use crate::item_stats::LogLimiter;
@@ -449,8 +449,8 @@ async fn process<C: Consumer>(
     let invalid_spans = batch.invalid_spans;
     if profiles > 0 || !batch.transactions.is_empty() || spans > 0 {
         let batch = Batch {
-            receiver: "sentry",
-            transport: "http",
+            receiver: ReceiverKind::Sentry,
+            transport: Transport::Http,
             payload: Payload::Sentry(batch),
             samples,
             profiles,

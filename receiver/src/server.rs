@@ -31,9 +31,16 @@ pub enum ReceiverError {
     /// The TLS certificate or key could not be loaded.
     #[error("TLS: {0}")]
     Tls(String),
-    /// The server failed while running.
+    /// The server failed while running (or its task panicked).
     #[error("server error: {0}")]
-    Serve(String),
+    Serve(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ReceiverError {
+    /// [`ReceiverError::Serve`] caused by `e`.
+    pub(crate) fn serve(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ReceiverError::Serve(Box::new(e))
+    }
 }
 
 /// A running receiver.
@@ -54,7 +61,7 @@ impl ServerHandle {
     pub async fn wait(self) -> Result<(), ReceiverError> {
         match self.task.await {
             Ok(result) => result,
-            Err(e) => Err(ReceiverError::Serve(format!("server task failed: {e}"))),
+            Err(e) => Err(ReceiverError::serve(e)),
         }
     }
 

@@ -4,8 +4,8 @@
 use super::input::{Input, read_input};
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat, SparseThreads};
 use anyhow::{Context, Result, bail};
-use profilink_exporter::file::{envelope_file_name, write_atomic, write_atomic_with};
 use profilink_exporter::{SDK_NAME, VERSION};
+use profilink_exporter::{envelope_file_name, write_atomic, write_atomic_with};
 use profilink_proto::input::InputFormat;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp_json;

@@ -23,7 +23,7 @@ use crate::config::{Config, ConfigError, component_type, typed};
 use crate::service::linking::LinkingConfig;
 use crate::service::sampling::SamplingConfig;
 use crate::telemetry::health::HealthCheckConfig;
-use profilink_exporter::sentry::routing::Router;
+use profilink_exporter::Router;
 use profilink_exporter::{
     ClientTlsConfig, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
 };

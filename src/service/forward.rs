@@ -3,7 +3,7 @@
 
 use super::ServiceError;
 use super::components::{Plan, ReceiverSpec};
-use profilink_exporter::forward::{ForwardConfig, Forwarder};
+use profilink_exporter::{ForwardConfig, Forwarder};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -29,7 +29,7 @@ use crate::telemetry::metrics::{self, ExporterEntry, ReceiverEntry, Registry, Se
 use components::{ExporterSpec, ExtensionSpec, Plan, ProcessorSpec, ReceiverSpec};
 use pipeline::{Exporter, Fanout, Pipeline};
 use profilink_exporter::ObserverSlot;
-use profilink_exporter::sentry::routing::Router;
+use profilink_exporter::Router;
 use profilink_flamegraph::ProfileStore;
 use profilink_receiver::{
     ServerHandle, Stats, Upstream, serve_otlp_grpc, serve_otlp_http, serve_sentry_with,

@@ -17,10 +17,10 @@
 use crate::service::components::ExporterSpec;
 use crate::service::linking::LinkingConfig;
 use crate::service::pipeline::consume_error;
-use profilink_exporter::traces::{
+use profilink_exporter::{ExportError, OtlpProtocol};
+use profilink_exporter::{
     OtlpTracesConfig, SentryTracesConfig, TracesExporter, TracesExporterConfig, TracesMetrics,
 };
-use profilink_exporter::{ExportError, OtlpProtocol};
 use profilink_proto::otlp::trace::ExportTraceServiceRequest;
 use profilink_receiver::ConsumeError;
 use profilink_translator::span_stamping::{SpanThreads, stamp_traces};

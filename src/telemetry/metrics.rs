@@ -513,11 +513,7 @@ impl Registry {
             "counter",
             "TLS handshakes of exporters that failed (retried like network errors).",
         );
-        f.sample(
-            name,
-            &[],
-            profilink_exporter::http::tls_handshake_failures(),
-        );
+        f.sample(name, &[], profilink_exporter::tls_handshake_failures());
         if let Some(st) = &self.store {
             let name = "profilink_store_chunks_total";
             f.header(

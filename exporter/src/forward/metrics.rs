@@ -29,7 +29,7 @@ pub struct ForwardMetrics {
     pub retries: AtomicU64,
     /// Responses that carried rate limits.
     pub rate_limited: AtomicU64,
-    /// Requests given up, by [`DROP_REASONS`].
+    /// Requests given up, by `DROP_REASONS`.
     pub dropped: [AtomicU64; DROP_REASONS.len()],
     /// Gauge: bytes queued.
     pub queue_bytes: AtomicU64,
@@ -45,7 +45,7 @@ impl ForwardMetrics {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a request given up for `reason` (one of [`DROP_REASONS`]).
+    /// Counts a request given up for `reason` (one of `DROP_REASONS`).
     pub fn drop_request(&self, reason: &str) {
         if let Some(i) = DROP_REASONS.iter().position(|r| *r == reason) {
             Self::inc(&self.dropped[i]);

@@ -120,10 +120,8 @@ impl Forwarder {
         cfg.validate().map_err(ExportError::Config)?;
         let client = client(&cfg)?;
         let qcfg = cfg.sending_queue.clone();
-        let (queue, recovered) = tokio::task::spawn_blocking(move || ForwardQueue::open(&qcfg))
-            .await
-            .map_err(|e| ExportError::Io(e.to_string()))?
-            .map_err(|e| ExportError::Io(e.to_string()))?;
+        let (queue, recovered) =
+            tokio::task::spawn_blocking(move || ForwardQueue::open(&qcfg)).await??;
         let metrics = Arc::new(ForwardMetrics::default());
         metrics
             .queue_capacity

@@ -19,5 +19,5 @@ pub mod rate_limits;
 
 pub use client::{client, request_error, tls_handshake_failures};
 pub use compress::{compress, compress_level, content_encoding};
-pub use grpc::{ProxyConnector, grpc_channel, grpc_url};
-pub use rate_limits::{RateLimit, RateLimits, parse_rate_limits, parse_retry_after};
+pub use grpc::{grpc_channel, grpc_url};
+pub use rate_limits::{RateLimits, parse_retry_after};

@@ -40,15 +40,28 @@
 //!
 //! With `sending_queue.enabled: false` the same structure lives in memory (no durability).
 
+//!
+//! Files: this one holds the [`Queue`]; `log` where a log's records live (disk or memory);
+//! `ready` the ready record format; [`input`] the input record format; [`consumed`] the
+//! consumption records; [`segment`] the segment log; [`input_writer`] the input log's
+//! group-commit writer.
+
 pub mod consumed;
 pub mod input;
 pub mod input_writer;
+mod log;
+mod ready;
 pub mod segment;
+#[cfg(test)]
+mod tests;
+
+pub use ready::{ReadyMeta, decode_ready};
 
 use crate::config::{Overflow, QueueConfig};
 use crate::metrics::ExporterMetrics;
-use segment::{RecordRef, SegmentLog};
-use serde::{Deserialize, Serialize};
+use log::{InputLog, Located, Log, MemLog, record_size};
+use ready::encode_with_prefix;
+use segment::SegmentLog;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::Path;
@@ -74,31 +87,6 @@ pub enum QueueError {
     Io(#[from] io::Error),
 }
 
-/// Metadata of a merged chunk in the ready log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReadyMeta {
-    /// Queue id (assigned on append).
-    #[serde(skip)]
-    pub id: u64,
-    /// Routing key (empty: the default destination).
-    pub route: String,
-    /// Sentry data category (`profile_chunk` / `profile_chunk_ui`).
-    pub category: String,
-    /// The merged chunk's id.
-    pub chunk_id: String,
-    /// The chunk's platform (the item header repeats it).
-    pub platform: String,
-    /// Record size in bytes.
-    #[serde(skip)]
-    pub bytes: u64,
-    /// Samples in the chunk (0 in records of older versions).
-    #[serde(default)]
-    pub samples: u64,
-    /// The timestamp range taken from each input part (see [`consumed`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub consumed: Vec<consumed::Consumed>,
-}
-
 /// An accepted input record: one `export` batch ([`input`] format, or a legacy single-chunk
 /// JSON record).
 #[derive(Debug, Clone)]
@@ -118,84 +106,6 @@ pub struct Recovery {
     pub ready: Vec<ReadyMeta>,
     /// Records skipped as corrupt.
     pub corrupt: u64,
-}
-
-#[derive(Debug, Default)]
-struct MemLog {
-    records: BTreeMap<u64, Vec<u8>>,
-    bytes: u64,
-}
-
-#[derive(Debug)]
-enum Log {
-    Disk(SegmentLog),
-    Mem(MemLog),
-}
-
-/// Where a record is: read outside the log's lock.
-enum Located {
-    Disk(RecordRef),
-    Mem(Vec<u8>),
-}
-
-impl Log {
-    fn append(&mut self, records: &[(u64, &[u8])]) -> io::Result<()> {
-        match self {
-            Log::Disk(l) => l.append(records),
-            Log::Mem(m) => {
-                for (id, body) in records {
-                    m.bytes += record_size(body.len());
-                    m.records.insert(*id, body.to_vec());
-                }
-                Ok(())
-            }
-        }
-    }
-    fn locate(&self, id: u64) -> Option<Located> {
-        match self {
-            Log::Disk(l) => l.locate(id).map(Located::Disk),
-            Log::Mem(m) => m.records.get(&id).cloned().map(Located::Mem),
-        }
-    }
-    fn ack(&mut self, ids: &[u64]) -> io::Result<()> {
-        match self {
-            Log::Disk(l) => l.ack(ids),
-            Log::Mem(m) => {
-                for id in ids {
-                    if let Some(b) = m.records.remove(id) {
-                        m.bytes = m.bytes.saturating_sub(record_size(b.len()));
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-    fn live_bytes(&self) -> u64 {
-        match self {
-            Log::Disk(l) => l.live_bytes(),
-            Log::Mem(m) => m.bytes,
-        }
-    }
-}
-
-fn record_size(body: usize) -> u64 {
-    (body + 20) as u64
-}
-
-/// The input log with what each live record counts for ([`input::charge`]).
-#[derive(Debug)]
-struct InputLog {
-    log: Log,
-    charges: HashMap<u64, u64>,
-    charged: u64,
-}
-
-impl InputLog {
-    fn add(&mut self, id: u64, body: &[u8]) {
-        let c = record_size(0) + input::charge(body);
-        self.charges.insert(id, c);
-        self.charged += c;
-    }
 }
 
 /// In-memory index of ready records, under its own lock so the sender never waits on an fsync.
@@ -221,31 +131,6 @@ pub struct Queue {
     capacity: u64,
     overflow: Overflow,
     metrics: Arc<ExporterMetrics>,
-}
-
-fn encode_with_prefix(prefix: &[u8], json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + prefix.len() + json.len());
-    out.extend_from_slice(&(prefix.len() as u32).to_le_bytes());
-    out.extend_from_slice(prefix);
-    out.extend_from_slice(json);
-    out
-}
-
-fn split_prefix(body: &[u8]) -> Option<(&[u8], &[u8])> {
-    let len = u32::from_le_bytes(body.get(..4)?.try_into().ok()?) as usize;
-    let end = 4usize.checked_add(len)?;
-    Some((body.get(4..end)?, body.get(end..)?))
-}
-
-/// Reads a ready-log record body: its [`ReadyMeta`] (with `id` and `bytes` set) and the
-/// chunk JSON after it; `None` when the record is corrupt. Public for the fuzz targets only.
-#[doc(hidden)]
-pub fn decode_ready(id: u64, body: &[u8]) -> Option<(ReadyMeta, &[u8])> {
-    let (meta, json) = split_prefix(body)?;
-    let mut meta: ReadyMeta = serde_json::from_slice(meta).ok()?;
-    meta.id = id;
-    meta.bytes = record_size(body.len());
-    Some((meta, json))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -357,11 +242,13 @@ impl Queue {
     }
 
     /// Bytes of unacknowledged records (inputs counted as [`input::charge`]).
+    #[cfg(test)]
     pub fn size_bytes(&self) -> u64 {
         self.used()
     }
 
     /// Capacity in bytes.
+    #[cfg(test)]
     pub fn capacity_bytes(&self) -> u64 {
         self.capacity
     }
@@ -573,128 +460,5 @@ impl Queue {
         drop(ready);
         self.update_size();
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cfg(max_mib: u64, overflow: Overflow) -> QueueConfig {
-        QueueConfig {
-            max_size_mib: max_mib,
-            overflow,
-            ..Default::default()
-        }
-    }
-
-    fn meta(route: &str) -> ReadyMeta {
-        ReadyMeta {
-            id: 0,
-            route: route.into(),
-            category: "profile_chunk".into(),
-            chunk_id: "c".repeat(32),
-            platform: "rust".into(),
-            bytes: 0,
-            samples: 0,
-            consumed: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn inputs_and_ready_survive_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let m = Arc::new(ExporterMetrics::default());
-        let (q, rec) = Queue::open(&cfg(1, Overflow::Backpressure), dir.path(), m.clone()).unwrap();
-        assert!(rec.inputs.is_empty());
-        let (ids, _) = q
-            .append_inputs(&[b"first".to_vec(), b"second".to_vec()])
-            .unwrap();
-        let metas = q
-            .append_ready(vec![(meta("a"), b"{\"chunk\":1}".to_vec())])
-            .unwrap();
-        q.ack_inputs(&ids[..1]).unwrap();
-        assert!(m.snapshot().queue_size_bytes > 0);
-        drop(q);
-        let (q, rec) = Queue::open(&cfg(1, Overflow::Backpressure), dir.path(), m).unwrap();
-        assert_eq!(rec.inputs.len(), 1);
-        assert_eq!(rec.inputs[0].id, ids[1]);
-        assert_eq!(rec.inputs[0].body, b"second");
-        assert_eq!(rec.ready.len(), 1);
-        assert_eq!(rec.ready[0].route, "a");
-        let (m2, json) = q.read_ready(metas[0].id).unwrap().unwrap();
-        assert_eq!(m2.chunk_id, "c".repeat(32));
-        assert_eq!(json, b"{\"chunk\":1}");
-        // New ids do not collide with recovered ones.
-        let (ids2, _) = q.append_inputs(&[b"x".to_vec()]).unwrap();
-        assert!(ids2[0] > metas[0].id);
-    }
-
-    #[test]
-    fn full_queue_backpressures_or_drops_oldest() {
-        let dir = tempfile::tempdir().unwrap();
-        let m = Arc::new(ExporterMetrics::default());
-        let big = vec![b'x'; 400 << 10];
-        let (q, _) = Queue::open(&cfg(1, Overflow::Backpressure), dir.path(), m.clone()).unwrap();
-        q.append_inputs(std::slice::from_ref(&big)).unwrap();
-        q.append_inputs(std::slice::from_ref(&big)).unwrap();
-        assert!(matches!(
-            q.append_inputs(std::slice::from_ref(&big)),
-            Err(QueueError::Full { .. })
-        ));
-        drop(q);
-
-        let dir = tempfile::tempdir().unwrap();
-        let (q, _) = Queue::open(&cfg(1, Overflow::DropOldest), dir.path(), m).unwrap();
-        let r = q
-            .append_ready(vec![(meta(""), big.clone()), (meta(""), big.clone())])
-            .unwrap();
-        assert!(q.lease(r[1].id));
-        let (_, dropped) = q.append_inputs(std::slice::from_ref(&big)).unwrap();
-        assert_eq!(dropped.len(), 1);
-        assert_eq!(dropped[0].id, r[0].id);
-        assert!(!q.lease(r[0].id));
-        // Only the leased one is left to drop: refused.
-        assert!(q.append_inputs(&[big]).is_err());
-    }
-
-    #[test]
-    fn drop_oldest_frees_the_whole_overshoot() {
-        // A merged chunk is appended before its inputs are acknowledged, so the queue can sit
-        // above capacity; making room must free that overshoot too, not only the new bytes.
-        let dir = tempfile::tempdir().unwrap();
-        let m = Arc::new(ExporterMetrics::default());
-        let (q, _) = Queue::open(&cfg(1, Overflow::DropOldest), dir.path(), m).unwrap();
-        let part = vec![b'x'; 250 << 10];
-        let items = (0..3).map(|_| (meta(""), part.clone())).collect();
-        let r = q.append_ready(items).unwrap();
-        let (pending, _) = q.append_inputs(std::slice::from_ref(&part)).unwrap();
-        q.append_ready(vec![(meta(""), part.clone())]).unwrap();
-        assert!(
-            q.size_bytes() > q.capacity_bytes(),
-            "over capacity until the ack"
-        );
-        let (_, dropped) = q.append_inputs(std::slice::from_ref(&part)).unwrap();
-        let ids: Vec<u64> = dropped.iter().map(|d| d.id).collect();
-        assert_eq!(
-            ids,
-            vec![r[0].id, r[1].id],
-            "oldest first, enough for the overshoot"
-        );
-        assert!(q.size_bytes() <= q.capacity_bytes());
-        q.ack_inputs(&pending).unwrap();
-    }
-
-    #[test]
-    fn memory_queue_works_without_disk() {
-        let m = Arc::new(ExporterMetrics::default());
-        let c = QueueConfig {
-            enabled: false,
-            ..Default::default()
-        };
-        let (q, _) = Queue::open(&c, Path::new("/nonexistent/never-created"), m).unwrap();
-        let (ids, _) = q.append_inputs(&[b"x".to_vec()]).unwrap();
-        q.ack_inputs(&ids).unwrap();
-        assert_eq!(q.size_bytes(), 0);
     }
 }

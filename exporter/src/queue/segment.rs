@@ -280,28 +280,13 @@ impl SegmentLog {
     }
 
     /// Number of live records.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.index.len()
     }
 
-    /// True when no record is live.
-    pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
-    }
-
-    /// True when `id` is live.
-    pub fn contains(&self, id: u64) -> bool {
-        self.index.contains_key(&id)
-    }
-
-    /// Live ids in ascending order.
-    pub fn ids(&self) -> Vec<u64> {
-        let mut ids: Vec<u64> = self.index.keys().copied().collect();
-        ids.sort_unstable();
-        ids
-    }
-
     /// Number of segment files.
+    #[cfg(test)]
     pub fn segment_count(&self) -> usize {
         self.segments.len()
     }
@@ -373,6 +358,7 @@ impl SegmentLog {
     }
 
     /// Reads the body of live record `id` (verifying its CRC). `Ok(None)` when it is not live.
+    #[cfg(test)]
     pub fn read(&self, id: u64) -> io::Result<Option<Vec<u8>>> {
         match self.locate(id) {
             Some(r) => r.read(),

@@ -31,10 +31,10 @@ pub mod transport;
 
 use crate::clock::{SharedClock, system_clock};
 use crate::config::SentryExporterConfig;
+use crate::engine::{Delivery, Engine, EngineConfig, Sink};
 use crate::file::{envelope_file_name, write_atomic};
 use crate::http::{compress_level, parse_retry_after};
 use crate::metrics::{DiscardReason, ExporterMetrics};
-use crate::pipeline::{Delivery, Pipeline, PipelineConfig, Sink};
 use crate::queue::{Queue, ReadyMeta};
 use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
 use client_report::{Discards, client_report_envelope, rfc3339};
@@ -262,7 +262,7 @@ impl Sink for SentrySink {
 
 /// Sends profile chunks to Sentry. See the module docs.
 pub struct SentryExporter {
-    pipeline: Option<Pipeline<SentrySink>>,
+    engine: Option<Engine<SentrySink>>,
     sink: Arc<SentrySink>,
     metrics: Arc<ExporterMetrics>,
     report_stop: watch::Sender<bool>,
@@ -309,10 +309,8 @@ impl SentryExporter {
         let qdir = cfg.queue_dir();
         let qcfg = cfg.sending_queue.clone();
         let m2 = metrics.clone();
-        let (queue, recovery) = tokio::task::spawn_blocking(move || Queue::open(&qcfg, &qdir, m2))
-            .await
-            .map_err(|e| ExportError::Io(e.to_string()))?
-            .map_err(|e| ExportError::Io(e.to_string()))?;
+        let (queue, recovery) =
+            tokio::task::spawn_blocking(move || Queue::open(&qcfg, &qdir, m2)).await??;
         let sink = Arc::new(SentrySink {
             router,
             transport,
@@ -323,7 +321,7 @@ impl SentryExporter {
             default_rate_limit: cfg.default_rate_limit,
             rate_limit_max_wait: cfg.rate_limit_max_wait,
         });
-        let pcfg = PipelineConfig {
+        let ecfg = EngineConfig {
             accumulate: cfg.accumulate(),
             retry: cfg.retry_on_failure.clone(),
             num_consumers: cfg.num_consumers,
@@ -331,15 +329,14 @@ impl SentryExporter {
             observer: cfg.observer.clone(),
             flush_on_shutdown: cfg.flush_on_shutdown,
         };
-        let pipeline = Pipeline::start(
+        let engine = Engine::start(
             Arc::new(queue),
             recovery,
             sink.clone(),
-            pcfg,
+            ecfg,
             clock,
             metrics.clone(),
-        )
-        .map_err(|e| ExportError::Io(e.to_string()))?;
+        )?;
         let (report_stop, mut stop_rx) = watch::channel(false);
         let interval = cfg.client_report_interval.max(Duration::from_millis(10));
         let s2 = sink.clone();
@@ -352,7 +349,7 @@ impl SentryExporter {
             }
         });
         Ok(SentryExporter {
-            pipeline: Some(pipeline),
+            engine: Some(engine),
             sink,
             metrics,
             report_stop,
@@ -371,7 +368,7 @@ impl SentryExporter {
                 (self.sink.router.key_for(&c.resource), c.chunk)
             })
             .collect();
-        match &self.pipeline {
+        match &self.engine {
             Some(p) => p.export_linked(items, linked).await,
             None => Err(ExportError::Closed),
         }
@@ -392,8 +389,8 @@ impl SentryExporter {
             let _ = t.await;
         }
         let sink = self.sink.clone();
-        if let Some(pipeline) = self.pipeline.take() {
-            pipeline.shutdown(deadline).await;
+        if let Some(engine) = self.engine.take() {
+            engine.shutdown(deadline).await;
         }
         let left = deadline.saturating_sub(start.elapsed());
         let budget = left.max(Duration::from_millis(500));

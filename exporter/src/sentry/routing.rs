@@ -32,14 +32,14 @@ impl Route {
     /// Parses `dsn` into a route.
     pub fn new(key: &str, dsn: &str) -> Result<Self, ExportError> {
         let parsed = Dsn::from_str(dsn.trim())
-            .map_err(|e| ExportError::Config(format!("invalid DSN {dsn:?}: {e}")))?;
+            .map_err(|e| ExportError::invalid(format!("DSN {dsn:?}"), e))?;
         let client = format!("{SDK_NAME}/{VERSION}");
         let auth = Auth::from_pairs([
             ("sentry_key", parsed.public_key()),
             ("sentry_version", "7"),
             ("sentry_client", client.as_str()),
         ])
-        .map_err(|e| ExportError::Config(format!("invalid DSN {dsn:?}: {e}")))?;
+        .map_err(|e| ExportError::invalid(format!("DSN {dsn:?}"), e))?;
         Ok(Route {
             key: key.to_string(),
             dsn: dsn.trim().to_string(),
@@ -51,7 +51,7 @@ impl Route {
     }
 
     /// The rate limits of this DSN.
-    pub fn limits(&self) -> MutexGuard<'_, RateLimits> {
+    pub(crate) fn limits(&self) -> MutexGuard<'_, RateLimits> {
         self.limits.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -21,9 +21,6 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// The OTLP/HTTP traces path.
-pub const TRACES_HTTP_PATH: &str = "/v1/traces";
-
 /// Sentry rate-limit categories that stop OTLP spans (besides all-category limits).
 pub const SPAN_CATEGORIES: [&str; 2] = ["span", "transaction"];
 
@@ -43,6 +40,7 @@ pub enum Attempt {
 
 /// The OTLP/HTTP traces URL of an endpoint (`host:port` or a base URL): `{endpoint}/v1/traces`
 /// unless it already ends with `/v1/traces`.
+#[cfg(test)]
 pub fn traces_http_url(endpoint: &str) -> String {
     crate::otlp_client::http_url::<Traces>(endpoint)
 }

@@ -11,6 +11,7 @@ use profilink_receiver::{
     ChannelConsumer, OtlpGrpcConfig, OtlpHttpConfig, Payload, SentryBatch, SentryReceiverConfig,
     ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry,
 };
+pub use profilink_receiver::{ReceiverKind, Transport};
 use prost::Message;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -226,7 +227,7 @@ pub fn sentry_payload(batch: Batch) -> SentryBatch {
 pub fn traces_payload(batch: Batch) -> ExportTraceServiceRequest {
     assert_eq!(
         (batch.receiver, batch.samples, batch.profiles),
-        ("otlp", 0, 0)
+        (ReceiverKind::Otlp, 0, 0)
     );
     match batch.payload {
         Payload::Traces(request) => request,

@@ -32,7 +32,10 @@ async fn grpc_delivers_every_fixture_plain_gzip_and_zstd() {
                 .into_inner();
             assert_eq!(response.partial_success, None, "{name}: full success");
             let batch = server.next_batch().await;
-            assert_eq!((batch.receiver, batch.transport), ("otlp", "grpc"));
+            assert_eq!(
+                (batch.receiver, batch.transport),
+                (ReceiverKind::Otlp, Transport::Grpc)
+            );
             let expected = expected_data(&req);
             let (profiles, samples) = profilink_receiver::batch::otlp_counts(&expected);
             assert!(profiles > 0 && samples > 0, "{name}");

@@ -82,7 +82,10 @@ async fn http_delivers_protobuf_and_json_in_every_encoding() {
                 assert_eq!(decoded.partial_success, None, "{what}");
             }
             let batch = server.next_batch().await;
-            assert_eq!((batch.receiver, batch.transport), ("otlp", "http"));
+            assert_eq!(
+                (batch.receiver, batch.transport),
+                (ReceiverKind::Otlp, Transport::Http)
+            );
             assert_eq!(otlp_payload(batch), expected_data(&req), "{what}");
             requests += 1;
         }

@@ -113,7 +113,10 @@ async fn fixture_envelopes_raw_gzipped_and_without_lengths() {
                 None => assert_eq!(answer, serde_json::json!({}), "{name}"),
             }
             let batch = server.next_batch().await;
-            assert_eq!((batch.receiver, batch.transport), ("sentry", "http"));
+            assert_eq!(
+                (batch.receiver, batch.transport),
+                (ReceiverKind::Sentry, Transport::Http)
+            );
             let expected_samples: u64 = expected
                 .chunks
                 .iter()

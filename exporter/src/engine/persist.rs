@@ -1,0 +1,232 @@
+//! The engine's queue jobs, run on the blocking pool one of each kind at a time (so their order
+//! is kept) while the engine goes on: "persist" serializes merged chunks and appends them to
+//! the ready log, with consumption records for the inputs other chunks still hold
+//! ([`crate::queue::consumed`]); "ack" records acknowledgements of inputs and delivered
+//! chunks.
+
+use super::sink::Sink;
+use super::state::{Acked, Core, Persisted};
+use crate::accumulate::Emitted;
+use crate::metrics::ExporterMetrics;
+use crate::queue::consumed::{self, Consumed};
+use crate::queue::{Queue, ReadyMeta};
+use std::collections::{BTreeMap, HashMap};
+
+/// Merged chunks (by size estimate) serialized and appended per persist job.
+const PERSIST_GROUP_BYTES: u64 = 8 << 20;
+
+/// Merged chunks (by size estimate) that may wait to be persisted before the engine stops
+/// taking input.
+pub(super) const MAX_UNPERSISTED_BYTES: u64 = 3 * PERSIST_GROUP_BYTES;
+
+/// Largest buffer reserved up front for a merged chunk's JSON.
+const MAX_JSON_PREALLOC: u64 = 16 << 20;
+
+impl<S: Sink> Core<S> {
+    /// Starts a persist job for the oldest unpersisted chunks (about [`PERSIST_GROUP_BYTES`]),
+    /// unless one is running.
+    pub(super) fn start_persist(&mut self) {
+        if self.persisting.is_some() || self.unpersisted.is_empty() {
+            return;
+        }
+        let mut group = Vec::new();
+        let mut est = 0u64;
+        while let Some(e) = self.unpersisted.front() {
+            if !group.is_empty() && est >= PERSIST_GROUP_BYTES {
+                break;
+            }
+            est += e.est_bytes;
+            if let Some(e) = self.unpersisted.pop_front() {
+                group.push(e);
+            }
+        }
+        let projects: Vec<Option<u64>> = if self.cfg.observer.0.is_some() {
+            group
+                .iter()
+                .map(|e| self.sink.project_id(&e.key.route))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // Inputs that stay held by other chunks after this group: what the group takes from
+        // them is recorded in the input log too (see `crate::queue::consumed`).
+        let mut holds: HashMap<u64, u32> = HashMap::new();
+        for e in &group {
+            for id in &e.inputs {
+                *holds.entry(*id).or_insert(0) += 1;
+            }
+        }
+        let mut taken: BTreeMap<u64, Vec<Consumed>> = BTreeMap::new();
+        for e in &group {
+            for c in &e.consumed {
+                if self.acc.pending_count(c.input) > holds.get(&c.input).copied().unwrap_or(0) {
+                    taken.entry(c.input).or_default().push(*c);
+                }
+            }
+        }
+        let observer = self.cfg.observer.clone();
+        let queue = self.queue.clone();
+        self.persisting_bytes = est;
+        self.persisting = Some(tokio::task::spawn_blocking(move || {
+            persist_group(&queue, group, taken, &observer, &projects, est)
+        }));
+    }
+
+    pub(super) fn on_persisted(&mut self, res: Result<Persisted, tokio::task::JoinError>) {
+        let done = match res {
+            Ok(done) => done,
+            Err(e) => {
+                // The group is lost with the task; its inputs stay unacknowledged in the queue
+                // and are merged again on the next start.
+                tracing::error!(error = %e, "queue: persist task failed");
+                self.unpersisted_bytes =
+                    self.unpersisted_bytes.saturating_sub(self.persisting_bytes);
+                return;
+            }
+        };
+        match done.result {
+            Ok(metas) => {
+                for (input, id) in done.consumption_records {
+                    self.consumption_records.entry(input).or_default().push(id);
+                }
+                self.unpersisted_bytes = self.unpersisted_bytes.saturating_sub(done.est_bytes);
+                ExporterMetrics::add(&self.metrics.merged_chunks, metas.len() as u64);
+                for m in metas {
+                    tracing::debug!(chunk_id = %m.chunk_id, route = %m.route, "merged chunk queued");
+                    self.add_ready(m);
+                }
+                for ids in done.inputs {
+                    let released = self.acc.release(&ids);
+                    self.input_acks.extend(released);
+                }
+            }
+            Err((error, group)) => {
+                tracing::error!(%error, "queue: could not persist merged chunks; will retry");
+                for e in group.into_iter().rev() {
+                    self.unpersisted.push_front(e);
+                }
+            }
+        }
+    }
+
+    /// Starts recording the pending acknowledgements, unless a job is running.
+    pub(super) fn start_acks(&mut self) {
+        if self.acking.is_some() || (self.input_acks.is_empty() && self.ready_acks.is_empty()) {
+            return;
+        }
+        let mut inputs = std::mem::take(&mut self.input_acks);
+        let records: Vec<u64> = inputs
+            .iter()
+            .filter_map(|id| self.consumption_records.remove(id))
+            .flatten()
+            .collect();
+        inputs.extend(records);
+        let ready = std::mem::take(&mut self.ready_acks);
+        let queue = self.queue.clone();
+        self.acking = Some(tokio::task::spawn_blocking(move || {
+            let res = queue
+                .ack_inputs(&inputs)
+                .and_then(|()| queue.ack_ready(&ready));
+            Acked {
+                error: res.err().map(|e| e.to_string()),
+                inputs,
+                ready,
+            }
+        }));
+    }
+
+    pub(super) fn on_acked(&mut self, res: Result<Acked, tokio::task::JoinError>) {
+        match res {
+            Ok(Acked { error: None, .. }) => {}
+            Ok(Acked {
+                error: Some(error),
+                inputs,
+                ready,
+            }) => {
+                tracing::error!(%error, "queue: could not record acknowledgements; will retry");
+                self.input_acks.extend(inputs);
+                self.ready_acks.extend(ready);
+            }
+            Err(e) => {
+                // Unrecorded acknowledgements only mean duplicates after a restart.
+                tracing::error!(error = %e, "queue: ack task failed");
+            }
+        }
+    }
+}
+
+/// Appends one consumption record per input of `taken` (see [`crate::queue::consumed`]);
+/// returns (input, record id) pairs. On failure nothing is recorded: the ready records still
+/// say what they hold until they are delivered.
+pub(super) fn record_consumed(
+    queue: &Queue,
+    taken: &BTreeMap<u64, Vec<Consumed>>,
+) -> Vec<(u64, u64)> {
+    let bodies: Vec<Vec<u8>> = taken.values().map(|e| consumed::encode(e)).collect();
+    match queue.append_consumed(&bodies) {
+        Ok(ids) => taken.keys().copied().zip(ids).collect(),
+        Err(e) => {
+            tracing::error!(error = %e, "queue: could not record consumed samples");
+            Vec::new()
+        }
+    }
+}
+
+/// The persist job: serializes a group of merged chunks, appends them to the ready log (one
+/// write, one sync), then shows them to the observer.
+fn persist_group(
+    queue: &Queue,
+    group: Vec<Emitted>,
+    taken: BTreeMap<u64, Vec<Consumed>>,
+    observer: &crate::ObserverSlot,
+    projects: &[Option<u64>],
+    est_bytes: u64,
+) -> Persisted {
+    let inputs: Vec<Vec<u64>> = group.iter().map(|e| e.inputs.clone()).collect();
+    let items: Vec<(ReadyMeta, Vec<u8>)> = group
+        .iter()
+        .filter(|e| !e.chunk.profile.samples.is_empty())
+        .map(|e| {
+            let meta = ReadyMeta {
+                id: 0,
+                route: e.key.route.clone(),
+                category: e.chunk.data_category().to_string(),
+                chunk_id: e.chunk.chunk_id.clone(),
+                platform: e.chunk.platform.clone(),
+                bytes: 0,
+                samples: e.chunk.profile.samples.len() as u64,
+                consumed: e.consumed.clone(),
+            };
+            // Sized from the estimate (an upper bound, mostly), so the buffer does not grow
+            // by doubling.
+            let mut json = Vec::with_capacity(e.est_bytes.min(MAX_JSON_PREALLOC) as usize);
+            // Plain data with string keys always serializes.
+            let _ = serde_json::to_writer(&mut json, &e.chunk);
+            (meta, json)
+        })
+        .collect();
+    match queue.append_ready(items) {
+        Ok(metas) => {
+            let consumption_records = record_consumed(queue, &taken);
+            if observer.0.is_some() {
+                for (i, e) in group.iter().enumerate() {
+                    if !e.chunk.profile.samples.is_empty() {
+                        observer.queued(projects.get(i).copied().flatten(), &e.chunk);
+                    }
+                }
+            }
+            Persisted {
+                result: Ok(metas),
+                inputs,
+                est_bytes,
+                consumption_records,
+            }
+        }
+        Err(e) => Persisted {
+            result: Err((e.to_string(), group)),
+            inputs,
+            est_bytes,
+            consumption_records: Vec::new(),
+        },
+    }
+}
