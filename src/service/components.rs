@@ -18,20 +18,19 @@
 //! Errors are one line naming the key, like the rest of the configuration's.
 
 use crate::config::{Config, ConfigError, component_type, typed};
-use crate::service::linking::LinkingConfig;
-use crate::service::sampling::SamplingConfig;
 use crate::telemetry::health::HealthCheckConfig;
 use profilink_exporter::sentry::routing::Router;
 use profilink_exporter::{
     FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
 };
 use profilink_flamegraph::{ApiConfig, StoreConfig};
+use profilink_processor::sampling::SamplingConfig;
+pub use profilink_processor::spec::{BatchConfig, ExporterSpec, ProcessorSpec};
 use profilink_receiver::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-use std::time::Duration;
 
 /// A receiver's typed config.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,44 +46,6 @@ pub enum ReceiverSpec {
     Sentry(SentryReceiverConfig),
 }
 
-/// A processor's typed config.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ProcessorSpec {
-    /// `batch`.
-    Batch(BatchConfig),
-    /// `profile_sampling`.
-    Sampling(SamplingConfig),
-    /// `profile_linking`.
-    Linking(LinkingConfig),
-}
-
-/// An exporter's typed config.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ExporterSpec {
-    /// `sentry`.
-    Sentry(SentryExporterConfig),
-    /// `otlp` / `otlp_http`.
-    Otlp(OtlpExporterConfig),
-    /// `file`.
-    File(FileExporterConfig),
-}
-
-impl ExporterSpec {
-    /// True for exporters that take Sentry chunks (`sentry`, `file`).
-    pub fn takes_chunks(&self) -> bool {
-        matches!(self, ExporterSpec::Sentry(_) | ExporterSpec::File(_))
-    }
-
-    /// The durable queue directory, for exporters that have one.
-    pub fn queue_dir(&self) -> Option<PathBuf> {
-        match self {
-            ExporterSpec::Sentry(c) if c.sending_queue.enabled => Some(c.queue_dir()),
-            ExporterSpec::File(c) if c.sending_queue.enabled => Some(c.queue_dir()),
-            _ => None,
-        }
-    }
-}
-
 /// An extension's typed config.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExtensionSpec {
@@ -94,34 +55,6 @@ pub enum ExtensionSpec {
     ProfileStore(StoreConfig),
     /// `flamegraph_api`: Sentry's flamegraph API and the viewer over the store.
     FlamegraphApi(ApiConfig),
-}
-
-/// `processors.batch`.
-///
-/// The Sentry path is already batched by the exporters' chunk accumulator (60 s chunks per
-/// profiler session), and OTLP requests are forwarded as they arrive: this processor is
-/// accepted for compatibility with Collector configurations and currently passes data through
-/// unchanged.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BatchConfig {
-    /// Longest wait before a batch is sent (default 200 ms).
-    #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
-    /// Samples after which a batch is sent (default 8192).
-    pub send_batch_size: u64,
-    /// Upper bound of a batch, 0 = no bound (default 0).
-    pub send_batch_max_size: u64,
-}
-
-impl Default for BatchConfig {
-    fn default() -> Self {
-        BatchConfig {
-            timeout: Duration::from_millis(200),
-            send_batch_size: 8192,
-            send_batch_max_size: 0,
-        }
-    }
 }
 
 /// Every component section of a configuration, typed.
@@ -354,7 +287,7 @@ fn check_traces_pipeline(
     }
     for id in &p.exporters {
         if let Some(spec) = components.exporters.get(id) {
-            crate::service::traces::traces_exporter_config(spec)
+            profilink_processor::traces::traces_exporter_config(spec)
                 .map_err(|e| err(format!("{at}.exporters: {id}: {e}")))?;
         }
     }
@@ -460,6 +393,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn plan(text: &str) -> Result<Plan, ConfigError> {
         let config = Config::from_yaml(text, &|_| None)?;

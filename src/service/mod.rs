@@ -13,31 +13,25 @@
 
 pub mod components;
 pub mod default_config;
-pub mod join;
-pub mod linking;
-pub mod pipeline;
-pub mod sampling;
-pub mod sentry_join;
-pub mod store;
-pub mod traces;
 
 use crate::config::component_type;
 use crate::telemetry::health::{self, Health, State};
 use crate::telemetry::http::HttpServer;
-use crate::telemetry::metrics::{self, ExporterEntry, ReceiverEntry, Registry, ServiceCounters};
+use crate::telemetry::metrics::{self, ExporterEntry, ReceiverEntry, Registry};
 use components::{ExporterSpec, ExtensionSpec, Plan, ProcessorSpec, ReceiverSpec};
-use pipeline::{Exporter, Fanout, Pipeline};
 use profilink_exporter::ObserverSlot;
 use profilink_exporter::sentry::routing::Router;
 use profilink_flamegraph::ProfileStore;
+use profilink_processor::counters::ServiceCounters;
+use profilink_processor::profiles::{Exporter, Fanout, Pipeline};
+use profilink_processor::store::StoreWriter;
+use profilink_processor::traces::{self, TracesOut, TracesPipeline};
 use profilink_receiver::{ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use store::StoreWriter;
 use tokio::sync::watch;
-use traces::{TracesOut, TracesPipeline};
 
 /// How the service runs, beyond its configuration.
 #[derive(Debug, Clone)]
@@ -454,10 +448,14 @@ async fn start(
     let mut tickers = Vec::new();
     for p in pipelines.values().filter(|p| p.join_metrics().is_some()) {
         let p = p.clone();
-        tickers.push(spawn_ticker(sentry_join::TICK, receivers_rx, move || {
-            let p = p.clone();
-            async move { p.tick().await }
-        }));
+        tickers.push(spawn_ticker(
+            profilink_processor::join::TICK,
+            receivers_rx,
+            move || {
+                let p = p.clone();
+                async move { p.tick().await }
+            },
+        ));
     }
     for p in traces_pipelines.values().filter(|p| p.waits()) {
         let p = p.clone();

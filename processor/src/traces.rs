@@ -14,9 +14,9 @@
 //!   pipeline that translates OTLP to chunks.
 //! * Without a `profile_linking` processor traces are forwarded unchanged.
 
-use crate::service::components::ExporterSpec;
-use crate::service::linking::LinkingConfig;
-use crate::service::pipeline::consume_error;
+use crate::linking::LinkingConfig;
+use crate::profiles::consume_error;
+use crate::spec::ExporterSpec;
 use profilink_exporter::traces::{
     OtlpTracesConfig, SentryTracesConfig, TracesExporter, TracesExporterConfig, TracesMetrics,
 };

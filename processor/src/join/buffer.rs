@@ -53,7 +53,7 @@
 //!
 //! The buffer is plain state: callers pass the time, so tests drive it without sleeping.
 
-use crate::service::store::estimated_bytes;
+use crate::store::estimated_bytes;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::sentry::timestamp::secs_to_nanos;
 use profilink_translator::linking::{SpanInterval, TransactionLinks};

@@ -13,7 +13,7 @@
 //!   | Sentry V1 profiles | translated to OTLP and back into chunks | translated to OTLP with their transaction |
 //!
 //!   `profile_sampling` processors drop whole profiler sessions first (see
-//!   [`crate::service::sampling`]); `batch` processors pass data through (the exporters batch).
+//!   [`crate::sampling`]); `batch` processors pass data through (the exporters batch).
 //! * [`Fanout`]: the consumer of one receiver: every pipeline that lists the receiver gets the
 //!   batch. It succeeds only when every pipeline (and every exporter) accepted; a refusal
 //!   (queue full) makes the client retry, and exporters that had already accepted will see
@@ -24,13 +24,13 @@
 //! `RetryInfo`, HTTP 503/429 with `Retry-After`); [`Consumer::check_ready`] refuses before a
 //! request body is even read while a queue is full.
 
-use crate::service::components::{ExporterSpec, ProcessorSpec};
-use crate::service::join::{JoinConfig, Release};
-use crate::service::sampling::Sampler;
-use crate::service::sentry_join::{JoinMetrics, SentryJoin};
-use crate::service::store::StoreWriter;
-use crate::service::traces::{SharedSpanThreads, TracesPipeline};
-use crate::telemetry::metrics::ServiceCounters;
+use crate::counters::ServiceCounters;
+use crate::join::buffer::{JoinConfig, Release};
+use crate::join::{JoinMetrics, SentryJoin};
+use crate::sampling::Sampler;
+use crate::spec::{ExporterSpec, ProcessorSpec};
+use crate::store::StoreWriter;
+use crate::traces::{SharedSpanThreads, TracesPipeline};
 use profilink_exporter::{
     ExportChunk, ExportError, ExporterMetrics, FileExporter, OtlpExporter, Overflow, SentryExporter,
 };
@@ -321,7 +321,7 @@ impl Pipeline {
     }
 
     /// Holds received Sentry chunks in a join buffer with `cfg` until their transactions
-    /// arrive, when the pipeline has OTLP exporters (see [`crate::service::join`]). Without it
+    /// arrive, when the pipeline has OTLP exporters (see [`crate::join`]). Without it
     /// chunks are linked only to the transactions of their own envelope.
     pub fn with_join(mut self, cfg: Option<JoinConfig>) -> Self {
         self.join = cfg
@@ -377,7 +377,7 @@ impl Pipeline {
     }
 
     /// Retries parked requests and releases the chunks whose window ran out (run every
-    /// [`super::sentry_join::TICK`] by the service).
+    /// [`crate::join::TICK`] by the service).
     pub async fn tick(&self) {
         let Some(join) = &self.join else {
             return;
@@ -409,7 +409,7 @@ impl Pipeline {
 
     /// Keeps the Sentry chunks this pipeline receives in the `profile_store` when it has no
     /// chunk exporter (with one, the exporter's merged chunks are stored instead, see
-    /// [`crate::service::store`]).
+    /// [`crate::store`]).
     pub fn with_store(mut self, store: Option<Arc<StoreWriter>>) -> Self {
         self.store = store;
         self
