@@ -1,10 +1,9 @@
-//! The typed configs of the components a pipeline runs: its processors and its exporters.
+//! The typed configs of the processors a pipeline runs: `batch`, `profile_sampling`
+//! ([`SamplingConfig`]) and `profile_linking` ([`LinkingConfig`]).
 
 use crate::linking::LinkingConfig;
 use crate::sampling::SamplingConfig;
-use profilink_exporter::{FileExporterConfig, OtlpExporterConfig, SentryExporterConfig};
 use serde::Deserialize;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// A processor's typed config.
@@ -16,33 +15,6 @@ pub enum ProcessorSpec {
     Sampling(SamplingConfig),
     /// `profile_linking`.
     Linking(LinkingConfig),
-}
-
-/// An exporter's typed config.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ExporterSpec {
-    /// `sentry`.
-    Sentry(SentryExporterConfig),
-    /// `otlp` / `otlp_http`.
-    Otlp(OtlpExporterConfig),
-    /// `file`.
-    File(FileExporterConfig),
-}
-
-impl ExporterSpec {
-    /// True for exporters that take Sentry chunks (`sentry`, `file`).
-    pub fn takes_chunks(&self) -> bool {
-        matches!(self, ExporterSpec::Sentry(_) | ExporterSpec::File(_))
-    }
-
-    /// The durable queue directory, for exporters that have one.
-    pub fn queue_dir(&self) -> Option<PathBuf> {
-        match self {
-            ExporterSpec::Sentry(c) if c.sending_queue.enabled => Some(c.queue_dir()),
-            ExporterSpec::File(c) if c.sending_queue.enabled => Some(c.queue_dir()),
-            _ => None,
-        }
-    }
 }
 
 /// `processors.batch`.

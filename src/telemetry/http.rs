@@ -6,6 +6,17 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+/// An endpoint that could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {endpoint}: {source}")]
+pub struct BindError {
+    /// The configured `host:port`.
+    pub endpoint: String,
+    /// The socket error.
+    #[source]
+    pub source: std::io::Error,
+}
+
 /// A running telemetry HTTP server.
 #[derive(Debug)]
 pub struct HttpServer {
@@ -16,16 +27,16 @@ pub struct HttpServer {
 impl HttpServer {
     /// Binds `endpoint` (`host:port`, port 0 picks a free port) and serves `router` until
     /// `shutdown` resolves. The error names the endpoint.
-    pub async fn start<F>(endpoint: &str, router: Router, shutdown: F) -> Result<Self, String>
+    pub async fn start<F>(endpoint: &str, router: Router, shutdown: F) -> Result<Self, BindError>
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let listener = TcpListener::bind(endpoint)
-            .await
-            .map_err(|e| format!("cannot listen on {endpoint}: {e}"))?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|e| format!("cannot listen on {endpoint}: {e}"))?;
+        let bind_error = |source| BindError {
+            endpoint: endpoint.to_string(),
+            source,
+        };
+        let listener = TcpListener::bind(endpoint).await.map_err(bind_error)?;
+        let local_addr = listener.local_addr().map_err(bind_error)?;
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router)
                 .with_graceful_shutdown(shutdown)
