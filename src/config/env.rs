@@ -2,7 +2,9 @@
 //!
 //! Expansion runs on the parsed YAML tree (string scalars only), so a variable's value can never
 //! change the document's structure. `${VAR}` is accepted as shorthand; `$$` is a literal `$`.
-//! An unset variable is an error naming the key that used it.
+//! `${env:VAR:-default}` takes `default` when `VAR` is unset (as the Collector's env provider:
+//! a set but empty variable stays empty). An unset variable without a default is an error
+//! naming the key that used it.
 
 use serde_yaml_ng::Value;
 
@@ -60,13 +62,20 @@ fn expand_str(
                 .find('}')
                 .ok_or_else(|| format!("{path}: unterminated ${{ in {s:?}"))?;
             let reference = &body[..end];
-            let name = reference.strip_prefix("env:").unwrap_or(reference);
+            let (reference_name, default) = match reference.split_once(":-") {
+                Some((n, d)) => (n, Some(d)),
+                None => (reference, None),
+            };
+            let name = reference_name
+                .strip_prefix("env:")
+                .unwrap_or(reference_name);
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 return Err(format!(
                     "{path}: invalid variable reference ${{{reference}}}"
                 ));
             }
             let value = lookup(name)
+                .or_else(|| default.map(str::to_owned))
                 .ok_or_else(|| format!("{path}: environment variable {name} is not set"))?;
             out.push_str(&value);
             rest = &body[end + 1..];
@@ -107,6 +116,19 @@ mod tests {
             expand(&mut bad, "", &env),
             Err("exporters.sentry.dsn: environment variable NOPE is not set".into())
         );
+        let mut v: Value = serde_yaml_ng::from_str(
+            "{a: '${env:NOPE:-127.0.0.1:4317}', b: '${env:DSN:-x}', c: '${EMPTY:-d}', d: '${NOPE:-}'}",
+        )
+        .unwrap();
+        expand(&mut v, "", &env).unwrap();
+        assert_eq!(
+            v["a"].as_str(),
+            Some("127.0.0.1:4317"),
+            "unset: the default"
+        );
+        assert_eq!(v["b"].as_str(), Some("https://k@h/1"), "set: the value");
+        assert_eq!(v["c"].as_str(), Some(""), "set but empty: empty");
+        assert_eq!(v["d"].as_str(), Some(""), "empty default");
         let mut bad: Value = serde_yaml_ng::from_str("k: '${env:X'").unwrap();
         assert!(
             expand(&mut bad, "", &env)
