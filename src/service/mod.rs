@@ -2,16 +2,16 @@
 //! steps, runs them until a shutdown signal, and drains them.
 //!
 //! Start order:
-//! 1. extensions ([`extensions`]): the `profile_store`, then `flamegraph_api` and
+//! 1. extensions (`extensions.rs`): the `profile_store`, then `flamegraph_api` and
 //!    `health_check` (answering 503);
-//! 2. exporters ([`exporters`]): each opens and replays its durable queue;
-//! 3. pipelines ([`pipelines`]): the processing stage of `profilink-processor`, one fan-out
+//! 2. exporters (`exporters.rs`): each opens and replays its durable queue;
+//! 3. pipelines (`pipelines.rs`): the processing stage of `profilink-processor`, one fan-out
 //!    per receiver id;
-//! 4. telemetry ([`registry`]): the counters of everything above, at `/metrics`;
-//! 5. receivers ([`receivers`]), fanning out to every pipeline that lists them; then the
+//! 4. telemetry (`registry.rs`): the counters of everything above, at `/metrics`;
+//! 5. receivers (`receivers.rs`), fanning out to every pipeline that lists them; then the
 //!    health check turns 200.
 //!
-//! Shutdown (SIGTERM/SIGINT in the binary, any future here, see [`running`]): the health check
+//! Shutdown (SIGTERM/SIGINT in the binary, any future here, see `running.rs`): the health check
 //! turns 503; the receivers stop accepting connections and finish in-flight requests (each
 //! answered only once its data is durable); then every exporter `shutdown(deadline)`s:
 //! accumulated sessions are flushed into the queues and sent until the deadline, and whatever

@@ -1,19 +1,19 @@
-//! Reading every component section of a [`Config`] into its typed config, and the checks that
+//! Reading every component section of a [`Config`](crate::config::Config) into its typed config, and the checks that
 //! need the typed values ([`Plan::new`]).
 //!
 //! | section | type | typed config | notes |
 //! |---|---|---|---|
-//! | receivers | `otlp` | `protocols.grpc` → [`OtlpGrpcConfig`], `protocols.http` → [`OtlpHttpConfig`] | at least one protocol; `grpc:` with no value means "enabled, defaults" |
-//! | receivers | `sentry` | [`SentryReceiverConfig`] | Relay-compatible envelope endpoint |
+//! | receivers | `otlp` | `protocols.grpc` → [`OtlpGrpcConfig`](profilink_receiver::OtlpGrpcConfig), `protocols.http` → [`OtlpHttpConfig`](profilink_receiver::OtlpHttpConfig) | at least one protocol; `grpc:` with no value means "enabled, defaults" |
+//! | receivers | `sentry` | [`SentryReceiverConfig`](profilink_receiver::SentryReceiverConfig) | Relay-compatible envelope endpoint |
 //! | processors | `batch` | [`BatchConfig`] | |
-//! | processors | `profile_sampling` | [`SamplingConfig`] | `session_sample_rate` in `[0, 1]` |
-//! | processors | `profile_linking` | [`LinkingConfig`] | join buffer (Sentry → OTLP) and span stamping (traces) |
-//! | exporters | `sentry` | [`SentryExporterConfig`] | `dsn` required and parsed here |
-//! | exporters | `otlp`, `otlp_http` | [`OtlpExporterConfig`] | `otlp_http` defaults to `protocol: http`, `127.0.0.1:4318` |
-//! | exporters | `file` | [`FileExporterConfig`] | |
-//! | extensions | `health_check` | [`HealthCheckConfig`] | |
-//! | extensions | `profile_store` | [`StoreConfig`] | keeps every chunk of every pipeline |
-//! | extensions | `flamegraph_api` | [`ApiConfig`] | needs a `profile_store` in `service.extensions` |
+//! | processors | `profile_sampling` | [`SamplingConfig`](profilink_processor::SamplingConfig) | `session_sample_rate` in `[0, 1]` |
+//! | processors | `profile_linking` | [`LinkingConfig`](profilink_processor::LinkingConfig) | join buffer (Sentry → OTLP) and span stamping (traces) |
+//! | exporters | `sentry` | [`SentryExporterConfig`](profilink_exporter::SentryExporterConfig) | `dsn` required and parsed here |
+//! | exporters | `otlp`, `otlp_http` | [`OtlpExporterConfig`](profilink_exporter::OtlpExporterConfig) | `otlp_http` defaults to `protocol: http`, `127.0.0.1:4318` |
+//! | exporters | `file` | [`FileExporterConfig`](profilink_exporter::FileExporterConfig) | |
+//! | extensions | `health_check` | [`HealthCheckConfig`](crate::telemetry::health::HealthCheckConfig) | |
+//! | extensions | `profile_store` | [`StoreConfig`](profilink_flamegraph::StoreConfig) | keeps every chunk of every pipeline |
+//! | extensions | `flamegraph_api` | [`ApiConfig`](profilink_flamegraph::ApiConfig) | needs a `profile_store` in `service.extensions` |
 //!
 //! Errors are one line naming the key, like the rest of the configuration's.
 
