@@ -19,11 +19,30 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    for gate in &cli.feature_gates {
+        eprintln!("warning: --feature-gates {gate}: profilink has no feature gates; ignored");
+    }
+    let sources = cli.sources();
+    if sources.is_none() && !cli.set.is_empty() {
+        eprintln!("error: --set needs --config (it overrides keys of the configuration)");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let code = match cli.command {
-        None => cli::run::run(None),
-        Some(Command::Run { config }) => cli::run::run(config.as_deref()),
-        Some(Command::Check { config }) => cli::check::run(&config),
-        Some(Command::Validate { strict, inputs }) => cli::validate::run(&inputs, strict),
+        None | Some(Command::Run) => cli::run::run(sources.as_ref()),
+        Some(Command::Check) => match &sources {
+            Some(s) => cli::check::run(s),
+            None => usage("check needs --config"),
+        },
+        Some(Command::Components) => cli::components::run(),
+        Some(Command::Validate { strict, inputs }) => match (&sources, inputs.is_empty()) {
+            (Some(s), true) => cli::check::run(s),
+            (None, false) => cli::validate::run(&inputs, strict),
+            (Some(_), false) => usage("validate takes either --config or data inputs, not both"),
+            (None, true) => usage("validate needs inputs (or --config to check a configuration)"),
+        },
+        Some(Command::Translate { .. }) if sources.is_some() => {
+            usage("translate does not use --config")
+        }
         Some(Command::Translate {
             to,
             from,
@@ -50,4 +69,10 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code)
+}
+
+/// Prints a usage error; exit 2.
+fn usage(msg: &str) -> u8 {
+    eprintln!("error: {msg}");
+    EXIT_USAGE
 }

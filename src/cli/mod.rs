@@ -1,6 +1,7 @@
 //! The `profilink` command line: argument definitions and exit codes.
 
 pub mod check;
+pub mod components;
 pub mod input;
 pub mod run;
 pub mod translate;
@@ -21,27 +22,51 @@ pub const EXIT_USAGE: u8 = 2;
 #[derive(Debug, Parser)]
 #[command(name = "profilink", version, about, long_about = None)]
 pub struct Cli {
-    /// What to do; without a subcommand, runs the service on the embedded default
-    /// configuration (like `profilink run`).
+    /// What to do; without a subcommand, runs the service (like `profilink run`): on the
+    /// `--config` sources when given (as `otelcol --config`), else on the embedded default.
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// A configuration source, as the Collector's `--config`: `PATH`, `file:PATH`,
+    /// `env:NAME` (YAML in an environment variable) or `yaml:TEXT`. Repeatable: sources are
+    /// merged in order (mappings key by key, later wins). Used by `run`, `validate --config`
+    /// and `check`.
+    #[arg(long, short, global = true, value_name = "URI")]
+    pub config: Vec<String>,
+    /// Set one configuration key after merging the `--config` sources: `KEY=VALUE`, KEY a
+    /// `::` path (`exporters::sentry::timeout=10s`), VALUE YAML. Repeatable.
+    #[arg(long, global = true, value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Accepted for parity with the Collector's command line; profilink has no feature
+    /// gates, so each gate named is ignored with a warning.
+    #[arg(long, global = true, value_delimiter = ',', value_name = "GATES")]
+    pub feature_gates: Vec<String>,
+}
+
+impl Cli {
+    /// The `--config` and `--set` values (None when no `--config` was given).
+    pub fn sources(&self) -> Option<crate::config::sources::Sources> {
+        (!self.config.is_empty()).then(|| crate::config::sources::Sources {
+            configs: self.config.clone(),
+            sets: self.set.clone(),
+        })
+    }
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check inputs against the OTLP profiles rules and what Sentry's Relay accepts.
+    /// Check inputs against the OTLP profiles rules and what Sentry's Relay accepts; with
+    /// `--config` (and no inputs), check a configuration instead, as `otelcol validate`.
     ///
     /// Formats are detected: binary OTLP protobuf, OTLP/JSON, Sentry chunk JSON, NDJSON of
     /// chunks, V1 profile JSON, transactions and envelopes (gzip/zstd-compressed files too).
     /// Prints one line per finding. Exit 0 without errors (with --strict: without warnings
-    /// either), 1 otherwise, 2 on usage errors.
+    /// either), 1 otherwise, 2 on usage errors (and on configuration errors).
     Validate {
         /// Treat warnings as failures.
         #[arg(long)]
         strict: bool,
-        /// Input files (`-` for standard input).
-        #[arg(required = true)]
+        /// Input files (`-` for standard input); none with `--config`.
         inputs: Vec<PathBuf>,
     },
     /// Translate between OTLP profiles and Sentry profile chunks.
@@ -75,23 +100,21 @@ pub enum Command {
     },
     /// Run the service: receivers, pipelines and exporters, until SIGTERM or SIGINT.
     ///
-    /// Without --config, runs the embedded default: OTLP gRPC on 127.0.0.1:4317 and HTTP on
-    /// 127.0.0.1:4318, exporting to Sentry when SENTRY_DSN is set, else writing envelope files
-    /// into ./profilink-data/. Exit 0 after a clean drain, 2 on configuration errors, 1 when a
-    /// component cannot start (port in use, unwritable queue).
-    Run {
-        /// The configuration file (YAML, in the OpenTelemetry Collector's shape).
-        #[arg(long, short)]
-        config: Option<PathBuf>,
-    },
-    /// Check a configuration file without running it: loads it, expands `${env:VAR}`, and reads
-    /// every component section into its typed config. Prints "config OK" and exits 0, or prints
-    /// one error line naming the key and exits 2.
-    Check {
-        /// The configuration file.
-        #[arg(long, short)]
-        config: PathBuf,
-    },
+    /// With `--config` (repeatable, merged; `--set` overrides), runs that configuration
+    /// (YAML in the OpenTelemetry Collector's shape). Without, runs the embedded default: OTLP
+    /// gRPC on 127.0.0.1:4317 and HTTP on 127.0.0.1:4318, exporting to Sentry when SENTRY_DSN
+    /// is set, else writing envelope files into ./profilink-data/. Exit 0 after a clean
+    /// drain, 2 on configuration errors, 1 when a component cannot start (port in use,
+    /// unwritable queue).
+    Run,
+    /// Check a configuration without running it (same as `validate --config`): loads and
+    /// merges the `--config` sources, applies `--set`, expands references, and reads every
+    /// component section into its typed config. Prints "config OK" and exits 0, or prints one
+    /// error line naming the key and exits 2.
+    Check,
+    /// List the receivers, processors, exporters and extensions this build has, with their
+    /// stability per signal (YAML, as `otelcol components`).
+    Components,
 }
 
 /// Output formats of `translate`.

@@ -8,10 +8,11 @@
 
 use super::check::one_line;
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE};
+use crate::config::Config;
+use crate::config::sources::Sources;
 use crate::service::components::Plan;
 use crate::service::{self, DEFAULT_SHUTDOWN_TIMEOUT, ServiceOptions, default_config};
 use crate::telemetry::logs;
-use std::path::Path;
 use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -31,9 +32,9 @@ pub fn shutdown_timeout() -> Result<Duration, String> {
 }
 
 /// Runs the service; returns the process exit code.
-pub fn run(config: Option<&Path>) -> u8 {
+pub fn run(config: Option<&Sources>) -> u8 {
     let plan = match config {
-        Some(path) => Plan::load(path),
+        Some(sources) => Config::from_sources(sources).and_then(Plan::new),
         None => default_config::plan_from_env(),
     };
     let plan = match plan {
@@ -52,8 +53,8 @@ pub fn run(config: Option<&Path>) -> u8 {
     };
     logs::init(&plan.config.service.telemetry.logs);
     match config {
-        Some(path) => {
-            tracing::info!(config = %path.display(), "starting profilink {}", env!("CARGO_PKG_VERSION"))
+        Some(sources) => {
+            tracing::info!(config = %sources.configs.join(" "), "starting profilink {}", env!("CARGO_PKG_VERSION"))
         }
         None => tracing::info!(
             "starting profilink {} with the default configuration",

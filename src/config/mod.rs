@@ -1,15 +1,18 @@
 //! The service configuration: YAML in the OpenTelemetry Collector's shape.
 //!
-//! Loading runs in three steps, each of whose errors names the offending key:
-//! 1. parse the YAML into a tree;
-//! 2. expand `${env:VAR}` in string values ([`mod@env`]);
-//! 3. read the tree into [`Config`] (unknown keys are errors), then check that every component
-//!    id has a known type and every pipeline references defined components.
+//! Loading runs in four steps, each of whose errors names the offending key or source:
+//! 1. read every `--config` source and merge them in order, then apply `--set` ([`sources`]);
+//! 2. expand `${env:...}` and `${file:...}` references in string values ([`expand`]);
+//! 3. read the tree into [`Config`] (unknown keys are errors; [`flex`] types wholly-referenced
+//!    values as the field wants), then check that every component id has a known type and
+//!    every pipeline references defined components.
 //!
 //! Component sections stay as YAML values here; [`typed`] reads one into the component's own
 //! config struct (owned by the receiver/exporter crates) when the pipeline is built.
 
-pub mod env;
+pub mod expand;
+pub mod flex;
+pub mod sources;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -41,20 +44,15 @@ impl std::fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// The whole configuration.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     /// Receivers by component id (`type` or `type/name`).
-    #[serde(default)]
     pub receivers: BTreeMap<String, Value>,
     /// Processors by component id.
-    #[serde(default)]
     pub processors: BTreeMap<String, Value>,
     /// Exporters by component id.
-    #[serde(default)]
     pub exporters: BTreeMap<String, Value>,
     /// Extensions by component id.
-    #[serde(default)]
     pub extensions: BTreeMap<String, Value>,
     /// Which components run, wired how.
     pub service: Service,
@@ -99,19 +97,135 @@ pub struct Telemetry {
     pub logs: LogsTelemetry,
 }
 
-/// `service.telemetry.metrics`.
+/// `service.telemetry.metrics`, in profilink's spelling (`address`) or the Collector's
+/// (`level`, `readers: [{pull: {exporter: {prometheus: {host, port}}}}]`). After loading,
+/// [`address`](Self::address) says where `/metrics` is served (`none`: nowhere).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsTelemetry {
     /// Address of the `/metrics` endpoint; `none` disables it.
     #[serde(default = "default_metrics_address")]
     pub address: String,
+    /// The Collector's metrics level: `none` serves no metrics; `basic`, `normal` and
+    /// `detailed` serve all of profilink's (it has no per-level subsets).
+    #[serde(default)]
+    pub level: Option<String>,
+    /// The Collector's metric readers: one `pull` Prometheus reader gives the address.
+    #[serde(default)]
+    pub readers: Vec<MetricReader>,
+}
+
+/// One entry of `service.telemetry.metrics.readers`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricReader {
+    /// A pull reader (`pull: {exporter: {prometheus: {host, port}}}`).
+    #[serde(default)]
+    pub pull: Option<PullReader>,
+    /// A periodic (push) reader: not available in profilink (refused with a message).
+    #[serde(default)]
+    pub periodic: Option<Value>,
+}
+
+/// `readers[].pull`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PullReader {
+    /// `exporter: {prometheus: {...}}`.
+    pub exporter: PullExporter,
+}
+
+/// `readers[].pull.exporter`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PullExporter {
+    /// The Prometheus exporter.
+    pub prometheus: PrometheusEndpoint,
+}
+
+/// `readers[].pull.exporter.prometheus`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PrometheusEndpoint {
+    /// Host to listen on (default `localhost`, as the Collector).
+    #[serde(default = "default_prometheus_host")]
+    pub host: String,
+    /// Port (default 8888).
+    #[serde(default = "default_prometheus_port")]
+    pub port: u16,
+    /// Other keys of the Collector's Prometheus exporter (`without_units`, ...) are accepted
+    /// and have no effect.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+fn default_prometheus_host() -> String {
+    "localhost".into()
+}
+
+fn default_prometheus_port() -> u16 {
+    8888
+}
+
+impl MetricsTelemetry {
+    /// Folds `level` and `readers` into `address`, naming the key of anything profilink
+    /// cannot honour.
+    fn resolve(&mut self) -> Result<(), ConfigError> {
+        const AT: &str = "service.telemetry.metrics";
+        if let Some(level) = &self.level {
+            match level.as_str() {
+                "none" => {
+                    self.address = "none".into();
+                    return Ok(());
+                }
+                "basic" | "normal" | "detailed" => {}
+                other => {
+                    return Err(ConfigError(format!(
+                        "{AT}.level: unknown level {other:?} (none, basic, normal, detailed)"
+                    )));
+                }
+            }
+        }
+        let mut pulls = Vec::new();
+        for (i, reader) in self.readers.iter().enumerate() {
+            match (&reader.pull, &reader.periodic) {
+                (Some(pull), None) => pulls.push(&pull.exporter.prometheus),
+                (None, Some(_)) => {
+                    return Err(ConfigError(format!(
+                        "{AT}.readers[{i}].periodic: pushing profilink's own metrics is not \
+                         available; use a pull reader (Prometheus) and scrape it"
+                    )));
+                }
+                _ => {
+                    return Err(ConfigError(format!(
+                        "{AT}.readers[{i}]: give exactly one of pull, periodic"
+                    )));
+                }
+            }
+        }
+        match pulls.as_slice() {
+            [] => Ok(()),
+            [p] => {
+                let host = if p.host.contains(':') && !p.host.starts_with('[') {
+                    format!("[{}]", p.host)
+                } else {
+                    p.host.clone()
+                };
+                self.address = format!("{host}:{}", p.port);
+                Ok(())
+            }
+            _ => Err(ConfigError(format!(
+                "{AT}.readers: profilink serves one Prometheus endpoint; give one pull reader"
+            ))),
+        }
+    }
 }
 
 impl Default for MetricsTelemetry {
     fn default() -> Self {
         MetricsTelemetry {
             address: default_metrics_address(),
+            level: None,
+            readers: Vec::new(),
         }
     }
 }
@@ -161,7 +275,7 @@ pub fn typed<T: DeserializeOwned>(value: &Value, path: &str) -> Result<T, Config
     } else {
         value.clone()
     };
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    flex::deserialize(&value).map_err(|e| {
         let inner = e.path().to_string();
         let at = if inner == "." {
             path.to_owned()
@@ -172,26 +286,70 @@ pub fn typed<T: DeserializeOwned>(value: &Value, path: &str) -> Result<T, Config
     })
 }
 
+/// The top level as read before the sections are typed: component sections stay trees.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopLevel {
+    #[serde(default)]
+    receivers: BTreeMap<String, Value>,
+    #[serde(default)]
+    processors: BTreeMap<String, Value>,
+    #[serde(default)]
+    exporters: BTreeMap<String, Value>,
+    #[serde(default)]
+    extensions: BTreeMap<String, Value>,
+    service: Value,
+}
+
 impl Config {
     /// Loads and checks a configuration file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("{}: cannot read: {e}", path.display())))?;
-        Self::from_yaml(&text, &|name| std::env::var(name).ok())
+        Self::from_sources(&sources::Sources::file(path))
     }
 
-    /// Parses, expands and checks configuration text.
+    /// Loads, merges, expands and checks the configuration of `--config`/`--set` values, with
+    /// the process environment and files.
+    pub fn from_sources(sources: &sources::Sources) -> Result<Config, ConfigError> {
+        let env = |name: &str| std::env::var(name).ok();
+        let resolver = expand::Resolver {
+            env: &env,
+            file: &expand::read_file,
+        };
+        let tree = sources::merged_tree(sources, &resolver).map_err(ConfigError)?;
+        Self::from_tree(tree, &resolver)
+    }
+
+    /// Parses, expands and checks configuration text; `lookup` reads environment variables
+    /// (`${file:...}` reads files).
     pub fn from_yaml(
         text: &str,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let mut tree: Value =
-            serde_yaml_ng::from_str(text).map_err(|e| ConfigError(format!("invalid YAML: {e}")))?;
-        env::expand(&mut tree, "", lookup).map_err(ConfigError)?;
-        let config: Config = serde_path_to_error::deserialize(tree).map_err(|e| {
+        let tree = sources::parse_document(text).map_err(ConfigError)?;
+        Self::from_tree(
+            tree,
+            &expand::Resolver {
+                env: lookup,
+                file: &expand::read_file,
+            },
+        )
+    }
+
+    fn from_tree(mut tree: Value, resolver: &expand::Resolver<'_>) -> Result<Config, ConfigError> {
+        expand::expand(&mut tree, "", resolver).map_err(ConfigError)?;
+        let top: TopLevel = serde_path_to_error::deserialize(tree).map_err(|e| {
             let path = e.path().to_string();
             ConfigError(format!("{path}: {}", e.into_inner()))
         })?;
+        let mut service: Service = typed(&top.service, "service")?;
+        service.telemetry.metrics.resolve()?;
+        let config = Config {
+            receivers: top.receivers,
+            processors: top.processors,
+            exporters: top.exporters,
+            extensions: top.extensions,
+            service,
+        };
         config.check()?;
         Ok(config)
     }

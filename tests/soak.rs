@@ -1,0 +1,677 @@
+//! Fault soak of the real binary: steady OTLP/gRPC load while the Sentry stand-in flaps
+//! (503s, 429 with `X-Sentry-Rate-Limits`, connection resets, stalls longer than the
+//! exporter's timeout), the process is SIGKILLed and restarted on a period, and (as root) the
+//! queue's file system runs out of space for a while. Afterwards every observation of every
+//! accepted request must have reached Sentry (at least once; more than once only for requests
+//! whose answer was lost to a kill), memory stays under a bound, and the process never exits
+//! on its own. Prints one summary line.
+//!
+//! The suite runs a short soak (`PROFILINK_SOAK_SECONDS`, default 40 s: every fault at least
+//! once); `scripts/soak.sh MINUTES` runs a long one.
+
+mod service_support;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use profilink_proto::otlp::ExportProfilesServiceRequest;
+use profilink_proto::sentry::{Envelope, ProfileChunk};
+use service_support::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Round `k` of a client is the fixture shifted by `k` times this (it spans 60.65 s).
+const ROUND_NS: u64 = 61_000_000_000;
+/// Peak RSS allowed: the 32 MiB queue, the accumulator and the runtime, with room.
+const RSS_BOUND_MIB: u64 = 512;
+
+/// What the Sentry stand-in does with the next request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Mode {
+    Ok = 0,
+    Unavailable = 1,
+    RateLimited = 2,
+    Reset = 3,
+    Stall = 4,
+}
+
+impl Mode {
+    fn from(v: u8) -> Mode {
+        match v {
+            1 => Mode::Unavailable,
+            2 => Mode::RateLimited,
+            3 => Mode::Reset,
+            4 => Mode::Stall,
+            _ => Mode::Ok,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Flapping {
+    mode: AtomicU8,
+    stall: Mutex<Duration>,
+    chunks: Mutex<BTreeMap<String, ProfileChunk>>,
+    changed_ids: AtomicU64,
+    resends: AtomicU64,
+}
+
+fn decompress(encoding: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    match encoding {
+        "gzip" => {
+            flate2::read::GzDecoder::new(body)
+                .read_to_end(&mut out)
+                .unwrap();
+        }
+        "zstd" => out = zstd::decode_all(body).unwrap(),
+        _ => out = body.to_vec(),
+    }
+    out
+}
+
+async fn envelope(
+    State(s): State<Arc<Flapping>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> axum::response::Response {
+    let mode = Mode::from(s.mode.load(Ordering::SeqCst));
+    match mode {
+        Mode::Unavailable => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+        Mode::RateLimited => {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [("x-sentry-rate-limits", "2:profile_chunk:key")],
+            )
+                .into_response();
+        }
+        Mode::Stall => {
+            let stall = *s.stall.lock().unwrap();
+            tokio::time::sleep(stall).await;
+        }
+        Mode::Ok | Mode::Reset => {}
+    }
+    let encoding = headers
+        .get("content-encoding")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let raw = decompress(&encoding, &body);
+    let env = Envelope::parse(&raw).expect("profilink sent a valid envelope");
+    let mut chunks = s.chunks.lock().unwrap();
+    for item in &env.items {
+        if item.item_type() != Some("profile_chunk") {
+            continue;
+        }
+        let c = ProfileChunk::from_json(&item.payload).expect("a valid chunk");
+        match chunks.get(&c.chunk_id) {
+            Some(prev) if prev == &c => {
+                s.resends.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(_) => {
+                s.changed_ids.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {
+                chunks.insert(c.chunk_id.clone(), c);
+            }
+        }
+    }
+    (StatusCode::OK, [("connection", "close")], "{}").into_response()
+}
+
+/// Accepts connections; in `Reset` mode closes each new one with a TCP reset at once.
+struct ResettingListener {
+    inner: tokio::net::TcpListener,
+    state: Arc<Flapping>,
+}
+
+impl axum::serve::Listener for ResettingListener {
+    type Io = tokio::net::TcpStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((stream, addr)) = self.inner.accept().await else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            if Mode::from(self.state.mode.load(Ordering::SeqCst)) == Mode::Reset {
+                // A zero linger sends a reset on drop without blocking (the deprecation warns
+                // about non-zero lingers).
+                #[allow(deprecated)]
+                let _ = stream.set_linger(Some(Duration::ZERO));
+                drop(stream);
+                continue;
+            }
+            return (stream, addr);
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+async fn start_flapping() -> (Arc<Flapping>, String) {
+    let state = Arc::new(Flapping::default());
+    let app = Router::new()
+        .route("/api/{project}/envelope/", post(envelope))
+        .with_state(state.clone());
+    let inner = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = inner.local_addr().unwrap();
+    let listener = ResettingListener {
+        inner,
+        state: state.clone(),
+    };
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (state, format!("http://{KEY}@{addr}/42"))
+}
+
+/// The soak's schedule, scaled to its length.
+struct Plan {
+    seconds: u64,
+    kill_every: Duration,
+    stall: Duration,
+    /// Sentry modes in turn, each for its duration, then `Ok` for `ok_gap`.
+    faults: Vec<(Mode, Duration)>,
+    ok_gap: Duration,
+    disk_full_every: Duration,
+    disk_full_for: Duration,
+}
+
+impl Plan {
+    fn new(seconds: u64) -> Plan {
+        let long = seconds >= 300;
+        let stall = if long {
+            Duration::from_secs(30)
+        } else {
+            Duration::from_secs(8)
+        };
+        Plan {
+            seconds,
+            kill_every: Duration::from_secs(if long { 60 } else { 13 }),
+            stall,
+            faults: vec![
+                (Mode::Unavailable, Duration::from_secs(3)),
+                (Mode::RateLimited, Duration::from_secs(3)),
+                (Mode::Reset, Duration::from_secs(3)),
+                (Mode::Stall, stall + Duration::from_secs(1)),
+            ],
+            ok_gap: Duration::from_secs(if long { 20 } else { 3 }),
+            disk_full_every: Duration::from_secs(if long { 300 } else { 20 }),
+            disk_full_for: Duration::from_secs(if long { 20 } else { 5 }),
+        }
+    }
+}
+
+/// Counts of what was injected.
+#[derive(Default)]
+struct Injected {
+    kills: AtomicU64,
+    modes: [AtomicU64; 5],
+    disk_full: AtomicU64,
+}
+
+fn config(dir: &Path, grpc: &str, queue: &Path) -> PathBuf {
+    write_config(
+        dir,
+        "soak.yaml",
+        &format!(
+            r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: "{grpc}" }}
+exporters:
+  sentry:
+    dsn: ${{env:TEST_SENTRY_DSN}}
+    timeout: 3s
+    chunk_idle_timeout: 2s
+    default_rate_limit: 2s
+    retry_on_failure: {{ enabled: true, initial_interval: 100ms, max_interval: 1s, max_elapsed_time: 0s }}
+    sending_queue: {{ storage: "{queue}", max_size_mib: 32 }}
+service:
+  pipelines:
+    profiles: {{ receivers: [otlp], exporters: [sentry] }}
+  telemetry:
+    metrics: {{ address: none }}
+"#,
+            queue = queue.display()
+        ),
+    )
+}
+
+fn round(base: &ExportProfilesServiceRequest, k: u64) -> ExportProfilesServiceRequest {
+    let mut req = base.clone();
+    let shift = k * ROUND_NS;
+    for rp in &mut req.resource_profiles {
+        for sp in &mut rp.scope_profiles {
+            for p in &mut sp.profiles {
+                if p.time_unix_nano > 0 {
+                    p.time_unix_nano += shift;
+                }
+                for s in &mut p.samples {
+                    for t in &mut s.timestamps_unix_nano {
+                        *t += shift;
+                    }
+                }
+            }
+        }
+    }
+    req
+}
+
+/// A client's own copy of the fixture: its resources tagged so its sessions are its own.
+fn client_base(
+    fixture: &ExportProfilesServiceRequest,
+    client: usize,
+) -> ExportProfilesServiceRequest {
+    use profilink_proto::otlp::{AnyValue, KeyValue, any_value};
+    let mut req = fixture.clone();
+    for rp in &mut req.resource_profiles {
+        rp.resource
+            .get_or_insert_with(Default::default)
+            .attributes
+            .push(KeyValue {
+                key: "service.instance.id".into(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(format!("soak-{client}"))),
+                }),
+                ..Default::default()
+            });
+    }
+    req
+}
+
+/// Observation keys: `(profiler_id, timestamp in µs)` with multiplicity. Grouping sparse
+/// threads changes a sample's thread, never its session or time, so this is what must
+/// arrive.
+type Keys = BTreeMap<(String, i64), u64>;
+
+fn keys(chunks: &[ProfileChunk]) -> Keys {
+    let mut k = Keys::new();
+    for c in chunks {
+        for s in &c.profile.samples {
+            *k.entry((c.profiler_id.clone(), (s.timestamp * 1e6).round() as i64))
+                .or_default() += 1;
+        }
+    }
+    k
+}
+
+#[derive(Default)]
+struct Accepted {
+    keys: Keys,
+    /// Keys of requests whose first answer was lost (a kill mid-request) and that were sent
+    /// again: their observations may legitimately arrive twice.
+    ambiguous: Keys,
+    requests: u64,
+    retries: u64,
+}
+
+async fn send_until_accepted(
+    grpc: &str,
+    req: &ExportProfilesServiceRequest,
+    stop: &AtomicBool,
+) -> Option<(u64, bool)> {
+    let mut retries = 0;
+    let mut ambiguous = false;
+    loop {
+        if stop.load(Ordering::SeqCst) && retries > 0 {
+            // Past the end of the load: give up on a request never accepted.
+            if retries > 200 {
+                return None;
+            }
+        }
+        let attempt = async {
+            let mut c =
+                profilink_proto::otlp::profiles_service_client::ProfilesServiceClient::connect(
+                    format!("http://{grpc}"),
+                )
+                .await
+                .map_err(|_| false)?;
+            c.export(req.clone()).await.map_err(|s| {
+                // A status from the server is a clean refusal; anything else (a reset, the
+                // process gone mid-request) may have been persisted before the answer was lost.
+                !matches!(
+                    s.code(),
+                    tonic::Code::Unavailable | tonic::Code::ResourceExhausted
+                ) || s.message().contains("transport")
+                    || s.message().contains("connection")
+            })
+        };
+        match tokio::time::timeout(Duration::from_secs(10), attempt).await {
+            Ok(Ok(_)) => return Some((retries, ambiguous)),
+            Ok(Err(maybe_persisted)) => ambiguous |= maybe_persisted,
+            Err(_) => ambiguous = true,
+        }
+        retries += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn rss_mib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
+/// Mounts a small tmpfs for the queue (root only); None when that is not possible.
+fn small_tmpfs(dir: &Path) -> Option<PathBuf> {
+    let mount = dir.join("queue-fs");
+    std::fs::create_dir_all(&mount).ok()?;
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64m", "tmpfs"])
+        .arg(&mount)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .ok()?
+        .success();
+    ok.then_some(mount)
+}
+
+/// Fills `fs` until it is full; returns the ballast file.
+fn fill(fs: &Path) -> PathBuf {
+    use std::io::Write;
+    let path = fs.join("ballast");
+    if let Ok(mut f) = std::fs::File::create(&path) {
+        let block = vec![0u8; 1 << 20];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.sync_all();
+    }
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn soak_faults_lose_nothing() {
+    let seconds: u64 = std::env::var("PROFILINK_SOAK_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let plan = Plan::new(seconds);
+    let dir = tempfile::tempdir().unwrap();
+    let tmpfs = small_tmpfs(dir.path());
+    let queue = tmpfs
+        .clone()
+        .map_or_else(|| dir.path().join("queue"), |fs| fs.join("queue"));
+    let (sentry, dsn) = start_flapping().await;
+    *sentry.stall.lock().unwrap() = plan.stall;
+    let grpc = free_addr();
+    let cfg = config(dir.path(), &grpc, &queue);
+    let args = ["run", "--config", cfg.to_str().unwrap()];
+    let env = [("TEST_SENTRY_DSN", Some(dsn.as_str()))];
+    let stderr_log = dir.path().join("profilink.stderr");
+    let start = || Profilink::start_logging_to(dir.path(), &args, &env, &stderr_log);
+    let process = Arc::new(Mutex::new(start()));
+    process
+        .lock()
+        .unwrap()
+        .wait_port(&grpc, Duration::from_secs(30));
+
+    let fixture = otlp_fixture("ebpf-profile.pb");
+    let injected = Arc::new(Injected::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let began = Instant::now();
+    let until = began + Duration::from_secs(plan.seconds);
+
+    // Load: 3 clients, one round each every 250 ms, each retried until accepted.
+    let mut clients = Vec::new();
+    for client in 0..3 {
+        let base = client_base(&fixture, client);
+        let grpc = grpc.clone();
+        let stop = stop.clone();
+        clients.push(tokio::spawn(async move {
+            let mut acc = Accepted::default();
+            let mut k = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let req = round(&base, k);
+                if let Some((retries, ambiguous)) = send_until_accepted(&grpc, &req, &stop).await {
+                    let chunk_keys = keys(&expected_chunks(&req));
+                    for (key, n) in &chunk_keys {
+                        *acc.keys.entry(key.clone()).or_default() += n;
+                        if ambiguous {
+                            *acc.ambiguous.entry(key.clone()).or_default() += n;
+                        }
+                    }
+                    acc.requests += 1;
+                    acc.retries += retries;
+                }
+                k += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            acc
+        }));
+    }
+
+    // Sentry flapping.
+    let flap = {
+        let sentry = sentry.clone();
+        let injected = injected.clone();
+        let faults = plan.faults.clone();
+        let ok_gap = plan.ok_gap;
+        tokio::spawn(async move {
+            'outer: loop {
+                for (mode, d) in &faults {
+                    tokio::time::sleep(ok_gap).await;
+                    if Instant::now() + *d > until {
+                        break 'outer;
+                    }
+                    sentry.mode.store(*mode as u8, Ordering::SeqCst);
+                    injected.modes[*mode as usize].fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(*d).await;
+                    sentry.mode.store(Mode::Ok as u8, Ordering::SeqCst);
+                }
+            }
+            sentry.mode.store(Mode::Ok as u8, Ordering::SeqCst);
+        })
+    };
+
+    // Disk full, as root.
+    let disk = tmpfs.clone().map(|fs| {
+        let injected = injected.clone();
+        let (every, hold) = (plan.disk_full_every, plan.disk_full_for);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if Instant::now() + hold > until {
+                    break;
+                }
+                let fs = fs.clone();
+                let ballast = tokio::task::spawn_blocking(move || fill(&fs))
+                    .await
+                    .unwrap();
+                injected.disk_full.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(hold).await;
+                let _ = std::fs::remove_file(&ballast);
+            }
+        })
+    });
+
+    // Kills, RSS and unexpected exits, until the end of the load.
+    let mut peak_rss = 0;
+    let mut unexpected_exits = 0;
+    let mut next_kill = Instant::now() + plan.kill_every;
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut p = process.lock().unwrap();
+        if !p.running() {
+            unexpected_exits += 1;
+            eprintln!("soak: profilink exited on its own:\n{}", p.stderr());
+            *p = start();
+            continue;
+        }
+        peak_rss = peak_rss.max(rss_mib(p.pid()).unwrap_or(0));
+        if Instant::now() >= next_kill {
+            p.signal("KILL");
+            let _ = p.wait_exit(Duration::from_secs(10));
+            injected.kills.fetch_add(1, Ordering::Relaxed);
+            *p = start();
+            next_kill = Instant::now() + plan.kill_every;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    flap.await.unwrap();
+    if let Some(d) = disk {
+        d.abort();
+        let _ = std::fs::remove_file(tmpfs.as_ref().unwrap().join("ballast"));
+    }
+    let mut accepted = Accepted::default();
+    for c in clients {
+        let a = c.await.unwrap();
+        for (k, n) in a.keys {
+            *accepted.keys.entry(k).or_default() += n;
+        }
+        for (k, n) in a.ambiguous {
+            *accepted.ambiguous.entry(k).or_default() += n;
+        }
+        accepted.requests += a.requests;
+        accepted.retries += a.retries;
+    }
+
+    // Drain: Sentry answers, windows go idle, everything queued is delivered.
+    sentry.mode.store(Mode::Ok as u8, Ordering::SeqCst);
+    let drain_start = Instant::now();
+    let mut last = (0, Instant::now());
+    loop {
+        let delivered = keys(
+            &sentry
+                .chunks
+                .lock()
+                .unwrap()
+                .values()
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let missing: u64 = accepted
+            .keys
+            .iter()
+            .map(|(k, n)| n.saturating_sub(*delivered.get(k).unwrap_or(&0)))
+            .sum();
+        if missing == 0 {
+            break;
+        }
+        if missing != last.0 {
+            last = (missing, Instant::now());
+        }
+        if last.1.elapsed() > Duration::from_secs(45)
+            || drain_start.elapsed() > Duration::from_secs(300)
+        {
+            break;
+        }
+        {
+            let mut p = process.lock().unwrap();
+            if !p.running() {
+                unexpected_exits += 1;
+                *p = start();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    {
+        let mut p = process.lock().unwrap();
+        p.signal("TERM");
+        let status = p.wait_exit(Duration::from_secs(30));
+        if !status.success() {
+            unexpected_exits += 1;
+        }
+    }
+    let stderr = std::fs::read_to_string(&stderr_log).unwrap_or_default();
+    if let Some(fs) = &tmpfs {
+        let _ = std::process::Command::new("umount").arg(fs).status();
+    }
+
+    let chunks: Vec<ProfileChunk> = sentry.chunks.lock().unwrap().values().cloned().collect();
+    let delivered = keys(&chunks);
+    let (mut lost, mut duplicated, mut extra) = (0u64, 0u64, 0u64);
+    let all: BTreeSet<_> = accepted.keys.keys().chain(delivered.keys()).collect();
+    for k in all {
+        let want = *accepted.keys.get(k).unwrap_or(&0);
+        let got = *delivered.get(k).unwrap_or(&0);
+        let allowed = *accepted.ambiguous.get(k).unwrap_or(&0);
+        if got < want {
+            lost += want - got;
+        } else if got > want {
+            if want == 0 {
+                extra += got;
+            } else if got - want > allowed {
+                duplicated += got - want - allowed;
+            }
+        }
+    }
+    let sparse_dropped: u64 = stderr
+        .lines()
+        .filter(|l| l.contains("run summary"))
+        .filter_map(|l| {
+            let i = l.find("sparse_dropped=")?;
+            l[i + 15..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    let m = |mode: Mode| injected.modes[mode as usize].load(Ordering::Relaxed);
+    println!(
+        "soak: {}s, {} requests accepted ({} retries), faults: sigkill={} sentry_503={} sentry_429={} \
+         sentry_reset={} sentry_stall={} disk_full={}{}; observations accepted={} delivered={} \
+         lost={} duplicated={} unexpected={} changed_chunk_ids={} identical_resends={} \
+         sparse_dropped_in_last_summary={}; peak_rss={}MiB (bound {}MiB); unexpected_exits={}",
+        plan.seconds,
+        accepted.requests,
+        accepted.retries,
+        injected.kills.load(Ordering::Relaxed),
+        m(Mode::Unavailable),
+        m(Mode::RateLimited),
+        m(Mode::Reset),
+        m(Mode::Stall),
+        injected.disk_full.load(Ordering::Relaxed),
+        if tmpfs.is_none() {
+            " (not root: no tmpfs)"
+        } else {
+            ""
+        },
+        accepted.keys.values().sum::<u64>(),
+        delivered.values().sum::<u64>(),
+        lost,
+        duplicated,
+        extra,
+        sentry.changed_ids.load(Ordering::Relaxed),
+        sentry.resends.load(Ordering::Relaxed),
+        sparse_dropped,
+        peak_rss,
+        RSS_BOUND_MIB,
+        unexpected_exits,
+    );
+    assert!(accepted.requests > 0, "no request was accepted");
+    assert!(
+        injected.kills.load(Ordering::Relaxed) > 0,
+        "the soak never killed profilink"
+    );
+    assert_eq!(
+        lost, 0,
+        "observations of accepted requests never reached Sentry"
+    );
+    assert_eq!(duplicated, 0, "observations delivered twice");
+    assert_eq!(extra, 0, "observations nobody sent");
+    assert_eq!(
+        sentry.changed_ids.load(Ordering::Relaxed),
+        0,
+        "a chunk id was reused for other content"
+    );
+    assert_eq!(unexpected_exits, 0, "profilink exited on its own");
+    assert!(
+        peak_rss <= RSS_BOUND_MIB,
+        "peak RSS {peak_rss} MiB over {RSS_BOUND_MIB} MiB"
+    );
+}
