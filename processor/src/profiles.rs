@@ -192,7 +192,7 @@ impl Pipeline {
 
     /// Keeps the Sentry chunks this pipeline receives in the `profile_store` when it has no
     /// chunk exporter (with one, the exporter's merged chunks are stored instead, see
-    /// [`crate::store`]).
+    /// [`StoreWriter`]).
     pub fn with_store(mut self, store: Option<Arc<StoreWriter>>) -> Self {
         self.store = store;
         self

@@ -136,7 +136,7 @@ pub fn build_pipelines(
     for p in profiles.values().filter(|p| p.join_metrics().is_some()) {
         let p = p.clone();
         tickers.push(spawn_ticker(
-            profilink_processor::join::TICK,
+            profilink_processor::JOIN_TICK,
             stop,
             move || {
                 let p = p.clone();
@@ -147,7 +147,7 @@ pub fn build_pipelines(
     for p in traces.values().filter(|p| p.waits()) {
         let p = p.clone();
         tickers.push(spawn_ticker(
-            profilink_processor::traces::TICK,
+            profilink_processor::TRACES_TICK,
             stop,
             move || {
                 let p = p.clone();

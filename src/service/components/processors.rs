@@ -2,7 +2,7 @@
 
 use crate::config::{ConfigError, component_type, typed};
 use profilink_processor::SamplingConfig;
-pub use profilink_processor::spec::{BatchConfig, ProcessorSpec};
+pub use profilink_processor::{BatchConfig, ProcessorSpec};
 use serde_yaml_ng::Value;
 
 fn err(msg: String) -> ConfigError {

@@ -3,7 +3,7 @@
 //! `profilink_join_*` (join buffers) and `profilink_linking_*` (span stamping).
 
 use super::text::{Render, Text};
-use profilink_processor::counters::TRANSLATION_ERROR_REASONS;
+use profilink_processor::TRANSLATION_ERROR_REASONS;
 use profilink_processor::{JoinMetrics, ServiceCounters, StampCounters, StoreCounters};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
