@@ -7,9 +7,10 @@
 //! * [`TracesExporter`]: OTLP traces requests; full within a tenth of its in-memory queue.
 
 use crate::export::{BoxFuture, Export};
-use profilink_exporter::traces::TracesExporter;
+
 use profilink_exporter::{
     ExportChunk, ExportError, ExporterMetrics, FileExporter, OtlpExporter, SentryExporter,
+    TracesExporter,
 };
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp::trace::ExportTraceServiceRequest;

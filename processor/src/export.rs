@@ -7,6 +7,7 @@
 //! The data type is part of the exporter's type, so a pipeline can only hand an exporter what
 //! it takes.
 
+use crate::each::each;
 use profilink_exporter::{ExportChunk, ExportError};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp::trace::ExportTraceServiceRequest;
@@ -121,17 +122,8 @@ pub async fn export_all<T: Clone>(
     exporters: &[std::sync::Arc<Exporter<T>>],
     data: T,
 ) -> Result<(), ConsumeError> {
-    let n = exporters.len();
-    let mut data = Some(data);
-    for (i, e) in exporters.iter().enumerate() {
-        let d = if i + 1 == n {
-            data.take()
-        } else {
-            data.clone()
-        };
-        if let Some(d) = d {
-            e.export_for_client(d).await?;
-        }
+    for (e, d) in each(exporters, data) {
+        e.export_for_client(d).await?;
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! (queue full) makes the client retry, and exporters that had already accepted will see that
 //! data again (at-least-once, as the Collector's fan-out).
 
+use crate::each::each;
 use crate::profiles::Pipeline;
 use crate::traces::TracesPipeline;
 use profilink_receiver::{Batch, ConsumeError, Consumer, Payload};
@@ -69,13 +70,8 @@ impl Consumer for Fanout {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         let _guard = InFlight(&self.in_flight);
         if let Payload::Traces(req) = batch.payload {
-            let n = self.traces.len();
-            let mut req = Some(req);
-            for (i, p) in self.traces.iter().enumerate() {
-                let r = if i + 1 == n { req.take() } else { req.clone() };
-                if let Some(r) = r {
-                    p.consume(r).await?;
-                }
+            for (p, r) in each(&self.traces, req) {
+                p.consume(r).await?;
             }
             return Ok(());
         }
@@ -84,17 +80,8 @@ impl Consumer for Fanout {
                 "no profiles pipeline uses this receiver".into(),
             ));
         }
-        let n = self.pipelines.len();
-        let mut payload = Some(batch.payload);
-        for (i, p) in self.pipelines.iter().enumerate() {
-            let pl = if i + 1 == n {
-                payload.take()
-            } else {
-                payload.clone()
-            };
-            if let Some(pl) = pl {
-                p.consume(pl).await?;
-            }
+        for (p, payload) in each(&self.pipelines, batch.payload) {
+            p.consume(payload).await?;
         }
         Ok(())
     }

@@ -27,6 +27,7 @@
 
 mod adapters;
 mod counters;
+mod each;
 mod export;
 mod fanout;
 pub mod join;

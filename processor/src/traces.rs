@@ -14,6 +14,7 @@
 //!   pipeline that translates OTLP to chunks.
 //! * Without a `profile_linking` processor traces are forwarded unchanged.
 
+use crate::each::each;
 use crate::export::{TraceExporter, consume_error};
 use crate::linking::LinkingConfig;
 use profilink_exporter::ExportError;
@@ -143,14 +144,7 @@ impl TracesPipeline {
     }
 
     async fn export(&self, req: ExportTraceServiceRequest) -> Result<(), (String, ExportError)> {
-        let n = self.exporters.len();
-        let mut req = Some(req);
-        for (i, e) in self.exporters.iter().enumerate() {
-            let r = if i + 1 == n {
-                req.take().unwrap_or_default()
-            } else {
-                req.clone().unwrap_or_default()
-            };
+        for (e, r) in each(&self.exporters, req) {
             e.export(r).await.map_err(|err| (e.id().to_string(), err))?;
         }
         Ok(())

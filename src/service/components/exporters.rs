@@ -3,10 +3,10 @@
 
 use crate::config::{ConfigError, component_type, typed};
 use profilink_exporter::sentry::routing::Router;
-use profilink_exporter::traces::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig};
 use profilink_exporter::{
     FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
 };
+use profilink_exporter::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig};
 use serde_yaml_ng::Value;
 use std::path::PathBuf;
 
