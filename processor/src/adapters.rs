@@ -106,3 +106,91 @@ impl<T, E: Export<T> + 'static> Export<T> for Backpressure<E> {
         Box::new(self.inner).shutdown(deadline)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::Exporter;
+    use profilink_receiver::ConsumeError;
+    use std::sync::Mutex;
+
+    /// Takes numbers; refuses as told.
+    #[derive(Default)]
+    struct Numbers {
+        got: Arc<Mutex<Vec<u32>>>,
+        refuse: Option<Duration>,
+    }
+
+    impl Export<u32> for Numbers {
+        fn export(&self, data: u32) -> BoxFuture<'_, Result<(), ExportError>> {
+            Box::pin(async move {
+                if let Some(retry_after) = self.refuse {
+                    return Err(ExportError::Full { retry_after });
+                }
+                self.got.lock().unwrap().push(data);
+                Ok(())
+            })
+        }
+
+        fn shutdown(self: Box<Self>, _deadline: Duration) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[test]
+    fn backpressure_is_full_within_the_headroom() {
+        let m = Arc::new(ExporterMetrics::default());
+        let cap = 1000u64 << 20;
+        m.queue_capacity_bytes.store(cap, Ordering::Relaxed);
+        let on = Backpressure::new(Numbers::default(), m.clone(), true);
+        let off = Backpressure::new(Numbers::default(), m.clone(), false);
+        // The headroom is the smaller of a tenth of the capacity and QUEUE_HEADROOM.
+        m.queue_size_bytes
+            .store(cap - QUEUE_HEADROOM - 1, Ordering::Relaxed);
+        assert!(!on.is_full());
+        m.queue_size_bytes
+            .store(cap - QUEUE_HEADROOM, Ordering::Relaxed);
+        assert!(on.is_full());
+        assert!(
+            !off.is_full(),
+            "overflow other than backpressure never refuses up front"
+        );
+        m.queue_capacity_bytes.store(0, Ordering::Relaxed);
+        assert!(!on.is_full(), "no capacity known: not full");
+    }
+
+    #[tokio::test]
+    async fn exporters_hand_over_and_map_refusals() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let a = Arc::new(Exporter::new(
+            "a",
+            Numbers {
+                got: got.clone(),
+                refuse: None,
+            },
+        ));
+        let b = Arc::new(Exporter::new(
+            "b",
+            Numbers {
+                got: got.clone(),
+                refuse: None,
+            },
+        ));
+        crate::export::export_all(&[a.clone(), b], 7).await.unwrap();
+        assert_eq!(*got.lock().unwrap(), vec![7, 7]);
+
+        let full = Arc::new(Exporter::new(
+            "full",
+            Numbers {
+                got: got.clone(),
+                refuse: Some(Duration::from_secs(3)),
+            },
+        ));
+        let e = crate::export::export_all(&[full, a], 8).await.unwrap_err();
+        assert!(
+            matches!(e, ConsumeError::Full { retry_after } if retry_after == Duration::from_secs(3)),
+            "{e:?}"
+        );
+        assert_eq!(got.lock().unwrap().len(), 2, "stops at the first refusal");
+    }
+}
