@@ -62,7 +62,7 @@ async fn shut_down<T: 'static>(
                 });
             }
             None => {
-                tracing::warn!(exporter = %id, "exporter{what} still in use; its queue is kept for the next start")
+                tracing::warn!(exporter = %id, "exporter{what} still in use; not flushed (a durable queue keeps its data for the next start)")
             }
         }
     }
