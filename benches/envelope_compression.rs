@@ -4,12 +4,12 @@
 //! Bodies are real envelopes: the eBPF fixture (`ebpf-profile.pb`) translated into chunks,
 //! one envelope per chunk, as the exporter sends them (a few KB to a few tens of KB each).
 //! Levels are the exporter's defaults (gzip 2, zstd 3). `reused` is
-//! `profilink_exporter::sentry::transport::compress_level`; `fresh` sets up a new compressor
+//! `profilink_exporter::http::compress_level`; `fresh` sets up a new compressor
 //! for every body.
 
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use profilink_exporter::config::Compression;
-use profilink_exporter::sentry::transport::compress_level;
+use profilink_exporter::http::compress_level;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::Envelope;
 use profilink_translator::otlp_to_sentry::{Options, translate_request};

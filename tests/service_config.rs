@@ -90,6 +90,30 @@ fn bad_configs_give_one_line_and_exit_2() {
             "exporters.sentry.compression_params.level: 12 is out of range for Gzip (1..=9)",
         ),
         (
+            "unreadable exporter CA file",
+            base.replace(
+                "timeout: 5s",
+                "timeout: 5s\n    tls: { ca_file: ./missing-ca.pem }",
+            ),
+            "exporters.sentry.tls.ca_file: cannot read ./missing-ca.pem",
+        ),
+        (
+            "unreadable receiver certificate",
+            base.replace(
+                "max_recv_msg_size_mib: 64",
+                "max_recv_msg_size_mib: 64, tls: { cert_file: ./nope.pem, key_file: ./nope.key }",
+            ),
+            "receivers.otlp.protocols.grpc.tls.cert_file: cannot read ./nope.pem",
+        ),
+        (
+            "unknown TLS version",
+            base.replace(
+                "timeout: 5s",
+                "timeout: 5s\n    tls: { min_version: \"1.4\" }",
+            ),
+            "exporters.sentry.tls.min_version: unknown variant `1.4`",
+        ),
+        (
             "bad protocol",
             base.replace("grpc: {", "grcp: {"),
             "receivers.otlp.protocols.grcp: unknown protocol",

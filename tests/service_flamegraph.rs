@@ -86,7 +86,7 @@ exporters:
     chunk_idle_timeout: 300ms
     tick: 20ms
     sending_queue: {{ storage: ./data/queue }}
-  otlp: {{ endpoint: "{backend_addr}" }}
+  otlp: {{ endpoint: "{backend_addr}", tls: {{ insecure: true }} }}
 extensions:
   profile_store: {{ path: ./data/store.db, retention: 100000h }}
   flamegraph_api: {{ endpoint: "{api}", bearer_token: "${{env:TEST_API_TOKEN}}" }}

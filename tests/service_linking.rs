@@ -62,7 +62,7 @@ receivers:
 processors:
   profile_linking: {linking}
 exporters:
-  otlp: {{ endpoint: "{backend}" }}
+  otlp: {{ endpoint: "{backend}", tls: {{ insecure: true }} }}
 service:
   pipelines:
     profiles/from_sentry: {{ receivers: [sentry], processors: [profile_linking], exporters: [otlp] }}

@@ -242,7 +242,7 @@ receivers:
 processors:
   profile_linking: {{ join_window: 1s }}
 exporters:
-  otlp: {{ endpoint: "{backend_addr}", compression: gzip }}
+  otlp: {{ endpoint: "{backend_addr}", compression: gzip, tls: {{ insecure: true }} }}
 service:
   pipelines:
     profiles/from_sentry: {{ receivers: [sentry], processors: [profile_linking], exporters: [otlp] }}

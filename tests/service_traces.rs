@@ -362,7 +362,7 @@ receivers:
 processors:
   profile_linking: {{ wait: 0s }}
 exporters:
-  otlp: {{ endpoint: "{}" }}
+  otlp: {{ endpoint: "{}", tls: {{ insecure: true }} }}
 service:
   pipelines:
     traces: {{ receivers: [otlp], processors: [profile_linking], exporters: [otlp] }}

@@ -9,7 +9,7 @@
 //!     dsn: https://<key>@host/123
 //!     compression: gzip   # gzip | zstd | none
 //!     compression_params: { level: 2 }   # gzip 1-9 (default 2), zstd 1-22 (default 3)
-//!     timeout: 5s
+//!     timeout: 30s
 //!     num_consumers: 4
 //!     chunk_duration: 60s
 //!     chunk_idle_timeout: 10s
@@ -19,10 +19,13 @@
 //!     sending_queue: { enabled: true, storage: ./profilink-data/queue, max_size_mib: 256, overflow: backpressure }
 //!     dead_letter_dir: null
 //!     routing: { attribute: service.name, dsns: { checkout: https://... } }
-//!   otlp: { endpoint: 127.0.0.1:4317, protocol: grpc, compression: gzip, timeout: 5s }
+//!     rate_limit_max_wait: 5m
+//!     tls: { ca_file: /etc/ssl/private-ca.pem }
+//!   otlp: { endpoint: 127.0.0.1:4317, protocol: grpc, compression: gzip, timeout: 5s, tls: { insecure: true } }
 //!   file: { path: ./profilink-data }
 //! ```
 
+pub use profilink_tls::ClientTlsConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -229,9 +232,11 @@ pub struct SentryExporterConfig {
     pub compression: Compression,
     /// Compression level.
     pub compression_params: CompressionParams,
-    /// Per-request timeout (default 5 s).
+    /// Per-request timeout (default 30 s, as the Sentry SDKs; a chunk may be 8 MiB).
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// TLS to Sentry (private CAs, client certificates); system roots by default.
+    pub tls: ClientTlsConfig,
     /// Concurrent requests (default 4).
     pub num_consumers: usize,
     /// Longest sample span of an emitted chunk (default 60 s).
@@ -260,6 +265,12 @@ pub struct SentryExporterConfig {
     /// A 429 without `X-Sentry-Rate-Limits` or `Retry-After` blocks for this long (default 60 s).
     #[serde(with = "humantime_serde")]
     pub default_rate_limit: Duration,
+    /// Rate limits longer than this, and quota limits (reason `usage_exceeded` or a `*quota*`
+    /// reason), drop the chunks of their category while they last (`ratelimit_backoff` in
+    /// client reports and metrics) instead of holding them in the queue (default 5 min).
+    /// Shorter limits make chunks wait.
+    #[serde(with = "humantime_serde")]
+    pub rate_limit_max_wait: Duration,
     /// How often client reports of discarded chunks are sent (default 30 s).
     #[serde(with = "humantime_serde")]
     pub client_report_interval: Duration,
@@ -279,7 +290,8 @@ impl Default for SentryExporterConfig {
             dsn: None,
             compression: Compression::Gzip,
             compression_params: CompressionParams::default(),
-            timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(30),
+            tls: ClientTlsConfig::default(),
             num_consumers: 4,
             chunk_duration: acc.chunk_duration,
             chunk_idle_timeout: acc.chunk_idle_timeout,
@@ -291,6 +303,7 @@ impl Default for SentryExporterConfig {
             dead_letter_dir: None,
             routing: None,
             default_rate_limit: Duration::from_secs(60),
+            rate_limit_max_wait: Duration::from_secs(300),
             client_report_interval: Duration::from_secs(30),
             tick: Duration::from_millis(100),
             observer: Default::default(),
@@ -339,9 +352,12 @@ pub struct OtlpExporterConfig {
     pub protocol: OtlpProtocol,
     /// gzip (default), zstd or none.
     pub compression: Compression,
-    /// Per-request timeout (default 5 s).
+    /// Per-request timeout (default 5 s; the service makes it 30 s for `protocol: http`, as the
+    /// Collector's `otlphttp` exporter).
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// TLS (gRPC: on unless `insecure: true` or an `http://` endpoint; HTTP: per the URL).
+    pub tls: ClientTlsConfig,
     /// Backoff for retryable failures.
     pub retry_on_failure: RetryConfig,
     /// Concurrent requests (default 4).
@@ -359,6 +375,7 @@ impl Default for OtlpExporterConfig {
             protocol: OtlpProtocol::Grpc,
             compression: Compression::Gzip,
             timeout: Duration::from_secs(5),
+            tls: ClientTlsConfig::default(),
             retry_on_failure: RetryConfig::default(),
             num_consumers: 4,
             queue_size: 1000,

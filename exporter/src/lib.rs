@@ -13,6 +13,10 @@
 //! * [`traces::TracesExporter`]: OTLP traces to an OTLP endpoint (gRPC / HTTP) or to Sentry's
 //!   OTLP traces endpoint (DSN key auth, rate limits, request splitting).
 //!
+//! Every transport is built by [`http`]: TLS from the exporter's `tls:` settings
+//! ([`ClientTlsConfig`], the Collector's `configtls`), proxies from the environment, request
+//! compression, and Sentry's rate-limit headers.
+//!
 //! Life cycle of every exporter: `start(config)` → `export(...)` any number of times (from any
 //! task) → `shutdown(deadline)`. Dropping an exporter without `shutdown` stops it like a crash:
 //! accepted data stays in the queue and is delivered on the next start.
@@ -22,6 +26,7 @@ pub mod accumulate;
 pub mod clock;
 pub mod config;
 pub mod file;
+pub mod http;
 pub mod merge;
 pub mod metrics;
 pub mod observer;
@@ -40,8 +45,8 @@ use thiserror::Error;
 pub use accumulate::ChunkAccumulator;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{
-    Compression, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig,
-    RetryConfig, RoutingConfig, SentryExporterConfig, SparseThreads,
+    ClientTlsConfig, Compression, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, Overflow,
+    QueueConfig, RetryConfig, RoutingConfig, SentryExporterConfig, SparseThreads,
 };
 pub use file::FileExporter;
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};

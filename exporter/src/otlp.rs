@@ -4,7 +4,7 @@
 //! Retry rules follow the OTLP specification and the Collector's `otlpexporter`:
 //! * gRPC: `CANCELLED`, `DEADLINE_EXCEEDED`, `ABORTED`, `OUT_OF_RANGE`, `UNAVAILABLE` and
 //!   `DATA_LOSS` are retried; `RESOURCE_EXHAUSTED` only when the status carries
-//!   `google.rpc.RetryInfo`; a `RetryInfo.retry_delay` replaces the computed backoff; every
+//!   `google.rpc.RetryInfo`; the wait is the larger of the backoff and `RetryInfo.retry_delay`; every
 //!   other code is permanent.
 //! * HTTP: 429, 502, 503 and 504 are retried, honouring `Retry-After`; other statuses are
 //!   permanent. Connection errors and timeouts are retried on both transports.
@@ -13,12 +13,11 @@
 //! and counted. Requests wait in a bounded in-memory queue (`queue_size`); `export` answers
 //! [`ExportError::Full`] when it is full.
 
+use crate::ExportError;
 use crate::config::{Compression, OtlpExporterConfig, OtlpProtocol, RetryConfig};
+use crate::http::{compress, content_encoding, parse_retry_after};
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::retry::Backoff;
-use crate::sentry::rate_limits::parse_retry_after;
-use crate::sentry::transport::{compress, content_encoding};
-use crate::{ExportError, SDK_NAME, VERSION};
 use profilink_proto::otlp::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
     HTTP_PATH, profiles_service_client::ProfilesServiceClient,
@@ -30,7 +29,7 @@ use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
 use tonic::Code;
 use tonic::codec::CompressionEncoding;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic_types::StatusExt;
 
 /// How one attempt failed.
@@ -208,7 +207,10 @@ impl Shared {
                 }
                 let resp = rb.send().await.map_err(|e| AttemptError::Retryable {
                     after: None,
-                    message: format!("request to {url} failed: {e}"),
+                    message: format!(
+                        "request to {url} failed: {}",
+                        crate::http::request_error(&e)
+                    ),
                     network: true,
                 })?;
                 let status = resp.status().as_u16();
@@ -296,18 +298,8 @@ impl OtlpExporter {
     pub async fn start(cfg: OtlpExporterConfig) -> Result<Self, ExportError> {
         let client = match cfg.protocol {
             OtlpProtocol::Grpc => {
-                let endpoint = Endpoint::from_shared(with_scheme(&cfg.endpoint))
-                    .map_err(|e| {
-                        ExportError::Config(format!(
-                            "invalid OTLP endpoint {:?}: {e}",
-                            cfg.endpoint
-                        ))
-                    })?
-                    .connect_timeout(cfg.timeout)
-                    .user_agent(format!("{SDK_NAME}/{VERSION}"))
-                    .map_err(|e| ExportError::Config(e.to_string()))?;
-                let mut c = ProfilesServiceClient::new(endpoint.connect_lazy())
-                    .max_decoding_message_size(4 << 20);
+                let channel = crate::http::grpc_channel(&cfg.endpoint, cfg.timeout, &cfg.tls)?;
+                let mut c = ProfilesServiceClient::new(channel).max_decoding_message_size(4 << 20);
                 match cfg.compression {
                     Compression::Gzip => {
                         c = c
@@ -324,12 +316,7 @@ impl OtlpExporter {
                 Client::Grpc(c)
             }
             OtlpProtocol::Http => {
-                let client = reqwest::Client::builder()
-                    .timeout(cfg.timeout)
-                    .connect_timeout(cfg.timeout)
-                    .user_agent(format!("{SDK_NAME}/{VERSION}"))
-                    .build()
-                    .map_err(|e| ExportError::Config(e.to_string()))?;
+                let client = crate::http::client(cfg.timeout, cfg.num_consumers, &cfg.tls)?;
                 Client::Http {
                     client,
                     url: http_url(&cfg.endpoint),

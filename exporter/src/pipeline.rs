@@ -63,6 +63,11 @@ pub trait Sink: Send + Sync + 'static {
     fn blocked_until(&self, route: &str, category: &str, now: Instant) -> Option<Instant>;
     /// Delivers one merged chunk (`json` is its payload).
     fn deliver(&self, meta: ReadyMeta, json: Vec<u8>) -> impl Future<Output = Delivery> + Send;
+    /// True when chunks of `category` for `route` are limited for so long that they are
+    /// dropped (`ratelimit_backoff`) instead of waiting.
+    fn dropping(&self, _route: &str, _category: &str, _now: Instant) -> bool {
+        false
+    }
     /// Records that `n` chunks like `meta` were given up for `reason`.
     fn discarded(&self, meta: &ReadyMeta, reason: DiscardReason, n: u64);
     /// The Sentry project chunks of `route` go to, if the sink knows one.
@@ -178,6 +183,7 @@ impl<S: Sink> Pipeline<S> {
             ready_acks: Vec::new(),
             consumption_records: HashMap::new(),
             keep_open_windows: false,
+            last_drop_sweep: None,
         };
         engine.recover(recovery);
         let task = tokio::spawn(engine.run(input_rx, control_rx));
@@ -347,6 +353,8 @@ struct Engine<S: Sink> {
     consumption_records: HashMap<u64, Vec<u64>>,
     /// Set while draining with open windows kept for the next start: no idle cuts.
     keep_open_windows: bool,
+    /// When ready chunks were last checked for long rate limits (real time).
+    last_drop_sweep: Option<Instant>,
 }
 
 /// Waits for an optional job; never ready when there is none.
@@ -572,7 +580,39 @@ impl<S: Sink> Engine<S> {
         }
         self.start_persist();
         self.start_acks();
+        self.drop_rate_limited(self.clock.now());
         self.dispatch(self.clock.now());
+    }
+
+    /// Gives up (`ratelimit_backoff`) the waiting chunks whose category is limited for long
+    /// ([`Sink::dropping`]); at most once per tick, as it looks at every ready chunk.
+    fn drop_rate_limited(&mut self, now: Instant) {
+        let real = Instant::now();
+        if self
+            .last_drop_sweep
+            .is_some_and(|t| real.saturating_duration_since(t) < self.cfg.tick)
+        {
+            return;
+        }
+        self.last_drop_sweep = Some(real);
+        let ids: Vec<u64> = self
+            .ready
+            .iter()
+            .filter(|(_, i)| {
+                !i.in_flight && self.sink.dropping(&i.meta.route, &i.meta.category, now)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        for id in &ids {
+            self.give_up(*id, DiscardReason::RatelimitBackoff);
+        }
+        tracing::warn!(
+            chunks = ids.len(),
+            "chunks dropped: their category is rate limited for longer than rate_limit_max_wait or over quota (ratelimit_backoff)"
+        );
     }
 
     /// Starts a persist job for the oldest unpersisted chunks (about [`PERSIST_GROUP_BYTES`]),
@@ -788,8 +828,18 @@ impl<S: Sink> Engine<S> {
                 self.ready_acks.push(id);
             }
             Outcome::Sent(Delivery::RateLimited) => {
+                let mut drop = false;
                 if let Some(item) = self.ready.get_mut(&id) {
                     item.in_flight = false;
+                    drop = self
+                        .sink
+                        .dropping(&item.meta.route, &item.meta.category, now);
+                    if drop {
+                        tracing::warn!(chunk_id = %item.meta.chunk_id, category = %item.meta.category, "chunk dropped: rate limited for longer than rate_limit_max_wait or over quota (ratelimit_backoff)");
+                    }
+                }
+                if drop {
+                    self.give_up(id, DiscardReason::RatelimitBackoff);
                 }
             }
             Outcome::Sent(Delivery::Permanent { message }) => {

@@ -34,7 +34,8 @@ impl Backoff {
 
     /// The wait before the next attempt after a failure at `now`, or `None` when retrying is
     /// disabled or the next attempt would start after `max_elapsed_time` since the first
-    /// failure. A server-given delay (`Retry-After`, `RetryInfo`) replaces the computed one.
+    /// failure. A server-given delay (`Retry-After`, `RetryInfo`) lengthens the computed one:
+    /// the wait is the larger of the two, as the Collector's retry sender waits.
     pub fn next(
         &mut self,
         cfg: &RetryConfig,
@@ -45,14 +46,12 @@ impl Backoff {
             return None;
         }
         let started = *self.started.get_or_insert(now);
-        let wait = match server_hint {
-            Some(d) => d,
-            None => jittered(
-                self.interval,
-                cfg.randomization_factor,
-                rand::random::<f64>(),
-            ),
-        };
+        let backoff = jittered(
+            self.interval,
+            cfg.randomization_factor,
+            rand::random::<f64>(),
+        );
+        let wait = server_hint.map_or(backoff, |hint| hint.max(backoff));
         let grown = self.interval.as_secs_f64() * cfg.multiplier.max(1.0);
         self.interval = Duration::from_secs_f64(grown.min(cfg.max_interval.as_secs_f64()).max(0.0));
         if !cfg.max_elapsed_time.is_zero() {
@@ -99,11 +98,20 @@ mod tests {
             jittered(Duration::from_secs(10), 0.5, 1.0),
             Duration::from_secs(15)
         );
-        let cfg = RetryConfig::default();
+        let cfg = RetryConfig {
+            randomization_factor: 0.0,
+            ..Default::default()
+        };
+        // The larger of the backoff (5 s first) and the server's delay.
         let mut b = Backoff::new(&cfg);
         assert_eq!(
             b.next(&cfg, Instant::now(), Some(Duration::from_secs(2))),
-            Some(Duration::from_secs(2))
+            Some(Duration::from_secs(5))
+        );
+        let mut b = Backoff::new(&cfg);
+        assert_eq!(
+            b.next(&cfg, Instant::now(), Some(Duration::from_secs(20))),
+            Some(Duration::from_secs(20))
         );
         let off = RetryConfig {
             enabled: false,

@@ -3,7 +3,9 @@
 mod common;
 
 use common::*;
-use profilink_exporter::{OtlpExporter, OtlpExporterConfig, OtlpProtocol, RetryConfig};
+use profilink_exporter::{
+    ClientTlsConfig, OtlpExporter, OtlpExporterConfig, OtlpProtocol, RetryConfig,
+};
 use profilink_proto::otlp::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
     ResourceProfiles,
@@ -89,6 +91,11 @@ async fn grpc_retries_unavailable_and_counts_partial_success() {
     let cfg = OtlpExporterConfig {
         endpoint: addr.to_string(),
         protocol: OtlpProtocol::Grpc,
+        // A cleartext stand-in: without a scheme, gRPC dials TLS unless `insecure`.
+        tls: ClientTlsConfig {
+            insecure: true,
+            ..Default::default()
+        },
         retry_on_failure: retry(),
         num_consumers: 1,
         ..Default::default()

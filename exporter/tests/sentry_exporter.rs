@@ -277,7 +277,8 @@ async fn rate_limit_for_profile_chunk_blocks_only_backend_chunks() {
         Behaviour::with_header(
             429,
             "X-Sentry-Rate-Limits",
-            "60:profile_chunk;transaction:key:quota",
+            // No quota reason: a quota would drop the chunks (see long_limit_case).
+            "60:profile_chunk;transaction:key",
         ),
         false,
         60,
@@ -345,6 +346,117 @@ async fn rate_limit_header_on_a_200_is_honoured() {
             .wait_for(WAIT, |s| s.delivered_chunks().len() == 2)
             .await
     );
+    exp.shutdown(WAIT).await;
+}
+
+/// A limit that lasts (a quota, or longer than `rate_limit_max_wait`): the chunk that met it
+/// and the chunks after it are dropped as `ratelimit_backoff` (counted, client report), not
+/// held in the queue.
+async fn long_limit_case(header: &str) {
+    let server = StandIn::start().await;
+    server.script(vec![Behaviour::with_header(
+        429,
+        "X-Sentry-Rate-Limits",
+        header,
+    )]);
+    let dir = tempfile::tempdir().unwrap();
+    let (clock, shared) = manual();
+    let mut cfg = config(&server, dir.path());
+    cfg.client_report_interval = Duration::from_millis(50);
+    let exp = SentryExporter::start_with_clock(cfg, shared).await.unwrap();
+    let metrics = exp.metrics();
+    export_all(&exp, vec![chunk(PROFILER_A, "python", T0, 5.0, 20.0)]).await;
+    clock.advance(Duration::from_secs(10));
+    assert!(
+        server
+            .wait_for(WAIT, |_| metrics
+                .snapshot()
+                .dropped(DiscardReason::RatelimitBackoff)
+                == 1)
+            .await,
+        "{:?}",
+        metrics.snapshot()
+    );
+    // A later chunk of the category is dropped without a request.
+    export_all(&exp, vec![chunk(PROFILER_B, "python", T0, 5.0, 20.0)]).await;
+    clock.advance(Duration::from_secs(10));
+    assert!(
+        server
+            .wait_for(WAIT, |_| metrics
+                .snapshot()
+                .dropped(DiscardReason::RatelimitBackoff)
+                == 2)
+            .await
+    );
+    assert_eq!(server.chunk_requests().len(), 1);
+    assert!(
+        server
+            .wait_for(WAIT, |s| s
+                .client_reports()
+                .iter()
+                .map(|r| r["discarded_events"][0]["quantity"].as_u64().unwrap_or(0))
+                .sum::<u64>()
+                == 2)
+            .await
+    );
+    for report in server.client_reports() {
+        let ev = &report["discarded_events"][0];
+        assert_eq!(ev["reason"], "ratelimit_backoff");
+        assert_eq!(ev["category"], "profile_chunk");
+    }
+    let m = metrics.snapshot();
+    assert_eq!(m.sent_chunks, 0);
+    let samples = m
+        .dropped_samples
+        .iter()
+        .find(|(r, _)| *r == DiscardReason::RatelimitBackoff)
+        .map(|(_, n)| *n);
+    assert_eq!(samples, Some(2 * 100), "{m:?}");
+    exp.shutdown(WAIT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hour_long_usage_exceeded_limit_drops_and_reports() {
+    long_limit_case("3600:profile_chunk:organization:usage_exceeded").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_longer_than_rate_limit_max_wait_drops() {
+    // Default rate_limit_max_wait: 5 min.
+    long_limit_case("600:profile_chunk:key").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_second_limit_waits_and_delivers() {
+    let server = StandIn::start().await;
+    server.script(vec![Behaviour::with_header(
+        429,
+        "X-Sentry-Rate-Limits",
+        "2:profile_chunk:key",
+    )]);
+    let dir = tempfile::tempdir().unwrap();
+    let (clock, shared) = manual();
+    let exp = SentryExporter::start_with_clock(config(&server, dir.path()), shared)
+        .await
+        .unwrap();
+    let metrics = exp.metrics();
+    export_all(&exp, vec![chunk(PROFILER_A, "python", T0, 5.0, 20.0)]).await;
+    clock.advance(Duration::from_secs(10));
+    assert!(
+        server
+            .wait_for(WAIT, |_| metrics.snapshot().rate_limited == 1)
+            .await
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(server.chunk_requests().len(), 1, "the chunk waits");
+    clock.advance(Duration::from_secs(2));
+    assert!(
+        server
+            .wait_for(WAIT, |s| s.delivered_chunks().len() == 1)
+            .await
+    );
+    let m = metrics.snapshot();
+    assert_eq!(m.dropped.iter().map(|(_, n)| n).sum::<u64>(), 0, "{m:?}");
     exp.shutdown(WAIT).await;
 }
 

@@ -6,9 +6,9 @@ mod common;
 use common::*;
 use profilink_exporter::traces::send::TRACES_HTTP_PATH;
 use profilink_exporter::{
-    Compression, DiscardReason, ExportError, ManualClock, OtlpTracesConfig, RetryConfig,
-    SentryTracesConfig, SharedClock, TracesExporter, TracesExporterConfig, TracesMetrics,
-    TracesMetricsSnapshot, TracesQueueConfig,
+    ClientTlsConfig, Compression, DiscardReason, ExportError, ManualClock, OtlpTracesConfig,
+    RetryConfig, SentryTracesConfig, SharedClock, TracesExporter, TracesExporterConfig,
+    TracesMetrics, TracesMetricsSnapshot, TracesQueueConfig,
 };
 use profilink_proto::otlp::Resource;
 use profilink_proto::otlp::trace::{
@@ -188,6 +188,11 @@ async fn grpc_gzip_retries_unavailable_and_requests_arrive_equal() {
     );
     let cfg = OtlpTracesConfig {
         endpoint: Some(addr.to_string()),
+        // A cleartext stand-in: without a scheme, gRPC dials TLS unless `insecure`.
+        tls: ClientTlsConfig {
+            insecure: true,
+            ..Default::default()
+        },
         headers: [("X-Tenant".to_string(), "acme".to_string())].into(),
         retry_on_failure: fast_retry(),
         num_consumers: 1,

@@ -5,20 +5,13 @@
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 /// One MiB.
 pub const MIB: usize = 1024 * 1024;
 
-/// TLS for a listener: a PEM certificate chain and its PEM private key (PKCS#8, PKCS#1 or SEC1).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsConfig {
-    /// Path of the PEM certificate chain, leaf first.
-    pub cert_file: PathBuf,
-    /// Path of the PEM private key.
-    pub key_file: PathBuf,
-}
+/// TLS for a listener (`tls:`): `cert_file`, `key_file`, `client_ca_file`, `min_version`,
+/// `reload_interval`, with the Collector's `configtls` meaning (see [`profilink_tls`]).
+pub use profilink_tls::ServerTlsConfig as TlsConfig;
 
 /// The OTLP/gRPC receiver (`ProfilesService/Export`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -142,7 +135,7 @@ mod tests {
         .unwrap();
         assert_eq!(h.endpoint, "0.0.0.0:1");
         assert_eq!(h.max_request_body_size_mib, 64);
-        assert_eq!(h.tls.unwrap().key_file, PathBuf::from("k"));
+        assert_eq!(h.tls.unwrap().key_file, std::path::PathBuf::from("k"));
         let s: SentryReceiverConfig =
             serde_json::from_str(r#"{"allowed_keys":{"42":["a"],"7":[]}}"#).unwrap();
         assert_eq!(s.max_envelope_size(), 100 * MIB);

@@ -13,49 +13,27 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls::{self, ServerConfig};
+use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 
 /// How long a client may take to complete its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// ALPN for gRPC: HTTP/2 only.
-pub const ALPN_GRPC: &[&[u8]] = &[b"h2"];
+pub const ALPN_GRPC: &[&[u8]] = profilink_tls::ALPN_GRPC;
 /// ALPN for the HTTP receivers: HTTP/2 or HTTP/1.1.
-pub const ALPN_HTTP: &[&[u8]] = &[b"h2", b"http/1.1"];
+pub const ALPN_HTTP: &[&[u8]] = profilink_tls::ALPN_HTTP;
 
-/// Builds a rustls server config from the PEM files of `config`, offering `alpn`.
+/// Builds a rustls server config from `config` (certificate reloading and client certificate
+/// verification included), offering `alpn`.
 pub fn server_config(
     config: &TlsConfig,
     alpn: &[&[u8]],
 ) -> Result<Arc<ServerConfig>, ReceiverError> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-    let tls_err = |what: &str, path: &std::path::Path, e: &dyn std::fmt::Display| {
-        ReceiverError::Tls(format!("{what} {}: {e}", path.display()))
-    };
-    let certs = CertificateDer::pem_file_iter(&config.cert_file)
-        .map_err(|e| tls_err("cannot read certificates from", &config.cert_file, &e))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| tls_err("invalid certificate in", &config.cert_file, &e))?;
-    if certs.is_empty() {
-        return Err(ReceiverError::Tls(format!(
-            "no certificate in {}",
-            config.cert_file.display()
-        )));
-    }
-    let key = PrivateKeyDer::from_pem_file(&config.key_file)
-        .map_err(|e| tls_err("cannot read a private key from", &config.key_file, &e))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut server = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ReceiverError::Tls(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| ReceiverError::Tls(format!("certificate and key do not fit: {e}")))?;
-    server.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Ok(Arc::new(server))
+    config
+        .rustls_config(alpn)
+        .map(Arc::new)
+        .map_err(|e| ReceiverError::Tls(e.to_string()))
 }
 
 /// A TLS connection with the client's address.
@@ -178,6 +156,7 @@ async fn accept_loop(
                 Ok(Ok(stream)) => {
                     let _ = tx.send(TlsConnection { stream, remote }).await;
                 }
+                // A client without a valid certificate (`client_ca_file`) ends here too.
                 Ok(Err(error)) => tracing::debug!(%remote, %error, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
             }

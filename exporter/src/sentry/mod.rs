@@ -12,7 +12,10 @@
 //! * 2xx: delivered (an `X-Sentry-Rate-Limits` header on it is honoured too);
 //! * 429: `X-Sentry-Rate-Limits` (else `Retry-After`, else `default_rate_limit`, 60 s) blocks the
 //!   named categories (`profile_chunk`, `profile_chunk_ui`, or all) for that DSN; chunks of a
-//!   blocked category wait in the queue, they are not dropped;
+//!   blocked category wait in the queue while the limit is short. While it is long (a quota
+//!   reason such as `usage_exceeded`, or more than `rate_limit_max_wait` left, default 5 min)
+//!   they are dropped and reported as `ratelimit_backoff`, as the SDKs do, instead of holding
+//!   the queue and pushing back on every agent;
 //! * 400, 401, 403, 413 (and other 4xx but 408): permanent — logged with the start of the body,
 //!   counted as `send_error`, written to `dead_letter_dir` if set;
 //! * 408, 5xx, timeouts, connection errors: retried with exponential backoff and jitter; when
@@ -23,27 +26,26 @@
 //! and at shutdown.
 
 pub mod client_report;
-pub mod rate_limits;
 pub mod routing;
 pub mod transport;
 
 use crate::clock::{SharedClock, system_clock};
 use crate::config::SentryExporterConfig;
 use crate::file::{envelope_file_name, write_atomic};
+use crate::http::{compress_level, parse_retry_after};
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::pipeline::{Delivery, Pipeline, PipelineConfig, Sink};
 use crate::queue::{Queue, ReadyMeta};
 use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
 use client_report::{Discards, client_report_envelope, rfc3339};
 use profilink_proto::sentry::Envelope;
-use rate_limits::parse_retry_after;
 use routing::Router;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use transport::{Transport, compress_level};
+use transport::Transport;
 
 /// Bodies larger than this are compressed on the blocking pool.
 const INLINE_COMPRESS_LIMIT: usize = 64 << 10;
@@ -57,6 +59,7 @@ pub struct SentrySink {
     discards: Discards,
     dead_letter_dir: Option<PathBuf>,
     default_rate_limit: Duration,
+    rate_limit_max_wait: Duration,
 }
 
 impl SentrySink {
@@ -128,7 +131,8 @@ impl SentrySink {
                     tracing::warn!(status = r.status, body = %r.body, "client report refused");
                 }
                 Err(e) => {
-                    tracing::debug!(error = %e, "client report not sent; will retry");
+                    let error = crate::http::request_error(&e);
+                    tracing::debug!(%error, "client report not sent; will retry");
                     self.discards.restore(&key, &entries);
                 }
             }
@@ -169,14 +173,29 @@ impl Sink for SentrySink {
                 return Delivery::Retry {
                     after: None,
                     reason: DiscardReason::NetworkError,
-                    message: format!("request to {} failed: {e}", route.url),
+                    message: format!(
+                        "request to {} failed: {}",
+                        route.url,
+                        crate::http::request_error(&e)
+                    ),
                 };
             }
         };
         let now = self.clock.now();
         if let Some(h) = &resp.rate_limits {
-            route.limits().apply_header(h, now);
+            let limits = route.limits().apply_header(h, now);
             ExporterMetrics::add(&self.metrics.rate_limited, 1);
+            for l in limits {
+                if l.is_quota() || l.retry_after > self.rate_limit_max_wait {
+                    tracing::warn!(
+                        route = %route.url,
+                        categories = ?l.categories,
+                        retry_after = ?l.retry_after,
+                        reason = l.reason.as_deref().unwrap_or(""),
+                        "Sentry rate limit longer than rate_limit_max_wait or over quota; chunks of these categories are dropped while it lasts"
+                    );
+                }
+            }
         }
         match resp.status {
             200..=299 => Delivery::Delivered,
@@ -223,6 +242,13 @@ impl Sink for SentrySink {
                 }
             }
         }
+    }
+
+    fn dropping(&self, route: &str, category: &str, now: Instant) -> bool {
+        self.router
+            .route(route)
+            .limits()
+            .dropping(category, now, self.rate_limit_max_wait)
     }
 
     fn discarded(&self, meta: &ReadyMeta, reason: DiscardReason, n: u64) {
@@ -272,8 +298,13 @@ impl SentryExporter {
             .compression_params
             .level_for(cfg.compression)
             .map_err(|e| ExportError::Config(format!("exporters.sentry.{e}")))?;
-        let transport = Transport::new(cfg.compression, level, cfg.timeout, cfg.num_consumers)
-            .map_err(ExportError::Config)?;
+        let transport = Transport::new(
+            cfg.compression,
+            level,
+            cfg.timeout,
+            cfg.num_consumers,
+            &cfg.tls,
+        )?;
         let metrics = Arc::new(ExporterMetrics::default());
         let qdir = cfg.queue_dir();
         let qcfg = cfg.sending_queue.clone();
@@ -290,6 +321,7 @@ impl SentryExporter {
             discards: Discards::default(),
             dead_letter_dir: cfg.dead_letter_dir.clone(),
             default_rate_limit: cfg.default_rate_limit,
+            rate_limit_max_wait: cfg.rate_limit_max_wait,
         });
         let pcfg = PipelineConfig {
             accumulate: cfg.accumulate(),

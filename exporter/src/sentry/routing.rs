@@ -4,8 +4,8 @@
 //! empty string for the default DSN); a key that is no longer configured after a restart falls
 //! back to the default DSN.
 
-use super::rate_limits::RateLimits;
 use crate::config::RoutingConfig;
+use crate::http::RateLimits;
 use crate::{ExportError, SDK_NAME, VERSION};
 use sentry_types::{Auth, Dsn};
 use std::collections::{BTreeMap, HashMap};

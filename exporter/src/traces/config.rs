@@ -20,7 +20,7 @@
 //!     default_rate_limit: 60s
 //! ```
 
-use crate::config::{Compression, RetryConfig};
+use crate::config::{ClientTlsConfig, Compression, RetryConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -74,6 +74,8 @@ pub struct OtlpTracesConfig {
     /// Per-request timeout (default 5 s).
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// TLS (gRPC: on unless `insecure: true` or an `http://` endpoint; HTTP: per the URL).
+    pub tls: ClientTlsConfig,
     /// Extra request headers / gRPC metadata (names must be valid header names).
     pub headers: BTreeMap<String, String>,
     /// Backoff for retryable failures (OTLP rules).
@@ -93,6 +95,7 @@ impl Default for OtlpTracesConfig {
             endpoint: None,
             compression: Compression::Gzip,
             timeout: Duration::from_secs(5),
+            tls: ClientTlsConfig::default(),
             headers: BTreeMap::new(),
             retry_on_failure: RetryConfig::default(),
             num_consumers: 2,
@@ -111,9 +114,11 @@ pub struct SentryTracesConfig {
     pub dsn: Option<String>,
     /// gzip (default), zstd or none.
     pub compression: Compression,
-    /// Per-request timeout (default 5 s).
+    /// Per-request timeout (default 30 s, as the Sentry SDKs).
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// TLS to Sentry (private CAs, client certificates); system roots by default.
+    pub tls: ClientTlsConfig,
     /// Backoff for 408, 5xx, timeouts and connection errors.
     pub retry_on_failure: RetryConfig,
     /// Concurrent requests (default 2).
@@ -133,7 +138,8 @@ impl Default for SentryTracesConfig {
         SentryTracesConfig {
             dsn: None,
             compression: Compression::Gzip,
-            timeout: Duration::from_secs(5),
+            timeout: Duration::from_secs(30),
+            tls: ClientTlsConfig::default(),
             retry_on_failure: RetryConfig::default(),
             num_consumers: 2,
             sending_queue: TracesQueueConfig::default(),

@@ -6,14 +6,13 @@ use super::config::{
 };
 use super::metrics::TracesMetrics;
 use super::queue::Item;
+use crate::ExportError;
 use crate::clock::SharedClock;
 use crate::config::{Compression, RetryConfig};
+use crate::http::{RateLimits, compress, content_encoding, parse_retry_after};
 use crate::metrics::DiscardReason;
 use crate::otlp::{AttemptError, classify_grpc, classify_http};
 use crate::retry::Backoff;
-use crate::sentry::rate_limits::{RateLimits, parse_retry_after};
-use crate::sentry::transport::{compress, content_encoding};
-use crate::{ExportError, SDK_NAME, VERSION};
 use profilink_proto::otlp::trace::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
     trace_service_client::TraceServiceClient,
@@ -27,7 +26,7 @@ use std::time::{Duration, Instant};
 use tonic::Code;
 use tonic::codec::CompressionEncoding;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic_types::StatusExt;
 
 /// The OTLP/HTTP traces path.
@@ -209,16 +208,6 @@ struct HttpAnswer {
     body: Vec<u8>,
 }
 
-fn http_client(timeout: Duration, pool: usize) -> Result<reqwest::Client, ExportError> {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .pool_max_idle_per_host(pool.max(1))
-        .user_agent(format!("{SDK_NAME}/{VERSION}"))
-        .build()
-        .map_err(|e| ExportError::Config(e.to_string()))
-}
-
 fn header_map(
     headers: &std::collections::BTreeMap<String, String>,
 ) -> Result<HeaderMap, ExportError> {
@@ -278,7 +267,7 @@ async fn post(
     let mut resp = rb.send().await.map_err(|e| AttemptError::Retryable {
         after: None,
         // reqwest's error names the URL, which carries no secret (auth is in a header).
-        message: format!("request failed: {e}"),
+        message: format!("request failed: {}", crate::http::request_error(&e)),
         network: true,
     })?;
     let header = |name: &str| {
@@ -343,14 +332,9 @@ impl Sender {
         metrics: Arc<TracesMetrics>,
     ) -> Result<Self, ExportError> {
         let endpoint_text = cfg.endpoint.as_deref().unwrap_or(DEFAULT_GRPC_ENDPOINT);
-        let url = with_scheme(endpoint_text);
-        let endpoint = Endpoint::from_shared(url.clone())
-            .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}")))?
-            .connect_timeout(cfg.timeout)
-            .user_agent(format!("{SDK_NAME}/{VERSION}"))
-            .map_err(|e| ExportError::Config(e.to_string()))?;
-        let mut client =
-            TraceServiceClient::new(endpoint.connect_lazy()).max_decoding_message_size(4 << 20);
+        let url = crate::http::grpc_url(endpoint_text, &cfg.tls);
+        let channel = crate::http::grpc_channel(endpoint_text, cfg.timeout, &cfg.tls)?;
+        let mut client = TraceServiceClient::new(channel).max_decoding_message_size(4 << 20);
         match cfg.compression {
             Compression::Gzip => {
                 client = client
@@ -388,7 +372,7 @@ impl Sender {
             .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}")))?;
         Ok(Sender {
             transport: Transport::Http {
-                client: http_client(cfg.timeout, cfg.num_consumers)?,
+                client: crate::http::client(cfg.timeout, cfg.num_consumers, &cfg.tls)?,
                 url: url.clone(),
                 headers: header_map(&cfg.headers)?,
                 compression: cfg.compression,
@@ -413,7 +397,7 @@ impl Sender {
         let (url, auth) = sentry_traces_target(dsn)?;
         Ok(Sender {
             transport: Transport::Sentry {
-                client: http_client(cfg.timeout, cfg.num_consumers)?,
+                client: crate::http::client(cfg.timeout, cfg.num_consumers, &cfg.tls)?,
                 url: url.clone(),
                 auth,
                 compression: cfg.compression,

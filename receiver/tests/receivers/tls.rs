@@ -4,16 +4,18 @@ use crate::common::*;
 use hyper_util::rt::TokioIo;
 use profilink_proto::otlp::profiles_service_client::ProfilesServiceClient;
 use profilink_receiver::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
+use profilink_tls::test_pki::{CertPair, TestCa};
 use reqwest::StatusCode;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 
 fn tls_config() -> TlsConfig {
-    TlsConfig {
-        cert_file: format!("{TLS_DIR}/server.pem").into(),
-        key_file: format!("{TLS_DIR}/server.key").into(),
-    }
+    TlsConfig::new(
+        format!("{TLS_DIR}/server.pem"),
+        format!("{TLS_DIR}/server.key"),
+    )
 }
 
 fn ca_pem() -> Vec<u8> {
@@ -141,4 +143,139 @@ async fn grpc_over_tls() {
         .expect("accepted over TLS");
     assert_eq!(otlp_payload(server.next_batch().await), expected_data(&req));
     server.stop().await;
+}
+
+/// POSTs the first OTLP fixture to the HTTP receiver at `port` (host `localhost`).
+async fn post_profiles(client: &reqwest::Client, port: u16) -> reqwest::Result<reqwest::Response> {
+    let (_, proto, _) = otlp_fixtures().remove(0);
+    client
+        .post(format!("https://localhost:{port}/v1development/profiles"))
+        .header("content-type", "application/x-protobuf")
+        .body(proto)
+        .send()
+        .await
+}
+
+/// A fresh client (no pooled connection) trusting `ca`, presenting `identity` if given.
+fn client_trusting(ca: &TestCa, identity: Option<&CertPair>) -> reqwest::Client {
+    let mut b = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap());
+    if let Some(id) = identity {
+        let pem = format!("{}{}", id.cert_pem, id.key_pem);
+        b = b.identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap());
+    }
+    b.build().unwrap()
+}
+
+#[tokio::test]
+async fn client_ca_file_refuses_clients_without_a_valid_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let server_ca = TestCa::new("server CA");
+    let client_ca = TestCa::new("client CA");
+    let (cert, key) = server_ca.server(&["localhost"]).write(dir.path(), "server");
+    let mut tls = TlsConfig::new(cert, key);
+    tls.client_ca_file = Some(client_ca.write(dir.path(), "clients.pem"));
+    let mut http = start_http(
+        OtlpHttpConfig {
+            tls: Some(tls),
+            ..OtlpHttpConfig::default()
+        },
+        4,
+    )
+    .await;
+    let port = http.addr.port();
+
+    let anonymous = post_profiles(&client_trusting(&server_ca, None), port).await;
+    assert!(anonymous.is_err(), "no client certificate: {anonymous:?}");
+    let stranger = TestCa::new("another CA").client("mallory");
+    let foreign = post_profiles(&client_trusting(&server_ca, Some(&stranger)), port).await;
+    assert!(foreign.is_err(), "a certificate of another CA: {foreign:?}");
+    http.assert_no_batch();
+
+    let agent = client_ca.client("agent");
+    let r = post_profiles(&client_trusting(&server_ca, Some(&agent)), port)
+        .await
+        .expect("a client certificate of client_ca_file is accepted");
+    assert_eq!(r.status(), StatusCode::OK);
+    let (_, _, req) = otlp_fixtures().remove(0);
+    assert_eq!(otlp_payload(http.next_batch().await), expected_data(&req));
+    http.stop().await;
+}
+
+#[tokio::test]
+async fn renewed_certificate_is_served_without_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_ca = TestCa::new("old CA");
+    let new_ca = TestCa::new("new CA");
+    let (cert, key) = old_ca.server(&["localhost"]).write(dir.path(), "server");
+    let mut tls = TlsConfig::new(cert, key);
+    tls.reload_interval = Some(Duration::from_millis(100));
+    let mut http = start_http(
+        OtlpHttpConfig {
+            tls: Some(tls),
+            ..OtlpHttpConfig::default()
+        },
+        4,
+    )
+    .await;
+    let port = http.addr.port();
+    let r = post_profiles(&client_trusting(&old_ca, None), port).await;
+    assert_eq!(r.expect("the first certificate").status(), StatusCode::OK);
+    http.next_batch().await;
+    assert!(
+        post_profiles(&client_trusting(&new_ca, None), port)
+            .await
+            .is_err(),
+        "the renewed certificate is not there yet"
+    );
+
+    // Renewal: new files in place (as certbot or cert-manager would write them).
+    new_ca.server(&["localhost"]).write(dir.path(), "server");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let r = post_profiles(&client_trusting(&new_ca, None), port)
+        .await
+        .expect("the renewed certificate is served after reload_interval");
+    assert_eq!(r.status(), StatusCode::OK);
+    http.next_batch().await;
+    assert!(
+        post_profiles(&client_trusting(&old_ca, None), port)
+            .await
+            .is_err(),
+        "the old certificate is gone"
+    );
+    http.stop().await;
+}
+
+#[tokio::test]
+async fn min_version_refuses_older_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("server CA");
+    let (cert, key) = ca.server(&["localhost"]).write(dir.path(), "server");
+    let mut tls = TlsConfig::new(cert, key);
+    tls.min_version = profilink_tls::TlsVersion::V1_3;
+    let mut http = start_http(
+        OtlpHttpConfig {
+            tls: Some(tls),
+            ..OtlpHttpConfig::default()
+        },
+        4,
+    )
+    .await;
+    let port = http.addr.port();
+    let root = reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap();
+    let tls12 = reqwest::Client::builder()
+        .add_root_certificate(root)
+        .max_tls_version(reqwest::tls::Version::TLS_1_2)
+        .build()
+        .unwrap();
+    assert!(
+        post_profiles(&tls12, port).await.is_err(),
+        "TLS 1.2 refused"
+    );
+    let r = post_profiles(&client_trusting(&ca, None), port)
+        .await
+        .expect("TLS 1.3 accepted");
+    assert_eq!(r.status(), StatusCode::OK);
+    http.next_batch().await;
+    http.stop().await;
 }

@@ -4,13 +4,16 @@
 use crate::config::{ConfigError, component_type, typed};
 use profilink_exporter::sentry::routing::Router;
 use profilink_exporter::{
-    FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
+    ClientTlsConfig, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
 };
 use profilink_exporter::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig};
 use serde_yaml_ng::Value;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// An exporter's typed config.
+// One value per configured exporter, read once at start: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExporterSpec {
     /// `sentry`.
@@ -53,6 +56,7 @@ pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfi
             dsn: c.dsn.clone(),
             compression: c.compression,
             timeout: c.timeout,
+            tls: c.tls.clone(),
             retry_on_failure: c.retry_on_failure.clone(),
             default_rate_limit: c.default_rate_limit,
             ..Default::default()
@@ -62,6 +66,7 @@ pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfi
                 endpoint: Some(c.endpoint.clone()),
                 compression: c.compression,
                 timeout: c.timeout,
+                tls: c.tls.clone(),
                 headers: c.headers.clone(),
                 retry_on_failure: c.retry_on_failure.clone(),
                 num_consumers: c.num_consumers,
@@ -78,6 +83,11 @@ pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfi
 
 fn err(msg: String) -> ConfigError {
     ConfigError(msg)
+}
+
+/// Reads the files of an exporter's `tls` at `at` (`exporters.otlp`).
+fn check_client_tls(at: &str, tls: &ClientTlsConfig) -> Result<(), ConfigError> {
+    tls.check().map_err(|e| err(format!("{at}.{e}")))
 }
 
 /// Reads `exporters.<id>` (and parses the Sentry DSNs).
@@ -106,6 +116,7 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
                     .unwrap_or(&msg);
                 return Err(err(format!("{at}.dsn: {msg}")));
             }
+            check_client_tls(&at, &c.tls)?;
             Ok(ExporterSpec::Sentry(c))
         }
         "otlp" | "otlp_http" => {
@@ -120,9 +131,15 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
                     c.endpoint = "127.0.0.1:4318".into();
                 }
             }
+            // The Collector's otlphttp exporter waits 30 s, its gRPC one 5 s.
+            let map = value.as_mapping();
+            if c.protocol == OtlpProtocol::Http && !map.is_some_and(|m| m.contains_key("timeout")) {
+                c.timeout = Duration::from_secs(30);
+            }
             if c.endpoint.trim().is_empty() {
                 return Err(err(format!("{at}.endpoint: is empty")));
             }
+            check_client_tls(&at, &c.tls)?;
             Ok(ExporterSpec::Otlp(c))
         }
         "file" => {

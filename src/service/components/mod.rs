@@ -15,7 +15,9 @@
 //! | extensions | `profile_store` | [`StoreConfig`](profilink_flamegraph::StoreConfig) | keeps every chunk of every pipeline |
 //! | extensions | `flamegraph_api` | [`ApiConfig`](profilink_flamegraph::ApiConfig) | needs a `profile_store` in `service.extensions` |
 //!
-//! Errors are one line naming the key, like the rest of the configuration's.
+//! Errors are one line naming the key, like the rest of the configuration's. `tls` files
+//! (certificates, keys, CAs) are read here, so a bad one fails `profilink check` and the start
+//! with the key that names it.
 
 mod exporters;
 mod extensions;

@@ -24,6 +24,17 @@ fn err(msg: String) -> ConfigError {
     ConfigError(msg)
 }
 
+/// Reads the files of a receiver's `tls` at `at` (`receivers.otlp.protocols.grpc`).
+fn check_server_tls(
+    at: &str,
+    tls: Option<&profilink_receiver::TlsConfig>,
+) -> Result<(), ConfigError> {
+    match tls {
+        Some(t) => t.check().map_err(|e| err(format!("{at}.{e}"))),
+        None => Ok(()),
+    }
+}
+
 /// Reads `receivers.<id>`.
 pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigError> {
     let at = format!("receivers.{id}");
@@ -41,8 +52,16 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
             for (name, v) in &o.protocols {
                 let path = format!("{at}.protocols.{name}");
                 match name.as_str() {
-                    "grpc" => grpc = Some(typed::<OtlpGrpcConfig>(v, &path)?),
-                    "http" => http = Some(typed::<OtlpHttpConfig>(v, &path)?),
+                    "grpc" => {
+                        let c = typed::<OtlpGrpcConfig>(v, &path)?;
+                        check_server_tls(&path, c.tls.as_ref())?;
+                        grpc = Some(c);
+                    }
+                    "http" => {
+                        let c = typed::<OtlpHttpConfig>(v, &path)?;
+                        check_server_tls(&path, c.tls.as_ref())?;
+                        http = Some(c);
+                    }
                     other => {
                         return Err(err(format!(
                             "{path}: unknown protocol {other:?} (known: grpc, http)"
@@ -57,7 +76,11 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
             }
             Ok(ReceiverSpec::Otlp { grpc, http })
         }
-        "sentry" => Ok(ReceiverSpec::Sentry(typed(value, &at)?)),
+        "sentry" => {
+            let c: SentryReceiverConfig = typed(value, &at)?;
+            check_server_tls(&at, c.tls.as_ref())?;
+            Ok(ReceiverSpec::Sentry(c))
+        }
         other => Err(err(format!(
             "{at}: receiver type {other:?} is not available in this version of profilink"
         ))),

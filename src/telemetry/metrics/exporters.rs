@@ -197,3 +197,22 @@ impl Render for Vec<(String, Arc<TracesMetrics>)> {
         );
     }
 }
+
+/// `profilink_exporter_tls_handshake_failures_total`: failed TLS handshakes of every exporter.
+pub struct TlsHandshakes;
+
+impl Render for TlsHandshakes {
+    fn render(&self, f: &mut Text<'_>) {
+        let name = "profilink_exporter_tls_handshake_failures_total";
+        f.header(
+            name,
+            "counter",
+            "TLS handshakes of exporters that failed (retried like network errors).",
+        );
+        f.sample(
+            name,
+            &[],
+            profilink_exporter::http::tls_handshake_failures(),
+        );
+    }
+}

@@ -24,6 +24,7 @@
 //! | `profilink_exporter_sparse_threads_grouped_total` | counter | `exporter` | threads whose samples were moved into group threads |
 //! | `profilink_exporter_{accepted,replayed,sent}_samples_total` | counter | `exporter` | samples accepted by `export`, replayed from the queue at start, delivered |
 //! | `profilink_exporter_dropped_samples_total` | counter | `exporter`, `reason` | samples of chunks given up (reasons as for chunks) |
+//! | `profilink_exporter_tls_handshake_failures_total` | counter | | TLS handshakes of exporters that failed (untrusted, expired or mismatched certificate, refused client certificate, no common version); each is logged with its peer and retried like a network error |
 //! | `profilink_queue_size_bytes` | gauge | `exporter` | bytes of unacknowledged records in the durable queue |
 //! | `profilink_queue_capacity_bytes` | gauge | `exporter` | the queue's capacity |
 //! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`), and chunks removed because they failed the chunk validator (`invalid_chunk`: translated chunks, and received Sentry chunks bound for a chunk exporter; never sent) |
@@ -92,8 +93,12 @@ impl Registry {
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(8192);
         let mut f = Text { out: &mut out };
-        let mut sections: Vec<&dyn Render> =
-            vec![&self.receivers, &self.exporters, &*self.counters];
+        let mut sections: Vec<&dyn Render> = vec![
+            &self.receivers,
+            &self.exporters,
+            &*self.counters,
+            &exporters::TlsHandshakes,
+        ];
         if let Some(store) = &self.store {
             sections.push(&**store);
         }

@@ -5,6 +5,11 @@
 //! list means every category. profilink honours `profile_chunk`, `profile_chunk_ui` and the
 //! all-category limits (other categories are remembered too, harmlessly). A 429 with neither
 //! header blocks every category for a default time (60 s).
+//!
+//! A limit is *long* ([`RateLimits::dropping`]) when its reason is a quota (`usage_exceeded`, or
+//! a reason containing `quota`) or when it ends more than a given wait from now: the Sentry
+//! exporter drops such chunks (`ratelimit_backoff`) instead of holding them, as the SDKs drop
+//! what is rate limited.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -75,11 +80,28 @@ pub fn parse_retry_after(value: &str, now_wall: SystemTime) -> Option<Duration> 
     Some(at.duration_since(now_wall).unwrap_or(Duration::ZERO))
 }
 
+impl RateLimit {
+    /// True for quota reasons (`usage_exceeded`, `*quota*`): the limit lasts until the quota
+    /// renews, whatever its `retry_after`.
+    pub fn is_quota(&self) -> bool {
+        self.reason
+            .as_deref()
+            .is_some_and(|r| r == "usage_exceeded" || r.contains("quota"))
+    }
+}
+
 /// Active limits of one DSN.
 #[derive(Debug, Default, Clone)]
 pub struct RateLimits {
     all: Option<Instant>,
     categories: HashMap<String, Instant>,
+    /// The part of the limits with a quota reason.
+    quota_all: Option<Instant>,
+    quota: HashMap<String, Instant>,
+}
+
+fn extend(slot: &mut Option<Instant>, until: Instant) {
+    *slot = Some(slot.map_or(until, |t| t.max(until)));
 }
 
 impl RateLimits {
@@ -96,11 +118,35 @@ impl RateLimits {
         }
     }
 
-    /// Applies a parsed `X-Sentry-Rate-Limits` header.
-    pub fn apply_header(&mut self, header: &str, now: Instant) {
-        for l in parse_rate_limits(header) {
+    /// Applies a parsed `X-Sentry-Rate-Limits` header; returns its limits.
+    pub fn apply_header(&mut self, header: &str, now: Instant) -> Vec<RateLimit> {
+        let limits = parse_rate_limits(header);
+        for l in &limits {
             self.apply(&l.categories, l.retry_after, now);
+            if l.is_quota() {
+                let until = now + l.retry_after;
+                if l.categories.is_empty() {
+                    extend(&mut self.quota_all, until);
+                } else {
+                    for c in &l.categories {
+                        let e = self.quota.entry(c.clone()).or_insert(until);
+                        *e = (*e).max(until);
+                    }
+                }
+            }
         }
+        limits
+    }
+
+    /// True when `category` is limited for long at `now`: by a quota limit, or by a limit that
+    /// ends more than `max_wait` from now.
+    pub fn dropping(&self, category: &str, now: Instant, max_wait: Duration) -> bool {
+        let quota = self.quota_all.is_some_and(|t| t > now)
+            || self.quota.get(category).is_some_and(|t| *t > now);
+        quota
+            || self
+                .blocked_until(category, now)
+                .is_some_and(|t| t.saturating_duration_since(now) > max_wait)
     }
 
     /// Until when `category` is limited, if it is at `now`.
@@ -156,6 +202,29 @@ mod tests {
             r.blocked_until("profile_chunk", now),
             Some(now + Duration::from_secs(10))
         );
+    }
+
+    #[test]
+    fn quota_and_long_limits_drop() {
+        let now = Instant::now();
+        let wait = Duration::from_secs(300);
+        let mut r = RateLimits::default();
+        r.apply_header("2:profile_chunk:key", now);
+        assert!(
+            !r.dropping("profile_chunk", now, wait),
+            "a short limit waits"
+        );
+        r.apply_header("2:profile_chunk_ui:organization:usage_exceeded", now);
+        assert!(r.dropping("profile_chunk_ui", now, wait), "a quota drops");
+        assert!(!r.dropping("profile_chunk_ui", now + Duration::from_secs(2), wait));
+        r.apply_header("600:transaction:project", now);
+        assert!(r.dropping("transaction", now, wait), "longer than the wait");
+        // Once less than the wait is left, it waits.
+        assert!(!r.dropping("transaction", now + Duration::from_secs(301), wait));
+        r.apply_header("60::organization:org_quota", now);
+        assert!(r.dropping("anything", now, wait));
+        assert!(parse_rate_limits("1::key:project_quota")[0].is_quota());
+        assert!(!parse_rate_limits("1::key:smart_rate_limit")[0].is_quota());
     }
 
     #[test]
