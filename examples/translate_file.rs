@@ -6,10 +6,8 @@
 //! cargo run --example translate_file -- tests/fixtures/otlp/ebpf-profile.pb > chunks.ndjson
 //! ```
 
-use profilink_proto::otlp::ExportProfilesServiceRequest;
-use profilink_proto::otlp_json;
+use profilink_translator::decode_otlp;
 use profilink_translator::otlp_to_sentry::{self, Options, SparseThreadPolicy};
-use prost::Message;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -25,16 +23,14 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    // Binary protobuf first, then OTLP/JSON.
-    let request = match ExportProfilesServiceRequest::decode(bytes.as_slice()) {
+    // Protobuf or OTLP/JSON, detected. (`profilink_translator::otlp_bytes_to_chunks` does
+    // this and the translation in one call, returning all chunks at once.)
+    let request = match decode_otlp(&bytes, None) {
         Ok(r) => r,
-        Err(_) => match otlp_json::decode_request(&bytes) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("{path}: neither OTLP protobuf nor OTLP/JSON: {e}");
-                return ExitCode::from(1);
-            }
-        },
+        Err(e) => {
+            eprintln!("{path}: {:#}", anyhow::Error::new(e));
+            return ExitCode::from(1);
+        }
     };
     // Drop threads Relay would drop anyway: this output goes to Sentry as it is.
     let options = Options {

@@ -31,6 +31,8 @@ pub mod merge;
 pub mod metrics;
 pub mod observer;
 pub mod otlp;
+pub mod otlp_client;
+pub mod otlp_retry;
 pub mod pipeline;
 pub mod queue;
 pub mod retry;

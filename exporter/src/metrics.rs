@@ -47,6 +47,51 @@ impl DiscardReason {
     }
 }
 
+/// One counter per [`DiscardReason`] (chunks, samples or spans given up), as every exporter
+/// keeps them.
+#[derive(Debug, Default)]
+pub struct ReasonCounters([AtomicU64; 4]);
+
+impl ReasonCounters {
+    /// Adds `n` under `reason`.
+    pub fn add(&self, reason: DiscardReason, n: u64) {
+        self.0[reason.index()].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The count under `reason`.
+    pub fn get(&self, reason: DiscardReason) -> u64 {
+        get(&self.0[reason.index()])
+    }
+
+    /// `(reason, count)` for every reason, in [`DiscardReason::ALL`] order.
+    pub fn snapshot(&self) -> Vec<(DiscardReason, u64)> {
+        DiscardReason::ALL
+            .iter()
+            .map(|r| (*r, self.get(*r)))
+            .collect()
+    }
+}
+
+/// The count under `reason` in a [`ReasonCounters::snapshot`].
+pub fn count_for(counts: &[(DiscardReason, u64)], reason: DiscardReason) -> u64 {
+    counts
+        .iter()
+        .find(|(r, _)| *r == reason)
+        .map_or(0, |(_, n)| *n)
+}
+
+/// Adds `n` to a counter.
+pub fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Subtracts `n` from a gauge (saturating at 0).
+pub fn sub(gauge: &AtomicU64, n: u64) {
+    let _ = gauge.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_sub(n))
+    });
+}
+
 /// Live counters of one exporter.
 #[derive(Debug, Default)]
 pub struct ExporterMetrics {
@@ -58,7 +103,7 @@ pub struct ExporterMetrics {
     pub retries: AtomicU64,
     /// Responses that imposed a rate limit (429, or `X-Sentry-Rate-Limits` on a 2xx).
     pub rate_limited: AtomicU64,
-    dropped: [AtomicU64; 4],
+    dropped: ReasonCounters,
     /// Bytes of unacknowledged records in the queue.
     pub queue_size_bytes: AtomicU64,
     /// Queue capacity in bytes.
@@ -90,7 +135,7 @@ pub struct ExporterMetrics {
     pub replay_skipped_samples: AtomicU64,
     /// Samples in delivered chunks.
     pub sent_samples: AtomicU64,
-    dropped_samples: [AtomicU64; 4],
+    dropped_samples: ReasonCounters,
     /// Samples of such threads moved into group threads instead (`sparse_threads: group`).
     pub sparse_samples_grouped: AtomicU64,
     /// Threads whose samples were moved into group threads.
@@ -151,36 +196,34 @@ pub struct MetricsSnapshot {
 impl MetricsSnapshot {
     /// Dropped count for one reason.
     pub fn dropped(&self, reason: DiscardReason) -> u64 {
-        self.dropped
-            .iter()
-            .find(|(r, _)| *r == reason)
-            .map_or(0, |(_, n)| *n)
+        count_for(&self.dropped, reason)
     }
 }
 
-fn get(a: &AtomicU64) -> u64 {
+/// A counter's value.
+pub(crate) fn get(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
 
 impl ExporterMetrics {
     /// Adds `n` to a counter.
     pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
+        add(counter, n);
     }
 
     /// Counts `n` chunks dropped for `reason`.
     pub fn add_dropped(&self, reason: DiscardReason, n: u64) {
-        self.dropped[reason.index()].fetch_add(n, Ordering::Relaxed);
+        self.dropped.add(reason, n);
     }
 
     /// Dropped count for `reason`.
     pub fn dropped(&self, reason: DiscardReason) -> u64 {
-        get(&self.dropped[reason.index()])
+        self.dropped.get(reason)
     }
 
     /// Counts `n` samples of dropped chunks for `reason`.
     pub fn add_dropped_samples(&self, reason: DiscardReason, n: u64) {
-        self.dropped_samples[reason.index()].fetch_add(n, Ordering::Relaxed);
+        self.dropped_samples.add(reason, n);
     }
 
     /// Copies all counters.
@@ -190,10 +233,7 @@ impl ExporterMetrics {
             send_failed_chunks: get(&self.send_failed_chunks),
             retries: get(&self.retries),
             rate_limited: get(&self.rate_limited),
-            dropped: DiscardReason::ALL
-                .iter()
-                .map(|r| (*r, self.dropped(*r)))
-                .collect(),
+            dropped: self.dropped.snapshot(),
             queue_size_bytes: get(&self.queue_size_bytes),
             queue_capacity_bytes: get(&self.queue_capacity_bytes),
             accepted_chunks: get(&self.accepted_chunks),
@@ -209,10 +249,7 @@ impl ExporterMetrics {
             replayed_samples: get(&self.replayed_samples),
             replay_skipped_samples: get(&self.replay_skipped_samples),
             sent_samples: get(&self.sent_samples),
-            dropped_samples: DiscardReason::ALL
-                .iter()
-                .map(|r| (*r, get(&self.dropped_samples[r.index()])))
-                .collect(),
+            dropped_samples: self.dropped_samples.snapshot(),
             sparse_samples_grouped: get(&self.sparse_samples_grouped),
             sparse_threads_grouped: get(&self.sparse_threads_grouped),
         }

@@ -14,4 +14,5 @@ pub mod input;
 pub mod otlp;
 pub mod otlp_json;
 pub mod sentry;
+pub mod signal;
 pub mod validate;

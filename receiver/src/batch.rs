@@ -3,6 +3,7 @@
 
 use profilink_proto::otlp::{ExportTraceServiceRequest, Profile, ProfilesData};
 use profilink_proto::sentry::{ProfileChunk, SampleProfileV1, SpanItem, Transaction};
+use profilink_proto::signal::{ItemCounts, Signal, Traces, profile_counts, profile_samples};
 use std::future::Future;
 use std::time::Duration;
 use thiserror::Error;
@@ -36,6 +37,29 @@ pub enum Payload {
     /// traces exporters send on (same wire layout as `TracesData`). Only offered to consumers
     /// whose [`Consumer::accepts_traces`] is true; never empty.
     Traces(ExportTraceServiceRequest),
+}
+
+impl Payload {
+    /// The batch of this payload from `receiver` over `transport`, holding `counts` (profiles
+    /// and observations; a traces batch counts neither, see [`trace_span_count`]).
+    pub fn into_batch(
+        self,
+        receiver: &'static str,
+        transport: &'static str,
+        counts: ItemCounts,
+    ) -> Batch {
+        let (profiles, samples) = match self {
+            Payload::Traces(_) => (0, 0),
+            Payload::Otlp(_) | Payload::Sentry(_) => (counts.items, counts.samples),
+        };
+        Batch {
+            receiver,
+            transport,
+            payload: self,
+            samples,
+            profiles,
+        }
+    }
 }
 
 /// The profiling content of one Sentry envelope.
@@ -186,37 +210,19 @@ impl Consumer for ChannelConsumer {
 
 /// Spans in an OTLP traces request.
 pub fn trace_span_count(request: &ExportTraceServiceRequest) -> u64 {
-    request
-        .resource_spans
-        .iter()
-        .flat_map(|rs| &rs.scope_spans)
-        .map(|ss| ss.spans.len() as u64)
-        .sum()
+    Traces::counts(request).items
 }
 
 /// Observations in one OTLP profile: per sample, the number of timestamps or values
 /// (whichever is longer).
 pub fn otlp_profile_samples(profile: &Profile) -> u64 {
-    profile
-        .samples
-        .iter()
-        .map(|s| s.timestamps_unix_nano.len().max(s.values.len()) as u64)
-        .sum()
+    profile_samples(profile)
 }
 
 /// Profiles and observations in OTLP data.
 pub fn otlp_counts(data: &ProfilesData) -> (u64, u64) {
-    let mut profiles = 0;
-    let mut samples = 0;
-    for rp in &data.resource_profiles {
-        for sp in &rp.scope_profiles {
-            for p in &sp.profiles {
-                profiles += 1;
-                samples += otlp_profile_samples(p);
-            }
-        }
-    }
-    (profiles, samples)
+    let counts = profile_counts(&data.resource_profiles);
+    (counts.items, counts.samples)
 }
 
 #[cfg(test)]

@@ -57,7 +57,9 @@
 //!
 //! OTLP traces follow the same table, with spans for profiles: a span whose `trace_id` is not
 //! 16 bytes, `span_id` not 8 bytes or `parent_span_id` neither empty nor 8 bytes is rejected
-//! (`partial_success.rejected_spans`), the others go on ([`otlp_traces`]). A consumer that does
+//! (`partial_success.rejected_spans`), the others go on ([`otlp_traces`]). Both signals go
+//! through the same code ([`otlp_export`], [`ExportService`], the HTTP handlers), generic over
+//! the signal ([`IngestSignal`]). A consumer that does
 //! not take traces ([`Consumer::accepts_traces`], the default) makes `TraceService/Export`
 //! `UNIMPLEMENTED` and `/v1/traces` 404, as a Collector without a traces pipeline on the
 //! receiver answers.
@@ -88,6 +90,7 @@ pub mod batch;
 pub mod bearer;
 pub mod config;
 pub mod decompress;
+pub mod otlp_export;
 pub mod otlp_grpc;
 pub mod otlp_http;
 pub mod otlp_ingest;
@@ -102,8 +105,10 @@ pub use batch::{
     Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch, trace_span_count,
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
+pub use otlp_export::IngestSignal;
 pub use otlp_grpc::{
-    OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH, serve_otlp_grpc,
+    ExportService, OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH,
+    serve_otlp_grpc,
 };
 pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
 pub use sentry_envelope::{sentry_router, serve_sentry};

@@ -2,9 +2,10 @@
 //! and, for consumers that take traces, `opentelemetry.proto.collector.trace.v1.TraceService/Export`
 //! on the same server.
 //!
-//! [`OtlpGrpcService`] (profiles) and [`OtlpTracesGrpcService`] (traces) are the generated
-//! `*ServiceServer`s with three differences that make them answer like the Collector (grpc-go)
-//! does:
+//! [`ExportService`] serves one signal's `Export` method, generic over the [`Signal`]:
+//! [`OtlpGrpcService`] (profiles) and [`OtlpTracesGrpcService`] (traces). Each is the
+//! generated `*ServiceServer` with three differences that make them answer like the
+//! Collector (grpc-go) does:
 //!
 //! * the request is decoded by our codec, so an undecodable message is `INVALID_ARGUMENT` with
 //!   prost's message (tonic's prost codec says `INTERNAL`, which OTLP clients do not treat as
@@ -26,16 +27,15 @@
 
 use crate::batch::{ConsumeError, Consumer};
 use crate::config::OtlpGrpcConfig;
-use crate::otlp_ingest::{self, ExportError};
-use crate::otlp_traces;
+use crate::otlp_export::{self, ExportError, IngestSignal};
 use crate::server::{self, ReceiverError, ServerHandle};
 use crate::stats::{Counters, Stats};
 use crate::tls::{self, TlsListener};
 use profilink_proto::otlp::{
-    EXPORT_PATH, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
-    ExportTraceServiceRequest, ExportTraceServiceResponse, profiles_service_server,
-    trace_service_server,
+    ExportProfilesServiceRequest, ExportProfilesServiceResponse, ExportTraceServiceRequest,
+    ExportTraceServiceResponse, profiles_service_server, trace_service_server,
 };
+use profilink_proto::signal::{Profiles, Signal, Traces};
 use prost::Message;
 use std::convert::Infallible;
 use std::future::Future;
@@ -53,16 +53,15 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 /// The gRPC service name.
-pub const SERVICE_NAME: &str =
-    "opentelemetry.proto.collector.profiles.v1development.ProfilesService";
+pub const SERVICE_NAME: &str = Profiles::SERVICE_NAME;
 
 /// The gRPC service name of the OTLP traces export service.
-pub const TRACES_SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
+pub const TRACES_SERVICE_NAME: &str = Traces::SERVICE_NAME;
 
 /// The gRPC method path of the OTLP traces export service.
-pub const TRACES_EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+pub const TRACES_EXPORT_PATH: &str = Traces::GRPC_PATH;
 
-/// The export logic behind the gRPC service: validation, partial success, the consumer.
+/// The export logic behind the gRPC services: validation, partial success, the consumer.
 #[derive(Debug)]
 pub struct OtlpGrpcHandler<C> {
     consumer: Arc<C>,
@@ -79,17 +78,29 @@ impl<C: Consumer> OtlpGrpcHandler<C> {
         &self.stats.otlp_grpc
     }
 
-    /// Handles one decoded request.
-    pub async fn export(
+    /// Handles one decoded request of signal `S`; `UNIMPLEMENTED` when the consumer does not
+    /// take `S`.
+    pub async fn export_signal<S: IngestSignal>(
         &self,
-        request: ExportProfilesServiceRequest,
-    ) -> Result<ExportProfilesServiceResponse, Status> {
-        otlp_ingest::export(&*self.consumer, self.counters(), "grpc", request)
+        request: S::Request,
+    ) -> Result<S::Response, Status> {
+        if !S::accepted_by(&*self.consumer) {
+            return Err(unknown_service::<S>());
+        }
+        otlp_export::export::<S, C>(&*self.consumer, self.counters(), "grpc", request)
             .await
             .map_err(|e| match e {
                 ExportError::Invalid(message) => Status::invalid_argument(message),
                 ExportError::Consumer(e) => consume_status(&e),
             })
+    }
+
+    /// Handles one decoded profiles request.
+    pub async fn export(
+        &self,
+        request: ExportProfilesServiceRequest,
+    ) -> Result<ExportProfilesServiceResponse, Status> {
+        self.export_signal::<Profiles>(request).await
     }
 
     /// Handles one decoded traces request; `UNIMPLEMENTED` when the consumer does not take
@@ -98,18 +109,13 @@ impl<C: Consumer> OtlpGrpcHandler<C> {
         &self,
         request: ExportTraceServiceRequest,
     ) -> Result<ExportTraceServiceResponse, Status> {
-        if !self.consumer.accepts_traces() {
-            return Err(unknown_traces_service());
-        }
-        otlp_traces::export_traces(&*self.consumer, self.counters(), "grpc", request)
-            .await
-            .map_err(|e| consume_status(&e))
+        self.export_signal::<Traces>(request).await
     }
 }
 
 /// What grpc-go answers for a service that is not registered.
-fn unknown_traces_service() -> Status {
-    Status::unimplemented(format!("unknown service {TRACES_SERVICE_NAME}"))
+fn unknown_service<S: Signal>() -> Status {
+    Status::unimplemented(format!("unknown service {}", S::SERVICE_NAME))
 }
 
 #[tonic::async_trait]
@@ -150,7 +156,7 @@ pub fn consume_status(error: &ConsumeError) -> Status {
     }
 }
 
-/// Settings both export services share: auth, size limit, compression.
+/// Settings the export services share: auth, size limit, compression.
 #[derive(Debug, Clone)]
 struct GrpcSettings {
     bearer_token: Option<Arc<str>>,
@@ -181,24 +187,101 @@ impl GrpcSettings {
         }
         consumer.check_ready().map_err(|e| consume_status(&e))
     }
+}
 
-    /// Decodes, runs `method`, and answers one unary call; counts the request into `stats`.
-    fn unary<M, Req, Resp>(
-        &self,
-        codec: ExportCodec<Req, Resp>,
-        method: M,
-        request: http::Request<tonic::body::Body>,
-        stats: Arc<Stats>,
-    ) -> BoxFuture<http::Response<tonic::body::Body>, Infallible>
-    where
-        M: UnaryService<Req, Response = Resp> + Send + 'static,
-        M::Future: Send + 'static,
-        Req: Message + Default + Send + 'static,
-        Resp: Message + Send + 'static,
-    {
-        let mut grpc = Grpc::new(codec)
-            .apply_compression_config(self.encodings, self.encodings)
-            .apply_max_message_size_config(Some(self.max_decoding_message_size), None);
+fn ready(status: Status) -> BoxFuture<http::Response<tonic::body::Body>, Infallible> {
+    Box::pin(std::future::ready(Ok(status.into_http())))
+}
+
+/// The tonic service for `S`'s `Export` method (see the module docs): [`OtlpGrpcService`]
+/// for profiles, [`OtlpTracesGrpcService`] for traces.
+#[derive(Debug)]
+pub struct ExportService<S, C> {
+    handler: Arc<OtlpGrpcHandler<C>>,
+    settings: GrpcSettings,
+    _signal: PhantomData<fn() -> S>,
+}
+
+/// The tonic service for `ProfilesService/Export`.
+pub type OtlpGrpcService<C> = ExportService<Profiles, C>;
+
+/// The tonic service for `TraceService/Export`.
+pub type OtlpTracesGrpcService<C> = ExportService<Traces, C>;
+
+impl<S, C> Clone for ExportService<S, C> {
+    fn clone(&self) -> Self {
+        ExportService {
+            handler: Arc::clone(&self.handler),
+            settings: self.settings.clone(),
+            _signal: PhantomData,
+        }
+    }
+}
+
+impl<S: IngestSignal, C: Consumer> ExportService<S, C> {
+    /// A service configured by `config` (size limit, bearer token; TLS and the endpoint are the
+    /// server's business), counting into `stats.otlp_grpc`.
+    pub fn new(config: &OtlpGrpcConfig, consumer: Arc<C>, stats: Arc<Stats>) -> Self {
+        ExportService {
+            handler: Arc::new(OtlpGrpcHandler::new(consumer, stats)),
+            settings: GrpcSettings::new(config),
+            _signal: PhantomData,
+        }
+    }
+
+    /// The service of signal `T` sharing this service's handler and settings, for the same
+    /// server.
+    pub fn with_signal<T: IngestSignal>(&self) -> ExportService<T, C> {
+        ExportService {
+            handler: Arc::clone(&self.handler),
+            settings: self.settings.clone(),
+            _signal: PhantomData,
+        }
+    }
+
+    /// The traces service sharing this service's handler and settings, for the same server.
+    pub fn traces(&self) -> OtlpTracesGrpcService<C> {
+        self.with_signal::<Traces>()
+    }
+}
+
+impl<S: Signal, C> NamedService for ExportService<S, C> {
+    const NAME: &'static str = S::SERVICE_NAME;
+}
+
+impl<S: IngestSignal, C: Consumer> Service<http::Request<tonic::body::Body>>
+    for ExportService<S, C>
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let handler = &self.handler;
+        if !S::accepted_by(&*handler.consumer) {
+            // Not counted: the service is not there.
+            return ready(unknown_service::<S>());
+        }
+        if request.uri().path() != S::GRPC_PATH {
+            return ready(Status::unimplemented("unknown method"));
+        }
+        if let Err(status) = self
+            .settings
+            .precheck(request.headers(), &*handler.consumer)
+        {
+            handler.counters().request_refused();
+            return ready(status);
+        }
+        let encodings = self.settings.encodings;
+        let mut grpc = Grpc::new(ExportCodec::<S>::default())
+            .apply_compression_config(encodings, encodings)
+            .apply_max_message_size_config(Some(self.settings.max_decoding_message_size), None);
+        let method = ExportMethod::<S, C>(Arc::clone(handler), PhantomData);
+        let stats = Arc::clone(&handler.stats);
         Box::pin(async move {
             let mut response = grpc.unary(method, request).await;
             normalize_status(&mut response);
@@ -210,149 +293,6 @@ impl GrpcSettings {
             }
             Ok(response)
         })
-    }
-}
-
-fn refuse(
-    counters: &Counters,
-    status: Status,
-) -> BoxFuture<http::Response<tonic::body::Body>, Infallible> {
-    counters.request_refused();
-    Box::pin(std::future::ready(Ok(status.into_http())))
-}
-
-fn unimplemented(status: Status) -> BoxFuture<http::Response<tonic::body::Body>, Infallible> {
-    Box::pin(std::future::ready(Ok(status.into_http())))
-}
-
-/// The tonic service for `ProfilesService/Export` (see the module docs).
-#[derive(Debug)]
-pub struct OtlpGrpcService<C> {
-    handler: Arc<OtlpGrpcHandler<C>>,
-    settings: GrpcSettings,
-}
-
-impl<C> Clone for OtlpGrpcService<C> {
-    fn clone(&self) -> Self {
-        OtlpGrpcService {
-            handler: Arc::clone(&self.handler),
-            settings: self.settings.clone(),
-        }
-    }
-}
-
-impl<C: Consumer> OtlpGrpcService<C> {
-    /// A service configured by `config` (size limit, bearer token; TLS and the endpoint are the
-    /// server's business).
-    pub fn new(config: &OtlpGrpcConfig, consumer: Arc<C>, stats: Arc<Stats>) -> Self {
-        OtlpGrpcService {
-            handler: Arc::new(OtlpGrpcHandler::new(consumer, stats)),
-            settings: GrpcSettings::new(config),
-        }
-    }
-
-    /// The traces service sharing this service's handler and settings, for the same server.
-    pub fn traces(&self) -> OtlpTracesGrpcService<C> {
-        OtlpTracesGrpcService {
-            handler: Arc::clone(&self.handler),
-            settings: self.settings.clone(),
-        }
-    }
-}
-
-impl<C> NamedService for OtlpGrpcService<C> {
-    const NAME: &'static str = SERVICE_NAME;
-}
-
-impl<C: Consumer> Service<http::Request<tonic::body::Body>> for OtlpGrpcService<C> {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        if request.uri().path() != EXPORT_PATH {
-            return unimplemented(Status::unimplemented("unknown method"));
-        }
-        if let Err(status) = self
-            .settings
-            .precheck(request.headers(), &*self.handler.consumer)
-        {
-            return refuse(self.handler.counters(), status);
-        }
-        let stats = Arc::clone(&self.handler.stats);
-        let method = ProfilesMethod(Arc::clone(&self.handler));
-        self.settings.unary(
-            ExportCodec::new("ExportProfilesServiceRequest"),
-            method,
-            request,
-            stats,
-        )
-    }
-}
-
-/// The tonic service for `TraceService/Export` (see the module docs); make it with
-/// [`OtlpTracesGrpcService::new`] or [`OtlpGrpcService::traces`].
-#[derive(Debug)]
-pub struct OtlpTracesGrpcService<C> {
-    handler: Arc<OtlpGrpcHandler<C>>,
-    settings: GrpcSettings,
-}
-
-impl<C> Clone for OtlpTracesGrpcService<C> {
-    fn clone(&self) -> Self {
-        OtlpTracesGrpcService {
-            handler: Arc::clone(&self.handler),
-            settings: self.settings.clone(),
-        }
-    }
-}
-
-impl<C: Consumer> OtlpTracesGrpcService<C> {
-    /// A traces service configured by `config` (size limit, bearer token), counting into
-    /// `stats.otlp_grpc`.
-    pub fn new(config: &OtlpGrpcConfig, consumer: Arc<C>, stats: Arc<Stats>) -> Self {
-        OtlpGrpcService::new(config, consumer, stats).traces()
-    }
-}
-
-impl<C> NamedService for OtlpTracesGrpcService<C> {
-    const NAME: &'static str = TRACES_SERVICE_NAME;
-}
-
-impl<C: Consumer> Service<http::Request<tonic::body::Body>> for OtlpTracesGrpcService<C> {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        if !self.handler.consumer.accepts_traces() {
-            return unimplemented(unknown_traces_service());
-        }
-        if request.uri().path() != TRACES_EXPORT_PATH {
-            return unimplemented(Status::unimplemented("unknown method"));
-        }
-        if let Err(status) = self
-            .settings
-            .precheck(request.headers(), &*self.handler.consumer)
-        {
-            return refuse(self.handler.counters(), status);
-        }
-        let stats = Arc::clone(&self.handler.stats);
-        let method = TracesMethod(Arc::clone(&self.handler));
-        self.settings.unary(
-            ExportCodec::new("ExportTraceServiceRequest"),
-            method,
-            request,
-            stats,
-        )
     }
 }
 
@@ -372,83 +312,50 @@ fn normalize_status(response: &mut http::Response<tonic::body::Body>) {
     }
 }
 
-struct ProfilesMethod<C>(Arc<OtlpGrpcHandler<C>>);
+struct ExportMethod<S, C>(Arc<OtlpGrpcHandler<C>>, PhantomData<fn() -> S>);
 
-impl<C: Consumer> UnaryService<ExportProfilesServiceRequest> for ProfilesMethod<C> {
-    type Response = ExportProfilesServiceResponse;
+impl<S: IngestSignal, C: Consumer> UnaryService<S::Request> for ExportMethod<S, C> {
+    type Response = S::Response;
     type Future = BoxFuture<tonic::Response<Self::Response>, Status>;
 
-    fn call(&mut self, request: tonic::Request<ExportProfilesServiceRequest>) -> Self::Future {
+    fn call(&mut self, request: tonic::Request<S::Request>) -> Self::Future {
         let handler = Arc::clone(&self.0);
         Box::pin(async move {
             handler
-                .export(request.into_inner())
+                .export_signal::<S>(request.into_inner())
                 .await
                 .map(tonic::Response::new)
         })
     }
 }
 
-struct TracesMethod<C>(Arc<OtlpGrpcHandler<C>>);
+/// Prost codec whose decode errors are `INVALID_ARGUMENT` (`S::Request` is decoded,
+/// `S::Response` encoded).
+struct ExportCodec<S>(PhantomData<fn() -> S>);
 
-impl<C: Consumer> UnaryService<ExportTraceServiceRequest> for TracesMethod<C> {
-    type Response = ExportTraceServiceResponse;
-    type Future = BoxFuture<tonic::Response<Self::Response>, Status>;
-
-    fn call(&mut self, request: tonic::Request<ExportTraceServiceRequest>) -> Self::Future {
-        let handler = Arc::clone(&self.0);
-        Box::pin(async move {
-            handler
-                .export_traces(request.into_inner())
-                .await
-                .map(tonic::Response::new)
-        })
+impl<S> Default for ExportCodec<S> {
+    fn default() -> Self {
+        ExportCodec(PhantomData)
     }
 }
 
-/// Prost codec whose decode errors are `INVALID_ARGUMENT` (`Req` is decoded, `Resp` encoded;
-/// `name` names `Req` in error messages).
-struct ExportCodec<Req, Resp> {
-    name: &'static str,
-    _types: PhantomData<fn() -> (Req, Resp)>,
-}
-
-impl<Req, Resp> ExportCodec<Req, Resp> {
-    fn new(name: &'static str) -> Self {
-        ExportCodec {
-            name,
-            _types: PhantomData,
-        }
-    }
-}
-
-impl<Req, Resp> Clone for ExportCodec<Req, Resp> {
-    fn clone(&self) -> Self {
-        ExportCodec::new(self.name)
-    }
-}
-
-impl<Req, Resp> Codec for ExportCodec<Req, Resp>
-where
-    Req: Message + Default + Send + 'static,
-    Resp: Message + Send + 'static,
-{
-    type Encode = Resp;
-    type Decode = Req;
-    type Encoder = ExportCodec<Req, Resp>;
-    type Decoder = ExportCodec<Req, Resp>;
+impl<S: Signal> Codec for ExportCodec<S> {
+    type Encode = S::Response;
+    type Decode = S::Request;
+    type Encoder = ExportCodec<S>;
+    type Decoder = ExportCodec<S>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        self.clone()
+        ExportCodec::default()
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        self.clone()
+        ExportCodec::default()
     }
 }
 
-impl<Req, Resp: Message> Encoder for ExportCodec<Req, Resp> {
-    type Item = Resp;
+impl<S: Signal> Encoder for ExportCodec<S> {
+    type Item = S::Response;
     type Error = Status;
 
     fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
@@ -457,14 +364,14 @@ impl<Req, Resp: Message> Encoder for ExportCodec<Req, Resp> {
     }
 }
 
-impl<Req: Message + Default, Resp> Decoder for ExportCodec<Req, Resp> {
-    type Item = Req;
+impl<S: Signal> Decoder for ExportCodec<S> {
+    type Item = S::Request;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
-        Req::decode(src)
-            .map(Some)
-            .map_err(|e| Status::invalid_argument(format!("cannot decode {}: {e}", self.name)))
+        S::Request::decode(src).map(Some).map_err(|e| {
+            Status::invalid_argument(format!("cannot decode {}: {e}", S::REQUEST_NAME))
+        })
     }
 }
 

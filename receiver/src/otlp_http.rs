@@ -20,10 +20,9 @@
 use crate::batch::{ConsumeError, Consumer};
 use crate::config::OtlpHttpConfig;
 use crate::decompress::{self, BodyError, Encoding};
-use crate::otlp_ingest::{self, ExportError};
-use crate::otlp_traces;
+use crate::otlp_export::{self, ExportError, IngestSignal};
 use crate::server::{self, ReceiverError, ServerHandle};
-use crate::stats::{Counters, Stats};
+use crate::stats::Stats;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -32,8 +31,7 @@ use axum::routing::post;
 use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode};
-use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportTraceServiceRequest, HTTP_PATH};
-use profilink_proto::otlp_json;
+use profilink_proto::signal::{Profiles, Signal, Traces};
 use prost::Message;
 use std::future::Future;
 use std::sync::Arc;
@@ -42,7 +40,7 @@ use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
 
 /// The OTLP/HTTP path for traces.
-pub const TRACES_HTTP_PATH: &str = "/v1/traces";
+pub const TRACES_HTTP_PATH: &str = Traces::HTTP_PATH;
 
 /// Encodings the OTLP/HTTP receiver accepts.
 pub const ACCEPTED_ENCODINGS: &[Encoding] = &[Encoding::Gzip, Encoding::Deflate, Encoding::Zstd];
@@ -108,10 +106,13 @@ pub fn otlp_http_router<C: Consumer>(
         bearer_token: config.bearer_token.clone(),
     });
     Router::new()
-        .route(HTTP_PATH, post(handle::<C>))
         .route(
-            TRACES_HTTP_PATH,
-            post(handle_traces::<C>).fallback(traces_other_method::<C>),
+            Profiles::HTTP_PATH,
+            post(handle::<Profiles, C>).fallback(other_method::<Profiles, C>),
+        )
+        .route(
+            Traces::HTTP_PATH,
+            post(handle::<Traces, C>).fallback(other_method::<Traces, C>),
         )
         .with_state(state)
 }
@@ -139,50 +140,20 @@ where
     .await
 }
 
-/// Which export service a request is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Signal {
-    Profiles,
-    Traces,
-}
-
-async fn handle<C: Consumer>(State(state): State<Arc<HttpState<C>>>, request: Request) -> Response {
-    respond(&state, request, Signal::Profiles).await
-}
-
-async fn handle_traces<C: Consumer>(
+/// `POST` on `S`'s path; 404 (not counted) when the consumer does not take `S`.
+async fn handle<S: IngestSignal, C: Consumer>(
     State(state): State<Arc<HttpState<C>>>,
     request: Request,
 ) -> Response {
-    if !state.consumer.accepts_traces() {
+    if !S::accepted_by(&*state.consumer) {
         let mut body = request.into_body();
         decompress::drain(&mut body, DRAIN_MAX, DRAIN_TIMEOUT).await;
         return StatusCode::NOT_FOUND.into_response();
     }
-    respond(&state, request, Signal::Traces).await
-}
-
-/// Other methods on `/v1/traces`: 405 when traces are taken, else 404 (no route).
-async fn traces_other_method<C: Consumer>(State(state): State<Arc<HttpState<C>>>) -> Response {
-    if state.consumer.accepts_traces() {
-        (
-            StatusCode::METHOD_NOT_ALLOWED,
-            [(ALLOW, HeaderValue::from_static("POST"))],
-        )
-            .into_response()
-    } else {
-        StatusCode::NOT_FOUND.into_response()
-    }
-}
-
-async fn respond<C: Consumer>(state: &HttpState<C>, request: Request, signal: Signal) -> Response {
     let counters = &state.stats.otlp_http;
     let (parts, mut body) = request.into_parts();
-    let response = match read_request(state, &parts, &mut body).await {
-        Ok((format, bytes)) => match signal {
-            Signal::Profiles => export_profiles(state, counters, format, bytes).await,
-            Signal::Traces => export_traces(state, counters, format, bytes).await,
-        },
+    let response = match read_request(&state, &parts, &mut body).await {
+        Ok((format, bytes)) => export::<S, C>(&state, format, bytes).await,
         Err(response) => response,
     };
     // Whatever was refused early, let an HTTP/1.1 client finish sending so it reads the answer.
@@ -193,6 +164,21 @@ async fn respond<C: Consumer>(state: &HttpState<C>, request: Request, signal: Si
         counters.request_refused();
     }
     response
+}
+
+/// Other methods on `S`'s path: 405 when `S` is taken, else 404 (no route).
+async fn other_method<S: IngestSignal, C: Consumer>(
+    State(state): State<Arc<HttpState<C>>>,
+) -> Response {
+    if S::accepted_by(&*state.consumer) {
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(ALLOW, HeaderValue::from_static("POST"))],
+        )
+            .into_response()
+    } else {
+        StatusCode::NOT_FOUND.into_response()
+    }
 }
 
 /// Everything before decoding, common to both signals: auth, media type, encoding, size,
@@ -270,29 +256,30 @@ fn ok_response(format: Format, body: Vec<u8>) -> Response {
         .into_response()
 }
 
-async fn export_profiles<C: Consumer>(
+/// Decodes a request of signal `S` in `format`, exports it, and answers in `format`.
+async fn export<S: IngestSignal, C: Consumer>(
     state: &HttpState<C>,
-    counters: &Counters,
     format: Format,
     bytes: Vec<u8>,
 ) -> Response {
     let request = match format {
-        Format::Protobuf(_) => ExportProfilesServiceRequest::decode(bytes.as_slice())
-            .map_err(|e| format!("cannot decode ExportProfilesServiceRequest: {e}")),
-        Format::Json => otlp_json::decode_request(&bytes)
-            .map_err(|e| format!("cannot decode OTLP/JSON ExportProfilesServiceRequest: {e}")),
+        Format::Protobuf(_) => S::Request::decode(bytes.as_slice())
+            .map_err(|e| format!("cannot decode {}: {e}", S::REQUEST_NAME)),
+        Format::Json => S::decode_json_request(&bytes)
+            .map_err(|e| format!("cannot decode OTLP/JSON {}: {e}", S::REQUEST_NAME)),
     };
     drop(bytes);
     let request = match request {
         Ok(r) => r,
         Err(message) => return invalid_body(format, &message),
     };
-    match otlp_ingest::export(&*state.consumer, counters, "http", request).await {
+    let counters = &state.stats.otlp_http;
+    match otlp_export::export::<S, C>(&*state.consumer, counters, "http", request).await {
         Ok(response) => ok_response(
             format,
             match format {
                 Format::Protobuf(_) => response.encode_to_vec(),
-                Format::Json => otlp_json::encode_response(&response),
+                Format::Json => S::encode_json_response(&response),
             },
         ),
         Err(ExportError::Invalid(message)) => status_response(
@@ -303,35 +290,6 @@ async fn export_profiles<C: Consumer>(
             None,
         ),
         Err(ExportError::Consumer(e)) => consume_error_response(format, &e),
-    }
-}
-
-async fn export_traces<C: Consumer>(
-    state: &HttpState<C>,
-    counters: &Counters,
-    format: Format,
-    bytes: Vec<u8>,
-) -> Response {
-    let request = match format {
-        Format::Protobuf(_) => ExportTraceServiceRequest::decode(bytes.as_slice())
-            .map_err(|e| format!("cannot decode ExportTraceServiceRequest: {e}")),
-        Format::Json => otlp_json::decode_traces_request(&bytes)
-            .map_err(|e| format!("cannot decode OTLP/JSON ExportTraceServiceRequest: {e}")),
-    };
-    drop(bytes);
-    let request = match request {
-        Ok(r) => r,
-        Err(message) => return invalid_body(format, &message),
-    };
-    match otlp_traces::export_traces(&*state.consumer, counters, "http", request).await {
-        Ok(response) => ok_response(
-            format,
-            match format {
-                Format::Protobuf(_) => response.encode_to_vec(),
-                Format::Json => otlp_json::encode_traces_response(&response),
-            },
-        ),
-        Err(e) => consume_error_response(format, &e),
     }
 }
 

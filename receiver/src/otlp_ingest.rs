@@ -1,5 +1,5 @@
-//! What both OTLP transports do with a decoded request: validate it, split off the invalid
-//! profiles (partial success), hand the rest to the consumer, and count.
+//! OTLP profiles as the receivers ingest them ([`IngestSignal`] for [`Profiles`]): the
+//! validation that splits a request into its valid and invalid profiles.
 //!
 //! * The dictionary is checked once ([`validate_dictionary`]); if it has errors nothing in the
 //!   request can be read and the whole request is refused (`INVALID_ARGUMENT` / 400).
@@ -10,73 +10,63 @@
 //! * A full success has no `partial_success`. When every profile is invalid the answer is still
 //!   a partial success (all rejected), as the OTLP spec asks: the client must not retry it.
 
-use crate::batch::{Batch, ConsumeError, Consumer, Payload, otlp_counts, otlp_profile_samples};
+use crate::batch::{Consumer, Payload};
+use crate::otlp_export::{IngestSignal, MESSAGE_FINDINGS, Refused, Split, rejection_message};
 use crate::stats::Counters;
-use profilink_proto::otlp::{
-    ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
-    ProfilesData, data_from_request,
-};
+use profilink_proto::otlp::{ExportProfilesServiceRequest, data_from_request};
+use profilink_proto::signal::{ItemCounts, Profiles, Signal, profile_samples};
 use profilink_proto::validate::{Finding, has_errors, validate_dictionary, validate_profile};
 
-/// How many findings an error message quotes.
-pub const MESSAGE_FINDINGS: usize = 3;
+impl IngestSignal for Profiles {
+    /// Every consumer takes profiles.
+    fn accepted_by<C: Consumer>(_consumer: &C) -> bool {
+        true
+    }
 
-/// The request could not be accepted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExportError {
-    /// The request is unusable as a whole (e.g. its dictionary is broken).
-    Invalid(String),
-    /// The consumer refused the valid part.
-    Consumer(ConsumeError),
+    fn ingest(request: ExportProfilesServiceRequest) -> Result<Split, Refused> {
+        ingest(request)
+    }
+
+    fn count_accepted(counters: &Counters, counts: ItemCounts) {
+        counters.accept(counts.items, counts.samples);
+    }
+
+    fn count_refused(counters: &Counters, counts: ItemCounts) {
+        counters.refuse(counts.items, counts.samples);
+    }
 }
 
-/// The valid part of a request and what was rejected.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Ingested {
-    /// The valid profiles, with the request's dictionary.
-    pub data: ProfilesData,
-    /// Profiles in `data`.
-    pub profiles: u64,
-    /// Observations in `data`.
-    pub samples: u64,
-    /// Profiles removed as invalid.
-    pub rejected_profiles: u64,
-    /// Observations in the removed profiles.
-    pub rejected_samples: u64,
-    /// The first findings of the removed profiles (empty when none were removed).
-    pub error_message: String,
-}
-
-/// A request refused as a whole.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidRequest {
-    /// Why, with the first findings.
-    pub message: String,
-    /// Profiles in the request.
-    pub profiles: u64,
-    /// Observations in the request.
-    pub samples: u64,
-}
-
-/// Validates `request` and splits off its invalid profiles.
-pub fn ingest(request: ExportProfilesServiceRequest) -> Result<Ingested, InvalidRequest> {
-    let mut data = data_from_request(request);
-    let dictionary_findings = validate_dictionary(data.dictionary.as_ref());
+/// Validates `request` and splits off its invalid profiles (the payload is
+/// [`Payload::Otlp`], with the request's dictionary).
+pub fn ingest(request: ExportProfilesServiceRequest) -> Result<Split, Refused> {
+    let dictionary_findings = validate_dictionary(request.dictionary.as_ref());
     if has_errors(&dictionary_findings) {
-        let (profiles, samples) = otlp_counts(&data);
-        let message = format!(
-            "invalid dictionary: {}",
-            summarize(dictionary_findings.iter().filter(|f| f.is_error()))
-        );
-        return Err(InvalidRequest {
+        let errors: Vec<&Finding> = dictionary_findings
+            .iter()
+            .filter(|f| f.is_error())
+            .collect();
+        let quoted: Vec<String> = errors
+            .iter()
+            .take(MESSAGE_FINDINGS)
+            .map(ToString::to_string)
+            .collect();
+        let mut message = format!("invalid dictionary: {}", quoted.join("; "));
+        if errors.len() > MESSAGE_FINDINGS {
+            message.push_str(&format!(
+                " (and {} more findings)",
+                errors.len() - MESSAGE_FINDINGS
+            ));
+        }
+        return Err(Refused {
             message,
-            profiles,
-            samples,
+            counts: Profiles::counts(&request),
         });
     }
-    let mut out = Ingested::default();
-    let mut errors: Vec<Finding> = Vec::new();
-    let mut error_count = 0usize;
+    let mut data = data_from_request(request);
+    let mut valid = ItemCounts::default();
+    let mut rejected = ItemCounts::default();
+    let mut quoted: Vec<String> = Vec::new();
+    let mut error_count = 0u64;
     let dictionary = data.dictionary.take();
     for (r, rp) in data.resource_profiles.iter_mut().enumerate() {
         for (s, sp) in rp.scope_profiles.iter_mut().enumerate() {
@@ -85,20 +75,21 @@ pub fn ingest(request: ExportProfilesServiceRequest) -> Result<Ingested, Invalid
                 let path = format!("resource_profiles[{r}].scope_profiles[{s}].profiles[{p}]");
                 p += 1;
                 let findings = validate_profile(dictionary.as_ref(), profile, &path);
-                let samples = otlp_profile_samples(profile);
+                let counts = ItemCounts {
+                    items: 1,
+                    samples: profile_samples(profile),
+                };
                 if has_errors(&findings) {
-                    out.rejected_profiles += 1;
-                    out.rejected_samples += samples;
+                    rejected = rejected.plus(counts);
                     for f in findings.into_iter().filter(Finding::is_error) {
                         error_count += 1;
-                        if errors.len() < MESSAGE_FINDINGS {
-                            errors.push(f);
+                        if quoted.len() < MESSAGE_FINDINGS {
+                            quoted.push(f.to_string());
                         }
                     }
                     false
                 } else {
-                    out.profiles += 1;
-                    out.samples += samples;
+                    valid = valid.plus(counts);
                     true
                 }
             });
@@ -108,95 +99,21 @@ pub fn ingest(request: ExportProfilesServiceRequest) -> Result<Ingested, Invalid
     data.resource_profiles
         .retain(|rp| !rp.scope_profiles.is_empty());
     data.dictionary = dictionary;
-    if out.rejected_profiles > 0 {
-        let more = error_count.saturating_sub(errors.len());
-        let mut message = format!(
-            "{} invalid profile(s) rejected: {}",
-            out.rejected_profiles,
-            errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        if more > 0 {
-            message.push_str(&format!(" (and {more} more findings)"));
-        }
-        out.error_message = message;
-    }
-    out.data = data;
-    Ok(out)
-}
-
-fn summarize<'a>(findings: impl Iterator<Item = &'a Finding>) -> String {
-    let all: Vec<&Finding> = findings.collect();
-    let mut text = all
-        .iter()
-        .take(MESSAGE_FINDINGS)
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ");
-    if all.len() > MESSAGE_FINDINGS {
-        text.push_str(&format!(
-            " (and {} more findings)",
-            all.len() - MESSAGE_FINDINGS
-        ));
-    }
-    text
-}
-
-/// Validates `request`, hands its valid part to `consumer`, counts into `counters`, and
-/// returns the response to send (with `partial_success` only when profiles were rejected).
-pub async fn export<C: Consumer>(
-    consumer: &C,
-    counters: &Counters,
-    transport: &'static str,
-    request: ExportProfilesServiceRequest,
-) -> Result<ExportProfilesServiceResponse, ExportError> {
-    let ingested = match ingest(request) {
-        Ok(i) => i,
-        Err(InvalidRequest {
-            message,
-            profiles,
-            samples,
-        }) => {
-            counters.refuse(profiles, samples);
-            tracing::debug!(transport, %message, "OTLP request refused");
-            return Err(ExportError::Invalid(message));
-        }
-    };
-    let Ingested {
-        data,
-        profiles,
-        samples,
-        rejected_profiles,
-        rejected_samples,
-        error_message,
-    } = ingested;
-    if profiles > 0 {
-        let batch = Batch {
-            receiver: "otlp",
-            transport,
-            payload: Payload::Otlp(data),
-            samples,
-            profiles,
-        };
-        if let Err(e) = consumer.consume(batch).await {
-            counters.refuse(profiles + rejected_profiles, samples + rejected_samples);
-            tracing::debug!(transport, error = %e, "OTLP batch refused by the pipeline");
-            return Err(ExportError::Consumer(e));
-        }
-    }
-    counters.accept(profiles, samples);
-    counters.refuse(rejected_profiles, rejected_samples);
-    let partial_success = if rejected_profiles > 0 {
-        tracing::debug!(transport, rejected_profiles, message = %error_message, "OTLP profiles rejected");
-        Some(ExportProfilesPartialSuccess {
-            rejected_profiles: i64::try_from(rejected_profiles).unwrap_or(i64::MAX),
-            error_message,
-        })
+    let error_message = if rejected.items > 0 {
+        rejection_message(
+            rejected.items,
+            "profile(s)",
+            &quoted,
+            error_count,
+            " findings",
+        )
     } else {
-        None
+        String::new()
     };
-    Ok(ExportProfilesServiceResponse { partial_success })
+    Ok(Split {
+        payload: Payload::Otlp(data),
+        valid,
+        rejected,
+        error_message,
+    })
 }

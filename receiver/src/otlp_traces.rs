@@ -1,5 +1,5 @@
-//! What both OTLP transports do with a decoded traces request: validate its spans, split off
-//! the invalid ones (partial success), hand the rest to the consumer, and count.
+//! OTLP traces as the receivers ingest them ([`IngestSignal`] for [`Traces`]): the span
+//! validation that splits a request into its valid and invalid spans.
 //!
 //! * A span is invalid when its `trace_id` is not 16 bytes, its `span_id` not 8 bytes, or its
 //!   `parent_span_id` neither empty nor 8 bytes (the lengths the trace proto prescribes; a
@@ -7,33 +7,37 @@
 //!   `partial_success.rejected_spans`, with the first findings in `error_message`; scopes and
 //!   resources left without spans are dropped. Nothing else is checked: attributes, events and
 //!   links go on as they are.
-//! * A full success has no `partial_success`. When every span is invalid the answer is still a
-//!   partial success (all rejected), as the OTLP spec asks: the client must not retry it.
-//! * A request with no (valid) spans is answered without calling the consumer.
+//! * The rest (partial success, the consumer, counting) is [`crate::otlp_export`]'s.
 
-use crate::batch::{Batch, ConsumeError, Consumer, Payload};
-use crate::otlp_ingest::MESSAGE_FINDINGS;
+use crate::batch::{Consumer, Payload};
+use crate::otlp_export::{IngestSignal, MESSAGE_FINDINGS, Refused, Split, rejection_message};
 use crate::stats::Counters;
-use profilink_proto::otlp::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse, Span,
-};
+use profilink_proto::otlp::{ExportTraceServiceRequest, Span};
+use profilink_proto::signal::{ItemCounts, Traces};
 
 /// Trace id length in bytes.
 pub const TRACE_ID_LEN: usize = 16;
 /// Span id length in bytes.
 pub const SPAN_ID_LEN: usize = 8;
 
-/// The valid part of a traces request and what was rejected.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct IngestedTraces {
-    /// The valid spans, in their resources and scopes.
-    pub request: ExportTraceServiceRequest,
-    /// Spans in `request`.
-    pub spans: u64,
-    /// Spans removed as invalid.
-    pub rejected_spans: u64,
-    /// The first findings of the removed spans (empty when none were removed).
-    pub error_message: String,
+impl IngestSignal for Traces {
+    /// [`Consumer::accepts_traces`].
+    fn accepted_by<C: Consumer>(consumer: &C) -> bool {
+        consumer.accepts_traces()
+    }
+
+    /// Never refuses a whole request: see [`ingest_traces`].
+    fn ingest(request: ExportTraceServiceRequest) -> Result<Split, Refused> {
+        Ok(ingest_traces(request))
+    }
+
+    fn count_accepted(counters: &Counters, counts: ItemCounts) {
+        counters.accept_spans(counts.items);
+    }
+
+    fn count_refused(counters: &Counters, counts: ItemCounts) {
+        counters.refuse_spans(counts.items);
+    }
 }
 
 /// What is wrong with a span's ids, if anything.
@@ -59,9 +63,11 @@ pub fn span_problem(span: &Span) -> Option<String> {
     None
 }
 
-/// Validates `request` and splits off its invalid spans.
-pub fn ingest_traces(mut request: ExportTraceServiceRequest) -> IngestedTraces {
-    let mut out = IngestedTraces::default();
+/// Validates `request` and splits off its invalid spans (the payload is
+/// [`Payload::Traces`]).
+pub fn ingest_traces(mut request: ExportTraceServiceRequest) -> Split {
+    let mut valid = ItemCounts::default();
+    let mut rejected = ItemCounts::default();
     let mut findings: Vec<String> = Vec::new();
     for (r, rs) in request.resource_spans.iter_mut().enumerate() {
         for (s, ss) in rs.scope_spans.iter_mut().enumerate() {
@@ -71,11 +77,11 @@ pub fn ingest_traces(mut request: ExportTraceServiceRequest) -> IngestedTraces {
                 i += 1;
                 match span_problem(span) {
                     None => {
-                        out.spans += 1;
+                        valid.items += 1;
                         true
                     }
                     Some(problem) => {
-                        out.rejected_spans += 1;
+                        rejected.items += 1;
                         if findings.len() < MESSAGE_FINDINGS {
                             findings.push(format!(
                                 "resource_spans[{r}].scope_spans[{s}].spans[{index}]: {problem}"
@@ -91,64 +97,17 @@ pub fn ingest_traces(mut request: ExportTraceServiceRequest) -> IngestedTraces {
     request
         .resource_spans
         .retain(|rs| !rs.scope_spans.is_empty());
-    if out.rejected_spans > 0 {
-        let more = out.rejected_spans.saturating_sub(findings.len() as u64);
-        let mut message = format!(
-            "{} invalid span(s) rejected: {}",
-            out.rejected_spans,
-            findings.join("; ")
-        );
-        if more > 0 {
-            message.push_str(&format!(" (and {more} more)"));
-        }
-        out.error_message = message;
-    }
-    out.request = request;
-    out
-}
-
-/// Validates `request`, hands its valid spans to `consumer`, counts into `counters`, and
-/// returns the response to send (with `partial_success` only when spans were rejected).
-///
-/// The caller has checked [`Consumer::accepts_traces`].
-pub async fn export_traces<C: Consumer>(
-    consumer: &C,
-    counters: &Counters,
-    transport: &'static str,
-    request: ExportTraceServiceRequest,
-) -> Result<ExportTraceServiceResponse, ConsumeError> {
-    let IngestedTraces {
-        request,
-        spans,
-        rejected_spans,
-        error_message,
-    } = ingest_traces(request);
-    if spans > 0 {
-        let batch = Batch {
-            receiver: "otlp",
-            transport,
-            payload: Payload::Traces(request),
-            samples: 0,
-            profiles: 0,
-        };
-        if let Err(e) = consumer.consume(batch).await {
-            counters.refuse_spans(spans + rejected_spans);
-            tracing::debug!(transport, error = %e, "OTLP traces refused by the pipeline");
-            return Err(e);
-        }
-    }
-    counters.accept_spans(spans);
-    counters.refuse_spans(rejected_spans);
-    let partial_success = if rejected_spans > 0 {
-        tracing::debug!(transport, rejected_spans, message = %error_message, "OTLP spans rejected");
-        Some(ExportTracePartialSuccess {
-            rejected_spans: i64::try_from(rejected_spans).unwrap_or(i64::MAX),
-            error_message,
-        })
+    let error_message = if rejected.items > 0 {
+        rejection_message(rejected.items, "span(s)", &findings, rejected.items, "")
     } else {
-        None
+        String::new()
     };
-    Ok(ExportTraceServiceResponse { partial_success })
+    Split {
+        payload: Payload::Traces(request),
+        valid,
+        rejected,
+        error_message,
+    }
 }
 
 #[cfg(test)]
@@ -193,10 +152,13 @@ mod tests {
             ],
         };
         let out = ingest_traces(request);
-        assert_eq!((out.spans, out.rejected_spans), (2, 4));
-        assert_eq!(out.request.resource_spans.len(), 1);
-        assert_eq!(out.request.resource_spans[0].scope_spans.len(), 1);
-        let names: Vec<&str> = out.request.resource_spans[0].scope_spans[0]
+        assert_eq!((out.valid.items, out.rejected.items), (2, 4));
+        let Payload::Traces(kept) = &out.payload else {
+            panic!("not traces: {:?}", out.payload)
+        };
+        assert_eq!(kept.resource_spans.len(), 1);
+        assert_eq!(kept.resource_spans[0].scope_spans.len(), 1);
+        let names: Vec<&str> = kept.resource_spans[0].scope_spans[0]
             .spans
             .iter()
             .map(|s| s.name.as_str())
@@ -224,8 +186,8 @@ mod tests {
             }],
         };
         let out = ingest_traces(request.clone());
-        assert_eq!(out.request, request);
-        assert_eq!((out.spans, out.rejected_spans), (1, 0));
+        assert_eq!(out.payload, Payload::Traces(request));
+        assert_eq!((out.valid.items, out.rejected.items), (1, 0));
         assert!(out.error_message.is_empty());
     }
 }

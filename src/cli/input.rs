@@ -62,10 +62,4 @@ fn decompress(raw: Vec<u8>) -> Result<Vec<u8>> {
 }
 
 /// Splits NDJSON into its non-blank lines with their 1-based line numbers.
-pub fn ndjson_lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
-    bytes
-        .split(|&b| b == b'\n')
-        .enumerate()
-        .map(|(i, l)| (i + 1, l))
-        .filter(|(_, l)| !l.trim_ascii().is_empty())
-}
+pub use profilink_translator::from_bytes::ndjson_lines;

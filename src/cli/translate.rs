@@ -1,7 +1,7 @@
 //! `profilink translate`: OTLP -> Sentry chunks (NDJSON or envelope files), Sentry -> OTLP
 //! (protobuf or OTLP/JSON), and OTLP protobuf <-> OTLP/JSON.
 
-use super::input::{Input, ndjson_lines, read_input};
+use super::input::{Input, read_input};
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat, SparseThreads};
 use anyhow::{Context, Result, bail};
 use profilink_exporter::file::{envelope_file_name, write_atomic, write_atomic_with};
@@ -9,10 +9,8 @@ use profilink_exporter::{SDK_NAME, VERSION};
 use profilink_proto::input::InputFormat;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp_json;
-use profilink_proto::sentry::{Envelope, ProfileChunk, SampleProfileV1, Transaction};
-use profilink_translator::linking::TransactionLinks;
-use profilink_translator::otlp_to_sentry;
-use profilink_translator::sentry_to_otlp::{self, SentryInput, V1WithTransaction};
+use profilink_proto::sentry::{Envelope, ProfileChunk};
+use profilink_translator::{SentryParts, decode_otlp, otlp_to_sentry, sentry_to_otlp};
 use prost::Message;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -37,9 +35,7 @@ pub struct Args<'a> {
 #[derive(Default)]
 struct Gathered {
     otlp: Vec<(String, ExportProfilesServiceRequest)>,
-    chunks: Vec<ProfileChunk>,
-    v1: Vec<V1WithTransaction>,
-    transactions: Vec<Transaction>,
+    sentry: SentryParts,
 }
 
 /// Runs `translate`; `Err` is a rejected input (exit 1).
@@ -55,7 +51,8 @@ pub fn run(args: &Args) -> Result<u8> {
     }
     for path in args.transactions {
         let input = read_input(path, None)?;
-        gather_transactions(&input, &mut g.transactions)
+        g.sentry
+            .read_transactions(&input.bytes, input.format)
             .with_context(|| format!("{}: rejected", input.name))?;
     }
     match args.to {
@@ -64,87 +61,20 @@ pub fn run(args: &Args) -> Result<u8> {
     }
 }
 
+/// Adds one input to `g`: an OTLP request, or the Sentry chunks, V1 profiles and
+/// transactions it holds (the library's readers, [`decode_otlp`] and [`SentryParts`]).
 fn gather(input: &Input, g: &mut Gathered) -> Result<()> {
-    let bytes = &input.bytes;
-    match input.format {
-        InputFormat::OtlpProtobuf => {
-            let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).context(
-                "not a binary OTLP profiles (proto 1.10) message (OTLP 1.8/1.9 payloads use other field numbers)",
-            )?;
-            g.otlp.push((input.name.clone(), req));
-        }
-        InputFormat::OtlpJson => {
-            let req = otlp_json::decode_request(bytes).context("invalid OTLP/JSON")?;
-            g.otlp.push((input.name.clone(), req));
-        }
-        InputFormat::SentryChunk => g.chunks.push(ProfileChunk::from_json(bytes)?),
-        InputFormat::SentryChunkNdjson => {
-            for (line, text) in ndjson_lines(bytes) {
-                g.chunks
-                    .push(ProfileChunk::from_json(text).with_context(|| format!("line {line}"))?);
-            }
-        }
-        InputFormat::SentryV1Profile => g.v1.push(V1WithTransaction {
-            profile: SampleProfileV1::from_json(bytes)?,
-            transaction: None,
-        }),
-        InputFormat::SentryTransaction | InputFormat::SentryTransactionNdjson => {
-            gather_transactions(input, &mut g.transactions)?
-        }
-        InputFormat::Envelope => {
-            let env = Envelope::parse(bytes)?;
-            let mut transaction = None;
-            let mut profiles = Vec::new();
-            for (i, item) in env.items.iter().enumerate() {
-                let ctx = || format!("item {i}");
-                match item.item_type() {
-                    Some("profile_chunk" | "profile_chunk_ui") => g
-                        .chunks
-                        .push(ProfileChunk::from_json(&item.payload).with_context(ctx)?),
-                    Some("profile") => {
-                        profiles.push(SampleProfileV1::from_json(&item.payload).with_context(ctx)?)
-                    }
-                    Some("transaction") => {
-                        let t = Transaction::from_json(&item.payload).with_context(ctx)?;
-                        g.transactions.push(t.clone());
-                        transaction = Some(t);
-                    }
-                    _ => {}
-                }
-            }
-            for profile in profiles {
-                g.v1.push(V1WithTransaction {
-                    profile,
-                    transaction: transaction.clone(),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-fn gather_transactions(input: &Input, out: &mut Vec<Transaction>) -> Result<()> {
-    match input.format {
-        InputFormat::Envelope => {
-            let env = Envelope::parse(&input.bytes)?;
-            for (i, item) in env.items_of("transaction").enumerate() {
-                out.push(
-                    Transaction::from_json(&item.payload)
-                        .with_context(|| format!("transaction item {i}"))?,
-                );
-            }
-        }
-        _ => {
-            for (line, text) in ndjson_lines(&input.bytes) {
-                out.push(Transaction::from_json(text).with_context(|| format!("line {line}"))?);
-            }
-        }
+    if input.format.is_otlp() {
+        let request = decode_otlp(&input.bytes, Some(input.format))?;
+        g.otlp.push((input.name.clone(), request));
+    } else {
+        g.sentry.read(&input.bytes, input.format)?;
     }
     Ok(())
 }
 
 fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
-    if !g.v1.is_empty() {
+    if !g.sentry.v1_profiles.is_empty() {
         bail!("V1 profiles cannot be written as chunks; translate them --to otlp");
     }
     // Emit only what Relay keeps: a thread with fewer than 2 samples is dropped by Relay, and a
@@ -226,7 +156,8 @@ fn emit_chunks<E>(
     options: &otlp_to_sentry::Options,
     write: &mut dyn FnMut(&ProfileChunk) -> std::result::Result<(), E>,
 ) -> std::result::Result<(u8, usize), E> {
-    let Gathered { otlp, chunks, .. } = g;
+    let Gathered { otlp, sentry } = g;
+    let chunks = sentry.chunks;
     let mut code = EXIT_OK;
     let mut written = 0usize;
     let mut failed = None;
@@ -299,7 +230,7 @@ fn emit_chunks<E>(
 
 fn to_otlp(args: &Args, g: Gathered) -> Result<u8> {
     let mut code = EXIT_OK;
-    let request = if g.chunks.is_empty() && g.v1.is_empty() {
+    let request = if g.sentry.chunks.is_empty() && g.sentry.v1_profiles.is_empty() {
         match g.otlp.len() {
             1 => g
                 .otlp
@@ -314,12 +245,7 @@ fn to_otlp(args: &Args, g: Gathered) -> Result<u8> {
         if !g.otlp.is_empty() {
             bail!("mixing OTLP and Sentry inputs is not supported for --to otlp");
         }
-        let links = TransactionLinks::new(&g.transactions);
-        let input = SentryInput {
-            chunks: &g.chunks,
-            v1_profiles: &g.v1,
-        };
-        let t = sentry_to_otlp::translate(&input, &links, &sentry_to_otlp::Options::default());
+        let t = g.sentry.translate(&sentry_to_otlp::Options::default());
         for r in &t.rejected {
             eprintln!("{}: rejected: {}", r.item, r.error);
             code = EXIT_REJECTED;

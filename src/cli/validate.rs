@@ -3,11 +3,9 @@
 use super::input::{Input, ndjson_lines, read_input};
 use super::{EXIT_OK, EXIT_REJECTED};
 use profilink_proto::input::InputFormat;
-use profilink_proto::otlp::ExportProfilesServiceRequest;
-use profilink_proto::otlp_json;
 use profilink_proto::sentry::{Envelope, Transaction};
 use profilink_proto::validate::{self, Finding, Severity};
-use prost::Message;
+use profilink_translator::{InputError, decode_otlp};
 use std::path::PathBuf;
 
 /// Runs `validate` and returns the exit code.
@@ -54,21 +52,20 @@ fn finding(severity: Severity, rule: &'static str, path: &str, message: String) 
 pub fn findings_for(input: &Input) -> Vec<Finding> {
     let bytes = &input.bytes;
     match input.format {
-        InputFormat::OtlpProtobuf => match ExportProfilesServiceRequest::decode(bytes.as_slice()) {
-            Ok(req) => validate::validate_otlp(req.dictionary.as_ref(), &req.resource_profiles),
-            Err(e) => vec![finding(
-                Severity::Error,
-                "decode",
-                ".",
-                format!(
-                    "not a binary OTLP profiles (proto 1.10) message: {e} (payloads of OTLP 1.8/1.9 producers use other field numbers)"
-                ),
-            )],
-        },
-        InputFormat::OtlpJson => match otlp_json::decode_request(bytes) {
-            Ok(req) => validate::validate_otlp(req.dictionary.as_ref(), &req.resource_profiles),
-            Err(e) => vec![finding(Severity::Error, "decode", &e.path, e.message)],
-        },
+        InputFormat::OtlpProtobuf | InputFormat::OtlpJson => {
+            match decode_otlp(bytes, Some(input.format)) {
+                Ok(req) => validate::validate_otlp(req.dictionary.as_ref(), &req.resource_profiles),
+                Err(InputError::OtlpJson(e)) => {
+                    vec![finding(Severity::Error, "decode", &e.path, e.message)]
+                }
+                Err(e) => vec![finding(
+                    Severity::Error,
+                    "decode",
+                    ".",
+                    format!("{:#}", anyhow::Error::new(e)),
+                )],
+            }
+        }
         InputFormat::SentryChunk => validate::validate_chunk_json(bytes),
         InputFormat::SentryChunkNdjson => per_line(bytes, validate::validate_chunk_json),
         InputFormat::SentryV1Profile => validate::validate_v1_profile_json(bytes),

@@ -2,9 +2,9 @@
 //! [`crate::ExporterMetrics`]: plain atomics, copied by [`TracesMetrics::snapshot`]; drop
 //! reasons are the client-report names of [`DiscardReason`].
 
-use crate::metrics::DiscardReason;
+use crate::metrics::{self, DiscardReason, ReasonCounters, count_for, get};
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 /// Live counters of one traces exporter.
 #[derive(Debug, Default)]
@@ -47,7 +47,7 @@ pub struct TracesMetrics {
     pub queue_capacity_bytes: AtomicU64,
     /// Queue capacity in requests.
     pub queue_capacity_requests: AtomicU64,
-    dropped: [AtomicU64; 4],
+    dropped: ReasonCounters,
 }
 
 /// A copy of the counters at one instant. See [`TracesMetrics`] for the meaning of each field.
@@ -96,48 +96,30 @@ pub struct TracesMetricsSnapshot {
 impl TracesMetricsSnapshot {
     /// Dropped spans for one reason.
     pub fn dropped(&self, reason: DiscardReason) -> u64 {
-        self.dropped
-            .iter()
-            .find(|(r, _)| *r == reason)
-            .map_or(0, |(_, n)| *n)
-    }
-}
-
-fn get(a: &AtomicU64) -> u64 {
-    a.load(Ordering::Relaxed)
-}
-
-fn reason_index(reason: DiscardReason) -> usize {
-    match reason {
-        DiscardReason::RatelimitBackoff => 0,
-        DiscardReason::QueueOverflow => 1,
-        DiscardReason::NetworkError => 2,
-        DiscardReason::SendError => 3,
+        count_for(&self.dropped, reason)
     }
 }
 
 impl TracesMetrics {
     /// Adds `n` to a counter.
     pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
+        metrics::add(counter, n);
     }
 
     /// Subtracts `n` from a gauge (saturating at 0).
     pub fn sub(gauge: &AtomicU64, n: u64) {
-        let _ = gauge.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-            Some(v.saturating_sub(n))
-        });
+        metrics::sub(gauge, n);
     }
 
     /// Counts `n` spans dropped for `reason` (also added to `send_failed_spans`).
     pub fn add_dropped(&self, reason: DiscardReason, n: u64) {
-        self.dropped[reason_index(reason)].fetch_add(n, Ordering::Relaxed);
-        self.send_failed_spans.fetch_add(n, Ordering::Relaxed);
+        self.dropped.add(reason, n);
+        metrics::add(&self.send_failed_spans, n);
     }
 
     /// Dropped spans for `reason`.
     pub fn dropped(&self, reason: DiscardReason) -> u64 {
-        get(&self.dropped[reason_index(reason)])
+        self.dropped.get(reason)
     }
 
     /// Copies all counters.
@@ -161,10 +143,7 @@ impl TracesMetrics {
             queue_bytes: get(&self.queue_bytes),
             queue_capacity_bytes: get(&self.queue_capacity_bytes),
             queue_capacity_requests: get(&self.queue_capacity_requests),
-            dropped: DiscardReason::ALL
-                .iter()
-                .map(|r| (*r, self.dropped(*r)))
-                .collect(),
+            dropped: self.dropped.snapshot(),
         }
     }
 }

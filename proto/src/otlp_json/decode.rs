@@ -7,11 +7,11 @@ use super::OtlpJsonError;
 use super::bytes::{decode_base64, decode_id};
 use super::numbers::{IntType, parse_double, parse_int};
 use super::parser::{MAX_ANY_VALUE_DEPTH, Parser, Result, Scalar};
+use super::shape::{EnvelopeShape, PartialShape, ResponseShape};
 use crate::otlp::{
-    AnyValue, ArrayValue, ExportProfilesPartialSuccess, ExportProfilesServiceResponse, Function,
-    InstrumentationScope, KeyValue, KeyValueAndUnit, KeyValueList, Line, Link, Location, Mapping,
-    Profile, ProfilesDictionary, Resource, ResourceProfiles, Sample, ScopeProfiles, Stack,
-    ValueType, any_value,
+    AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue, KeyValueAndUnit, KeyValueList,
+    Line, Link, Location, Mapping, Profile, ProfilesDictionary, Resource, ResourceProfiles, Sample,
+    ScopeProfiles, Stack, ValueType, any_value,
 };
 use opentelemetry_proto::tonic::common::v1::EntityRef;
 
@@ -120,6 +120,24 @@ fn span_id(p: &mut Parser<'_>) -> Result<Vec<u8>> {
     decode_id(&s, SPAN_ID_LEN).map_err(|m| p.error(m))
 }
 
+/// Reads the `attributes` / `droppedAttributesCount` pair many messages share when `key` is
+/// one of them; false for other keys (nothing read).
+fn attributes_field(
+    p: &mut Parser<'_>,
+    key: &str,
+    attributes: &mut Vec<KeyValue>,
+    dropped: &mut u32,
+) -> Result<bool> {
+    match key {
+        "attributes" => set!(p, "attributes", *attributes, |p| repeated(p, key_value)),
+        "droppedAttributesCount" | "dropped_attributes_count" => {
+            set!(p, "droppedAttributesCount", *dropped, u32v)
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Decodes a whole `ProfilesData` / `ExportProfilesServiceRequest` document.
 pub fn profiles_data(
     bytes: &[u8],
@@ -133,7 +151,9 @@ pub fn profiles_data(
             "resourceProfiles" | "resource_profiles" => {
                 set!(&mut p, "resourceProfiles", resource_profiles, |p| repeated(
                     p,
-                    resource_profiles_msg
+                    |p| envelope::<ResourceProfiles>(p, resource, |p| envelope::<ScopeProfiles>(
+                        p, scope, profile
+                    ))
                 ))
             }
             "dictionary" => set!(&mut p, "dictionary", dictionary, |p| {
@@ -146,15 +166,15 @@ pub fn profiles_data(
     Ok((resource_profiles, dictionary))
 }
 
-/// Decodes a whole `ExportProfilesServiceResponse` document.
-pub fn response(bytes: &[u8]) -> Result<ExportProfilesServiceResponse> {
+/// Decodes a whole `Export…ServiceResponse` document (any signal).
+pub fn response<R: ResponseShape>(bytes: &[u8]) -> Result<R> {
     let mut p = Parser::new(bytes);
-    let mut resp = ExportProfilesServiceResponse::default();
-    let mut it = p.begin_object("an ExportProfilesServiceResponse object")?;
+    let mut resp = R::default();
+    let mut it = p.begin_object(R::WHAT)?;
     while let Some(key) = p.next_key(&mut it)? {
         match &*key {
             "partialSuccess" | "partial_success" => {
-                set!(&mut p, "partialSuccess", resp.partial_success, |p| {
+                set!(&mut p, "partialSuccess", *resp.partial_mut(), |p| {
                     partial_success(p).map(Some)
                 })
             }
@@ -165,16 +185,47 @@ pub fn response(bytes: &[u8]) -> Result<ExportProfilesServiceResponse> {
     Ok(resp)
 }
 
-fn partial_success(p: &mut Parser<'_>) -> Result<ExportProfilesPartialSuccess> {
-    let mut m = ExportProfilesPartialSuccess::default();
-    let mut it = p.begin_object("an ExportProfilesPartialSuccess object")?;
+fn partial_success<P: PartialShape>(p: &mut Parser<'_>) -> Result<P> {
+    let mut m = P::default();
+    let mut it = p.begin_object(P::WHAT)?;
     while let Some(key) = p.next_key(&mut it)? {
-        match &*key {
-            "rejectedProfiles" | "rejected_profiles" => {
-                set!(p, "rejectedProfiles", m.rejected_profiles, i64v)
+        let (rejected, message) = m.parts_mut();
+        if P::REJECTED.iter().any(|name| **name == *key) {
+            if let Some(v) = field(p, P::REJECTED[0], i64v)? {
+                *rejected = v;
             }
-            "errorMessage" | "error_message" => set!(p, "errorMessage", m.error_message, string),
-            _ => p.skip_value()?,
+        } else if matches!(&*key, "errorMessage" | "error_message") {
+            set!(p, "errorMessage", *message, string)
+        } else {
+            p.skip_value()?
+        }
+    }
+    Ok(m)
+}
+
+/// Decodes a resource or scope envelope (`ResourceProfiles`, `ScopeSpans`…): its head with
+/// `head`, its children with `child`.
+fn envelope<E: EnvelopeShape>(
+    p: &mut Parser<'_>,
+    head: fn(&mut Parser<'_>) -> Result<E::Head>,
+    child: fn(&mut Parser<'_>) -> Result<E::Child>,
+) -> Result<E> {
+    let mut m = E::default();
+    let mut it = p.begin_object(E::WHAT)?;
+    while let Some(key) = p.next_key(&mut it)? {
+        let (head_field, children, schema_url) = m.parts_mut();
+        if *key == *E::HEAD {
+            if let Some(v) = field(p, E::HEAD, head)? {
+                *head_field = Some(v);
+            }
+        } else if E::CHILDREN.iter().any(|name| **name == *key) {
+            if let Some(v) = field(p, E::CHILDREN[0], |p| repeated(p, child))? {
+                *children = v;
+            }
+        } else if matches!(&*key, "schemaUrl" | "schema_url") {
+            set!(p, "schemaUrl", *schema_url, string)
+        } else {
+            p.skip_value()?
         }
     }
     Ok(m)
@@ -219,42 +270,15 @@ fn dictionary_msg(p: &mut Parser<'_>) -> Result<ProfilesDictionary> {
     Ok(m)
 }
 
-fn resource_profiles_msg(p: &mut Parser<'_>) -> Result<ResourceProfiles> {
-    let mut m = ResourceProfiles::default();
-    let mut it = p.begin_object("a ResourceProfiles object")?;
-    while let Some(key) = p.next_key(&mut it)? {
-        match &*key {
-            "resource" => set!(p, "resource", m.resource, |p| resource(p).map(Some)),
-            "scopeProfiles" | "scope_profiles" => {
-                set!(p, "scopeProfiles", m.scope_profiles, |p| repeated(
-                    p,
-                    scope_profiles
-                ))
-            }
-            "schemaUrl" | "schema_url" => set!(p, "schemaUrl", m.schema_url, string),
-            _ => p.skip_value()?,
-        }
-    }
-    Ok(m)
-}
-
 fn resource(p: &mut Parser<'_>) -> Result<Resource> {
     let mut m = Resource::default();
     let mut it = p.begin_object("a Resource object")?;
     while let Some(key) = p.next_key(&mut it)? {
         match &*key {
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
             "entityRefs" | "entity_refs" => {
                 set!(p, "entityRefs", m.entity_refs, |p| repeated(p, entity_ref))
             }
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }
@@ -280,20 +304,6 @@ fn entity_ref(p: &mut Parser<'_>) -> Result<EntityRef> {
     Ok(m)
 }
 
-fn scope_profiles(p: &mut Parser<'_>) -> Result<ScopeProfiles> {
-    let mut m = ScopeProfiles::default();
-    let mut it = p.begin_object("a ScopeProfiles object")?;
-    while let Some(key) = p.next_key(&mut it)? {
-        match &*key {
-            "scope" => set!(p, "scope", m.scope, |p| scope(p).map(Some)),
-            "profiles" => set!(p, "profiles", m.profiles, |p| repeated(p, profile)),
-            "schemaUrl" | "schema_url" => set!(p, "schemaUrl", m.schema_url, string),
-            _ => p.skip_value()?,
-        }
-    }
-    Ok(m)
-}
-
 fn scope(p: &mut Parser<'_>) -> Result<InstrumentationScope> {
     let mut m = InstrumentationScope::default();
     let mut it = p.begin_object("an InstrumentationScope object")?;
@@ -301,15 +311,7 @@ fn scope(p: &mut Parser<'_>) -> Result<InstrumentationScope> {
         match &*key {
             "name" => set!(p, "name", m.name, string),
             "version" => set!(p, "version", m.version, string),
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }

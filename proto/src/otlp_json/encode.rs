@@ -5,10 +5,10 @@
 
 use super::bytes::{write_base64, write_hex};
 use super::numbers::{write_f64, write_i64, write_u64};
+use super::shape::{EnvelopeShape, PartialShape, ResponseShape};
 use crate::otlp::{
-    AnyValue, ExportProfilesPartialSuccess, ExportProfilesServiceResponse, Function,
-    InstrumentationScope, KeyValue, KeyValueAndUnit, Line, Link, Location, Mapping, Profile,
-    ProfilesDictionary, Resource, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
+    AnyValue, Function, InstrumentationScope, KeyValue, KeyValueAndUnit, Line, Link, Location,
+    Mapping, Profile, ProfilesDictionary, Resource, ResourceProfiles, Sample, Stack, ValueType,
     any_value,
 };
 use opentelemetry_proto::tonic::common::v1::EntityRef;
@@ -154,29 +154,44 @@ pub fn profiles_data(
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(4096);
     let mut o = Obj::new(&mut out);
-    o.list("resourceProfiles", resource_profiles, resource_profiles_msg);
+    o.list("resourceProfiles", resource_profiles, |out, m| {
+        envelope(out, m, resource, |out, m| envelope(out, m, scope, profile))
+    });
     o.msg("dictionary", dictionary, dictionary_msg);
     o.end();
     out
 }
 
-/// Encodes an `ExportProfilesServiceResponse` document.
-pub fn response(resp: &ExportProfilesServiceResponse) -> Vec<u8> {
+/// Encodes an `Export…ServiceResponse` document (any signal).
+pub fn response<R: ResponseShape>(resp: &R) -> Vec<u8> {
     let mut out = Vec::new();
     let mut o = Obj::new(&mut out);
-    o.msg(
-        "partialSuccess",
-        resp.partial_success.as_ref(),
-        partial_success,
-    );
+    o.msg("partialSuccess", resp.partial(), partial_success);
     o.end();
     out
 }
 
-fn partial_success(out: &mut Vec<u8>, m: &ExportProfilesPartialSuccess) {
+fn partial_success<P: PartialShape>(out: &mut Vec<u8>, m: &P) {
+    let (rejected, message) = m.parts();
     let mut o = Obj::new(out);
-    o.i64("rejectedProfiles", m.rejected_profiles);
-    o.string("errorMessage", &m.error_message);
+    o.i64(P::REJECTED[0], rejected);
+    o.string("errorMessage", message);
+    o.end();
+}
+
+/// Encodes a resource or scope envelope (`ResourceProfiles`, `ScopeSpans`…): its head with
+/// `head`, its children with `child`.
+fn envelope<E: EnvelopeShape>(
+    out: &mut Vec<u8>,
+    m: &E,
+    head: fn(&mut Vec<u8>, &E::Head),
+    child: fn(&mut Vec<u8>, &E::Child),
+) {
+    let (head_value, children, schema_url) = m.parts();
+    let mut o = Obj::new(out);
+    o.msg(E::HEAD, head_value, head);
+    o.list(E::CHILDREN[0], children, child);
+    o.string("schemaUrl", schema_url);
     o.end();
 }
 
@@ -189,14 +204,6 @@ fn dictionary_msg(out: &mut Vec<u8>, m: &ProfilesDictionary) {
     o.strings("stringTable", &m.string_table);
     o.list("attributeTable", &m.attribute_table, key_value_and_unit);
     o.list("stackTable", &m.stack_table, stack);
-    o.end();
-}
-
-fn resource_profiles_msg(out: &mut Vec<u8>, m: &ResourceProfiles) {
-    let mut o = Obj::new(out);
-    o.msg("resource", m.resource.as_ref(), resource);
-    o.list("scopeProfiles", &m.scope_profiles, scope_profiles);
-    o.string("schemaUrl", &m.schema_url);
     o.end();
 }
 
@@ -214,14 +221,6 @@ fn entity_ref(out: &mut Vec<u8>, m: &EntityRef) {
     o.string("type", &m.r#type);
     o.strings("idKeys", &m.id_keys);
     o.strings("descriptionKeys", &m.description_keys);
-    o.end();
-}
-
-fn scope_profiles(out: &mut Vec<u8>, m: &ScopeProfiles) {
-    let mut o = Obj::new(out);
-    o.msg("scope", m.scope.as_ref(), scope);
-    o.list("profiles", &m.profiles, profile);
-    o.string("schemaUrl", &m.schema_url);
     o.end();
 }
 

@@ -65,6 +65,7 @@ mod decode;
 mod encode;
 mod numbers;
 mod parser;
+mod shape;
 mod traces;
 
 pub use parser::MAX_ANY_VALUE_DEPTH;

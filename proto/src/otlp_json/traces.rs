@@ -38,13 +38,13 @@ pub fn encode_traces_data(data: &TracesData) -> Vec<u8> {
 
 /// Decodes an OTLP/JSON `ExportTraceServiceResponse`.
 pub fn decode_traces_response(bytes: &[u8]) -> Result<ExportTraceServiceResponse, OtlpJsonError> {
-    decode::traces::response(bytes)
+    decode::response(bytes)
 }
 
 /// Encodes an `ExportTraceServiceResponse` as OTLP/JSON; a full success (no
 /// `partial_success`) is `{}`.
 pub fn encode_traces_response(resp: &ExportTraceServiceResponse) -> Vec<u8> {
-    encode::traces::response(resp)
+    encode::response(resp)
 }
 
 #[cfg(test)]

@@ -7,12 +7,10 @@
 //! unknown numbers are kept, as protobuf keeps them.
 
 use super::{
-    field, i64v, key_value, repeated, resource, scope, span_id, string, trace_id, u32v, u64v,
+    attributes_field, envelope, field, repeated, resource, scope, span_id, string, trace_id, u32v,
+    u64v,
 };
-use crate::otlp::{
-    ExportTracePartialSuccess, ExportTraceServiceResponse, ResourceSpans, ScopeSpans, Span, Status,
-    span, status,
-};
+use crate::otlp::{ResourceSpans, ScopeSpans, Span, Status, span, status};
 use crate::otlp_json::numbers::{IntType, parse_int};
 use crate::otlp_json::parser::{Parser, Result, Scalar};
 use crate::otlp_json::{OtlpJsonError, shown};
@@ -28,7 +26,9 @@ pub fn traces_data(bytes: &[u8]) -> std::result::Result<Vec<ResourceSpans>, Otlp
             "resourceSpans" | "resource_spans" => {
                 set!(&mut p, "resourceSpans", resource_spans, |p| repeated(
                     p,
-                    resource_spans_msg
+                    |p| envelope::<ResourceSpans>(p, resource, |p| envelope::<ScopeSpans>(
+                        p, scope, span_msg
+                    ))
                 ))
             }
             _ => p.skip_value()?,
@@ -36,70 +36,6 @@ pub fn traces_data(bytes: &[u8]) -> std::result::Result<Vec<ResourceSpans>, Otlp
     }
     p.finish()?;
     Ok(resource_spans)
-}
-
-/// Decodes a whole `ExportTraceServiceResponse` document.
-pub fn response(bytes: &[u8]) -> Result<ExportTraceServiceResponse> {
-    let mut p = Parser::new(bytes);
-    let mut resp = ExportTraceServiceResponse::default();
-    let mut it = p.begin_object("an ExportTraceServiceResponse object")?;
-    while let Some(key) = p.next_key(&mut it)? {
-        match &*key {
-            "partialSuccess" | "partial_success" => {
-                set!(&mut p, "partialSuccess", resp.partial_success, |p| {
-                    partial_success(p).map(Some)
-                })
-            }
-            _ => p.skip_value()?,
-        }
-    }
-    p.finish()?;
-    Ok(resp)
-}
-
-fn partial_success(p: &mut Parser<'_>) -> Result<ExportTracePartialSuccess> {
-    let mut m = ExportTracePartialSuccess::default();
-    let mut it = p.begin_object("an ExportTracePartialSuccess object")?;
-    while let Some(key) = p.next_key(&mut it)? {
-        match &*key {
-            "rejectedSpans" | "rejected_spans" => {
-                set!(p, "rejectedSpans", m.rejected_spans, i64v)
-            }
-            "errorMessage" | "error_message" => set!(p, "errorMessage", m.error_message, string),
-            _ => p.skip_value()?,
-        }
-    }
-    Ok(m)
-}
-
-fn resource_spans_msg(p: &mut Parser<'_>) -> Result<ResourceSpans> {
-    let mut m = ResourceSpans::default();
-    let mut it = p.begin_object("a ResourceSpans object")?;
-    while let Some(key) = p.next_key(&mut it)? {
-        match &*key {
-            "resource" => set!(p, "resource", m.resource, |p| resource(p).map(Some)),
-            "scopeSpans" | "scope_spans" => {
-                set!(p, "scopeSpans", m.scope_spans, |p| repeated(p, scope_spans))
-            }
-            "schemaUrl" | "schema_url" => set!(p, "schemaUrl", m.schema_url, string),
-            _ => p.skip_value()?,
-        }
-    }
-    Ok(m)
-}
-
-fn scope_spans(p: &mut Parser<'_>) -> Result<ScopeSpans> {
-    let mut m = ScopeSpans::default();
-    let mut it = p.begin_object("a ScopeSpans object")?;
-    while let Some(key) = p.next_key(&mut it)? {
-        match &*key {
-            "scope" => set!(p, "scope", m.scope, |p| scope(p).map(Some)),
-            "spans" => set!(p, "spans", m.spans, |p| repeated(p, span_msg)),
-            "schemaUrl" | "schema_url" => set!(p, "schemaUrl", m.schema_url, string),
-            _ => p.skip_value()?,
-        }
-    }
-    Ok(m)
 }
 
 fn span_msg(p: &mut Parser<'_>) -> Result<Span> {
@@ -122,15 +58,6 @@ fn span_msg(p: &mut Parser<'_>) -> Result<Span> {
             "endTimeUnixNano" | "end_time_unix_nano" => {
                 set!(p, "endTimeUnixNano", m.end_time_unix_nano, u64v)
             }
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
             "events" => set!(p, "events", m.events, |p| repeated(p, event)),
             "droppedEventsCount" | "dropped_events_count" => {
                 set!(p, "droppedEventsCount", m.dropped_events_count, u32v)
@@ -140,6 +67,7 @@ fn span_msg(p: &mut Parser<'_>) -> Result<Span> {
                 set!(p, "droppedLinksCount", m.dropped_links_count, u32v)
             }
             "status" => set!(p, "status", m.status, |p| status_msg(p).map(Some)),
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }
@@ -153,15 +81,7 @@ fn event(p: &mut Parser<'_>) -> Result<span::Event> {
         match &*key {
             "timeUnixNano" | "time_unix_nano" => set!(p, "timeUnixNano", m.time_unix_nano, u64v),
             "name" => set!(p, "name", m.name, string),
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }
@@ -176,16 +96,8 @@ fn link(p: &mut Parser<'_>) -> Result<span::Link> {
             "traceId" | "trace_id" => set!(p, "traceId", m.trace_id, trace_id),
             "spanId" | "span_id" => set!(p, "spanId", m.span_id, span_id),
             "traceState" | "trace_state" => set!(p, "traceState", m.trace_state, string),
-            "attributes" => set!(p, "attributes", m.attributes, |p| repeated(p, key_value)),
-            "droppedAttributesCount" | "dropped_attributes_count" => {
-                set!(
-                    p,
-                    "droppedAttributesCount",
-                    m.dropped_attributes_count,
-                    u32v
-                )
-            }
             "flags" => set!(p, "flags", m.flags, u32v),
+            k if attributes_field(p, k, &mut m.attributes, &mut m.dropped_attributes_count)? => {}
             _ => p.skip_value()?,
         }
     }

@@ -3,55 +3,18 @@
 //! field-number order, trace and span ids as lowercase hex, 64-bit integers as strings, enums
 //! as integers, defaults omitted, present messages written (as `{}` when empty).
 
-use super::{Obj, key_value, resource, scope};
-use crate::otlp::{
-    ExportTracePartialSuccess, ExportTraceServiceResponse, ResourceSpans, ScopeSpans, Span, Status,
-    span,
-};
+use super::{Obj, envelope, key_value, resource, scope};
+use crate::otlp::{ResourceSpans, Span, Status, span};
 
 /// Encodes a `TracesData` / `ExportTraceServiceRequest` document.
 pub fn traces_data(resource_spans: &[ResourceSpans]) -> Vec<u8> {
     let mut out = Vec::with_capacity(1024);
     let mut o = Obj::new(&mut out);
-    o.list("resourceSpans", resource_spans, resource_spans_msg);
+    o.list("resourceSpans", resource_spans, |out, m| {
+        envelope(out, m, resource, |out, m| envelope(out, m, scope, span_msg))
+    });
     o.end();
     out
-}
-
-/// Encodes an `ExportTraceServiceResponse` document.
-pub fn response(resp: &ExportTraceServiceResponse) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut o = Obj::new(&mut out);
-    o.msg(
-        "partialSuccess",
-        resp.partial_success.as_ref(),
-        partial_success,
-    );
-    o.end();
-    out
-}
-
-fn partial_success(out: &mut Vec<u8>, m: &ExportTracePartialSuccess) {
-    let mut o = Obj::new(out);
-    o.i64("rejectedSpans", m.rejected_spans);
-    o.string("errorMessage", &m.error_message);
-    o.end();
-}
-
-fn resource_spans_msg(out: &mut Vec<u8>, m: &ResourceSpans) {
-    let mut o = Obj::new(out);
-    o.msg("resource", m.resource.as_ref(), resource);
-    o.list("scopeSpans", &m.scope_spans, scope_spans);
-    o.string("schemaUrl", &m.schema_url);
-    o.end();
-}
-
-fn scope_spans(out: &mut Vec<u8>, m: &ScopeSpans) {
-    let mut o = Obj::new(out);
-    o.msg("scope", m.scope.as_ref(), scope);
-    o.list("spans", &m.spans, span_msg);
-    o.string("schemaUrl", &m.schema_url);
-    o.end();
 }
 
 fn span_msg(out: &mut Vec<u8>, m: &Span) {

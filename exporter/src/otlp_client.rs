@@ -1,0 +1,423 @@
+//! One OTLP export client for any [`Signal`] (profiles, traces): gRPC (tonic) or HTTP
+//! (`POST {endpoint}{HTTP_PATH}`, protobuf), compressed as configured, and one attempt's
+//! outcome by the OTLP retry rules ([`crate::otlp_retry`]).
+//!
+//! * A delivered request may carry a partial success (protobuf, or OTLP/JSON when the server
+//!   answers `application/json`); partial successes are never retried.
+//!
+//! The queues and delivery loops around the client are the exporters' ([`crate::otlp`] for
+//! profiles, [`crate::traces`] for traces); [`crate::otlp_retry::after_failure`] is the retry
+//! step they share.
+
+use crate::ExportError;
+use crate::config::Compression;
+use crate::http::{compress, content_encoding, parse_retry_after, request_error};
+use crate::otlp_retry::{AttemptError, classify_grpc, classify_http};
+use profilink_proto::signal::Signal;
+use profilink_tls::ClientTlsConfig;
+use prost::Message;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+use tonic::Code;
+use tonic::codec::CompressionEncoding;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
+use tonic::transport::Channel;
+use tonic_types::StatusExt;
+
+/// Largest part of a response body read (for partial successes and logs).
+const MAX_RESPONSE_BODY: usize = 64 << 10;
+
+/// Bodies larger than this are compressed on the blocking pool.
+const INLINE_COMPRESS_LIMIT: usize = 64 << 10;
+
+/// Largest gRPC response accepted.
+const MAX_GRPC_RESPONSE: usize = 4 << 20;
+
+/// `endpoint` with `http://` in front unless it has a scheme.
+pub fn with_scheme(endpoint: &str) -> String {
+    let e = endpoint.trim();
+    if e.starts_with("http://") || e.starts_with("https://") {
+        e.to_string()
+    } else {
+        format!("http://{e}")
+    }
+}
+
+/// The OTLP/HTTP URL of signal `S` for an endpoint (`host:port` or a base URL):
+/// `{endpoint}{S::HTTP_PATH}` unless it already ends with the path.
+pub fn http_url<S: Signal>(endpoint: &str) -> String {
+    let base = with_scheme(endpoint);
+    if base.trim_end_matches('/').ends_with(S::HTTP_PATH) {
+        base
+    } else {
+        format!("{}{}", base.trim_end_matches('/'), S::HTTP_PATH)
+    }
+}
+
+/// Configured `headers` as HTTP headers.
+pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, ExportError> {
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        let name = HeaderName::from_bytes(k.trim().as_bytes())
+            .map_err(|_| ExportError::Config(format!("invalid header name {k:?}")))?;
+        let value = HeaderValue::from_str(v.trim())
+            .map_err(|_| ExportError::Config(format!("invalid value of header {k:?}")))?;
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+/// Configured `headers` as gRPC metadata (keys lowercased).
+pub fn metadata_map(headers: &BTreeMap<String, String>) -> Result<MetadataMap, ExportError> {
+    let mut map = MetadataMap::new();
+    for (k, v) in headers {
+        let key = AsciiMetadataKey::from_str(&k.trim().to_ascii_lowercase())
+            .map_err(|_| ExportError::Config(format!("invalid gRPC metadata key {k:?}")))?;
+        let value = AsciiMetadataValue::from_str(v.trim())
+            .map_err(|_| ExportError::Config(format!("invalid value of metadata {k:?}")))?;
+        map.insert(key, value);
+    }
+    Ok(map)
+}
+
+/// `raw` compressed; large bodies on the blocking pool.
+async fn compressed(raw: Vec<u8>, c: Compression) -> Result<Vec<u8>, String> {
+    if raw.len() <= INLINE_COMPRESS_LIMIT {
+        return compress(&raw, c).map_err(|e| e.to_string());
+    }
+    tokio::task::spawn_blocking(move || compress(&raw, c))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// What an HTTP server answered to one POST.
+#[derive(Debug)]
+pub struct HttpAnswer {
+    /// The status code.
+    pub status: u16,
+    /// `X-Sentry-Rate-Limits`, if any.
+    pub rate_limits: Option<String>,
+    /// `Retry-After`, parsed.
+    pub retry_after: Option<Duration>,
+    /// `Content-Type` (empty when absent).
+    pub content_type: String,
+    /// The body's first 64 KiB.
+    pub body: Vec<u8>,
+}
+
+impl HttpAnswer {
+    /// The body's start as text, for messages.
+    pub fn body_text(&self) -> String {
+        String::from_utf8_lossy(&self.body[..self.body.len().min(512)]).into_owned()
+    }
+}
+
+/// POSTs `request` as compressed protobuf to `url` with `headers`.
+pub async fn post<M: Message>(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &HeaderMap,
+    compression: Compression,
+    request: &M,
+) -> Result<HttpAnswer, AttemptError> {
+    let body = compressed(request.encode_to_vec(), compression)
+        .await
+        .map_err(|e| AttemptError::Permanent(format!("compression failed: {e}")))?;
+    let mut rb = client
+        .post(url)
+        .headers(headers.clone())
+        .header("Content-Type", "application/x-protobuf")
+        .body(body);
+    if let Some(enc) = content_encoding(compression) {
+        rb = rb.header("Content-Encoding", enc);
+    }
+    let mut resp = rb.send().await.map_err(|e| AttemptError::Retryable {
+        after: None,
+        // reqwest's error names the URL, which carries no secret (auth is in a header).
+        message: format!("request failed: {}", request_error(&e)),
+        network: true,
+    })?;
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let status = resp.status().as_u16();
+    let rate_limits = header("x-sentry-rate-limits");
+    let retry_after = header("retry-after")
+        .as_deref()
+        .and_then(|v| parse_retry_after(v, SystemTime::now()));
+    let content_type = header("content-type").unwrap_or_default();
+    let mut body = Vec::new();
+    while body.len() < MAX_RESPONSE_BODY {
+        match resp.chunk().await {
+            Ok(Some(c)) => body.extend_from_slice(&c),
+            Ok(None) => break,
+            // The status already tells the outcome; a broken body only loses detail.
+            Err(_) => break,
+        }
+    }
+    body.truncate(MAX_RESPONSE_BODY);
+    Ok(HttpAnswer {
+        status,
+        rate_limits,
+        retry_after,
+        content_type,
+        body,
+    })
+}
+
+/// Reads signal `S`'s partial success from an OTLP/HTTP response body (OTLP/JSON when the
+/// content type says JSON, else protobuf); `None` when there is none or it cannot be read.
+pub fn partial_from_body<S: Signal>(content_type: &str, body: &[u8]) -> Option<S::PartialSuccess> {
+    if body.is_empty() {
+        return None;
+    }
+    let response = if content_type.contains("json") {
+        S::decode_json_response(body).ok()?
+    } else {
+        S::Response::decode(body).ok()?
+    };
+    S::into_partial(response)
+}
+
+/// Logs a partial success reported by `destination`; the rejected count when there is one
+/// to count (a partial success with no rejection and no message is a full success).
+pub fn note_partial<S: Signal>(
+    partial: Option<&S::PartialSuccess>,
+    destination: &str,
+) -> Option<u64> {
+    let (rejected, message) = S::rejected(partial?);
+    if rejected == 0 && message.is_empty() {
+        return None;
+    }
+    tracing::warn!(
+        destination,
+        signal = S::NAME,
+        rejected,
+        %message,
+        "OTLP partial success"
+    );
+    Some(u64::try_from(rejected).unwrap_or(0))
+}
+
+/// How an [`OtlpClient`] sends.
+#[derive(Debug, Clone)]
+enum Transport {
+    Grpc {
+        grpc: tonic::client::Grpc<Channel>,
+        metadata: MetadataMap,
+    },
+    Http {
+        client: reqwest::Client,
+        headers: HeaderMap,
+        compression: Compression,
+    },
+}
+
+/// Sends export requests of signal `S` to one OTLP endpoint, one attempt at a time (see the
+/// module docs).
+#[derive(Debug, Clone)]
+pub struct OtlpClient<S> {
+    transport: Transport,
+    timeout: Duration,
+    destination: String,
+    _signal: PhantomData<fn() -> S>,
+}
+
+impl<S: Signal> OtlpClient<S> {
+    /// An OTLP/gRPC client of `endpoint` (`host:port` or a URL; connected lazily, TLS as
+    /// [`crate::http::grpc_channel`] decides).
+    pub fn grpc(
+        endpoint: &str,
+        compression: Compression,
+        timeout: Duration,
+        headers: &BTreeMap<String, String>,
+        tls: &ClientTlsConfig,
+    ) -> Result<Self, ExportError> {
+        let url = crate::http::grpc_url(endpoint, tls);
+        let channel = crate::http::grpc_channel(endpoint, timeout, tls)?;
+        let mut grpc =
+            tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_GRPC_RESPONSE);
+        let encoding = match compression {
+            Compression::Gzip => Some(CompressionEncoding::Gzip),
+            Compression::Zstd => Some(CompressionEncoding::Zstd),
+            Compression::None => None,
+        };
+        if let Some(encoding) = encoding {
+            grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
+        }
+        Ok(OtlpClient {
+            transport: Transport::Grpc {
+                grpc,
+                metadata: metadata_map(headers)?,
+            },
+            timeout,
+            destination: url,
+            _signal: PhantomData,
+        })
+    }
+
+    /// An OTLP/HTTP client of `endpoint` (`host:port` or a base URL; see [`http_url`]) with
+    /// `pool` idle connections and `tls` ([`crate::http::client`]).
+    pub fn http(
+        endpoint: &str,
+        compression: Compression,
+        timeout: Duration,
+        headers: &BTreeMap<String, String>,
+        pool: usize,
+        tls: &ClientTlsConfig,
+    ) -> Result<Self, ExportError> {
+        let url = http_url::<S>(endpoint);
+        reqwest::Url::parse(&url)
+            .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}")))?;
+        Ok(OtlpClient {
+            transport: Transport::Http {
+                client: crate::http::client(timeout, pool, tls)?,
+                headers: header_map(headers)?,
+                compression,
+            },
+            timeout,
+            destination: url,
+            _signal: PhantomData,
+        })
+    }
+
+    /// Where requests go (URL; no credentials).
+    pub fn destination(&self) -> &str {
+        &self.destination
+    }
+
+    /// Sends `request` once: delivered (with the server's partial success, if any), or how
+    /// it failed.
+    pub async fn attempt(
+        &self,
+        request: &S::Request,
+    ) -> Result<Option<S::PartialSuccess>, AttemptError> {
+        match &self.transport {
+            Transport::Grpc { grpc, metadata } => self.grpc_attempt(grpc, metadata, request).await,
+            Transport::Http {
+                client,
+                headers,
+                compression,
+            } => {
+                let answer =
+                    post(client, &self.destination, headers, *compression, request).await?;
+                classify_http(answer.status, answer.retry_after, &answer.body_text())?;
+                Ok(partial_from_body::<S>(&answer.content_type, &answer.body))
+            }
+        }
+    }
+
+    async fn grpc_attempt(
+        &self,
+        grpc: &tonic::client::Grpc<Channel>,
+        metadata: &MetadataMap,
+        request: &S::Request,
+    ) -> Result<Option<S::PartialSuccess>, AttemptError> {
+        let mut grpc = grpc.clone();
+        let mut call = tonic::Request::new(request.clone());
+        call.set_timeout(self.timeout);
+        *call.metadata_mut() = metadata.clone();
+        let exchange = async move {
+            grpc.ready()
+                .await
+                .map_err(|e| tonic::Status::unknown(format!("Service was not ready: {e}")))?;
+            let codec = tonic_prost::ProstCodec::<S::Request, S::Response>::default();
+            grpc.unary(call, PathAndQuery::from_static(S::GRPC_PATH), codec)
+                .await
+        };
+        match tokio::time::timeout(self.timeout + Duration::from_secs(1), exchange).await {
+            Err(_) => Err(AttemptError::Retryable {
+                after: None,
+                message: "gRPC request timed out".into(),
+                network: true,
+            }),
+            Ok(Ok(response)) => Ok(S::into_partial(response.into_inner())),
+            Ok(Err(status)) => {
+                let retry_info = status.get_details_retry_info().map(|r| r.retry_delay);
+                // A transport failure shows up as UNAVAILABLE without a server message.
+                Err(
+                    match classify_grpc(status.code(), retry_info, status.message()) {
+                        AttemptError::Retryable { after, message, .. } => AttemptError::Retryable {
+                            after,
+                            network: status.code() == Code::Unavailable,
+                            message,
+                        },
+                        permanent => permanent,
+                    },
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profilink_proto::otlp::{ExportTracePartialSuccess, ExportTraceServiceResponse};
+    use profilink_proto::signal::{Profiles, Traces};
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            http_url::<Profiles>("127.0.0.1:4318"),
+            "http://127.0.0.1:4318/v1development/profiles"
+        );
+        assert_eq!(
+            http_url::<Profiles>("https://x/"),
+            "https://x/v1development/profiles"
+        );
+        assert_eq!(
+            http_url::<Profiles>("http://x/v1development/profiles"),
+            "http://x/v1development/profiles"
+        );
+        assert_eq!(
+            http_url::<Traces>("127.0.0.1:4318"),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(
+            http_url::<Traces>("https://x/otlp/"),
+            "https://x/otlp/v1/traces"
+        );
+        assert_eq!(
+            http_url::<Traces>("http://x/v1/traces"),
+            "http://x/v1/traces"
+        );
+        // A URL that already ends with the path (and a slash) is taken as it is.
+        assert_eq!(
+            http_url::<Profiles>("http://x/v1development/profiles/"),
+            "http://x/v1development/profiles/"
+        );
+    }
+
+    #[test]
+    fn partial_success_bodies() {
+        let pb = ExportTraceServiceResponse {
+            partial_success: Some(ExportTracePartialSuccess {
+                rejected_spans: 3,
+                error_message: "bad".into(),
+            }),
+        }
+        .encode_to_vec();
+        assert_eq!(
+            partial_from_body::<Traces>("application/x-protobuf", &pb).map(|p| p.rejected_spans),
+            Some(3)
+        );
+        let json = br#"{"partialSuccess":{"rejectedSpans":"2","errorMessage":"x"}}"#;
+        let p = partial_from_body::<Traces>("application/json", json).unwrap();
+        assert_eq!((p.rejected_spans, p.error_message.as_str()), (2, "x"));
+        assert_eq!(partial_from_body::<Traces>("application/json", b"{}"), None);
+        assert_eq!(partial_from_body::<Traces>("", b""), None);
+        let json = br#"{"partialSuccess":{"rejectedProfiles":4}}"#;
+        let p = partial_from_body::<Profiles>("application/json", json).unwrap();
+        assert_eq!(note_partial::<Profiles>(Some(&p), "test"), Some(4));
+        assert_eq!(note_partial::<Profiles>(None, "test"), None);
+    }
+}
