@@ -9,10 +9,8 @@
 //! variable profilink's own default configuration listens on). Exits 0 when every profile was
 //! accepted, 1 otherwise.
 
-use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp::profiles_service_client::ProfilesServiceClient;
-use profilink_proto::otlp_json;
-use prost::Message;
+use profilink_translator::decode_otlp;
 use std::process::ExitCode;
 
 #[tokio::main(flavor = "current_thread")]
@@ -32,15 +30,13 @@ async fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let request = match ExportProfilesServiceRequest::decode(bytes.as_slice()) {
+    // Protobuf or OTLP/JSON, detected.
+    let request = match decode_otlp(&bytes, None) {
         Ok(r) => r,
-        Err(_) => match otlp_json::decode_request(&bytes) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("{path}: neither OTLP protobuf nor OTLP/JSON: {e}");
-                return ExitCode::from(1);
-            }
-        },
+        Err(e) => {
+            eprintln!("{path}: {e}");
+            return ExitCode::from(1);
+        }
     };
     let profiles: usize = request
         .resource_profiles
