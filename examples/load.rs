@@ -23,7 +23,10 @@
 //! `--overload` (10x clients, Sentry answering after 100 ms with 4 senders, 64 MiB queue),
 //! `--no-fsync`, `--budget-mib M` (memory for pre-built requests, 1024), `--sample-rate R`
 //! (`profile_sampling` rate; 0 measures receiving and translating alone), `--compression C`
-//! (the exporter's `compression`: `gzip`, the default, `zstd` or `none`).
+//! (the exporter's `compression`: `gzip`, the default, `zstd` or `none`), `--target ADDR` (send
+//! to an OTLP/gRPC endpoint already running, e.g. nginx in front of replicas as
+//! `examples/scale-out/run.sh` starts them, instead of starting profilink and a stand-in; each
+//! client sends the header `x-agent-id: load-<client>`; reports what was accepted only).
 
 #[path = "support/load_request.rs"]
 mod load_request;
@@ -58,6 +61,7 @@ struct Args {
     budget_mib: usize,
     sample_rate: f64,
     compression: String,
+    target: Option<String>,
 }
 
 fn args() -> Args {
@@ -74,6 +78,7 @@ fn args() -> Args {
         budget_mib: 1024,
         sample_rate: 1.0,
         compression: "gzip".into(),
+        target: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -88,6 +93,7 @@ fn args() -> Args {
             "--no-fsync" => a.fsync = false,
             "--sample-rate" => a.sample_rate = val().parse().expect("--sample-rate R"),
             "--compression" => a.compression = val(),
+            "--target" => a.target = Some(val()),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -284,6 +290,7 @@ fn grpc_status(headers: &hyper::HeaderMap, trailers: Option<&hyper::HeaderMap>) 
 #[allow(clippy::too_many_arguments)]
 async fn client(
     addr: String,
+    agent: String,
     bodies: Vec<Bytes>,
     samples_per_request: u64,
     deadline: Instant,
@@ -311,6 +318,7 @@ async fn client(
             .header("te", "trailers")
             .header("grpc-encoding", "gzip")
             .header("grpc-accept-encoding", "gzip")
+            .header("x-agent-id", agent.as_str())
             .body(Full::new(bodies[round].clone()))
             .unwrap();
         let t0 = Instant::now();
@@ -362,7 +370,7 @@ async fn client(
 async fn main() {
     let a = args();
     assert!(
-        a.binary.exists(),
+        a.target.is_some() || a.binary.exists(),
         "{} not found: cargo build --release first, or pass --binary",
         a.binary.display()
     );
@@ -417,6 +425,10 @@ async fn main() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     eprintln!("built in {:.1} s", t_build.elapsed().as_secs_f64());
+    if let Some(target) = &a.target {
+        drive_only(target, bodies, samples_per_request, &a).await;
+        return;
+    }
 
     // Which client owns which profiler session (for delivery latency).
     let mut owner: HashMap<String, usize> = HashMap::new();
@@ -517,6 +529,7 @@ service:
     for (c, b) in bodies.into_iter().enumerate() {
         tasks.push(tokio::spawn(client(
             grpc.clone(),
+            format!("load-{c}"),
             b,
             samples_per_request,
             deadline,
@@ -673,5 +686,60 @@ service:
         scrape(&final_metrics, "profilink_exporter_sent_chunks_total"),
         scrape(&final_metrics, "profilink_exporter_refused_full_total"),
         scrape(&final_metrics, "profilink_exporter_dropped_chunks_total"),
+    );
+}
+
+/// `--target`: the clients against an endpoint already running; prints what was accepted.
+async fn drive_only(target: &str, bodies: Vec<Vec<Bytes>>, samples_per_request: u64, a: &Args) {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(a.seconds);
+    let stop = Arc::new(AtomicBool::new(false));
+    let acks = Arc::new(Vec::new());
+    let tasks: Vec<_> = bodies
+        .into_iter()
+        .enumerate()
+        .map(|(c, b)| {
+            tokio::spawn(client(
+                target.to_string(),
+                format!("load-{c}"),
+                b,
+                samples_per_request,
+                deadline,
+                start,
+                acks.clone(),
+                stop.clone(),
+            ))
+        })
+        .collect();
+    let mut total = ClientStats::default();
+    for t in tasks {
+        let s = t.await.unwrap();
+        total.accepted_samples += s.accepted_samples;
+        total.accepted_requests += s.accepted_requests;
+        total.refused += s.refused;
+        total.errors += s.errors;
+        total.latencies.extend(s.latencies);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut lat = total.latencies;
+    println!("profilink load test against {target}");
+    println!(
+        "  clients {}, {} observations/request, {:.1} s",
+        a.clients, samples_per_request, elapsed
+    );
+    println!(
+        "  accepted: {} requests, {} samples = {:.0} samples/s",
+        total.accepted_requests,
+        total.accepted_samples,
+        total.accepted_samples as f64 / elapsed
+    );
+    println!(
+        "  refused (backpressure, retried): {}, errors: {}",
+        total.refused, total.errors
+    );
+    println!(
+        "  export call latency: p50 {:.1} ms, p99 {:.1} ms",
+        percentile(&mut lat, 0.5) * 1e3,
+        percentile(&mut lat, 0.99) * 1e3
     );
 }

@@ -53,8 +53,9 @@ async fn another_producers_marks_reach_sentry_as_valid_chunks() {
     assert!(p.wait_exit(Duration::from_secs(15)).success());
 }
 
-/// Sentry chunks passed through to Sentry are held to the same check: an invalid one is
-/// counted and never sent, the valid one is.
+/// Sentry chunks passed through to Sentry are held to the same check, at the receiver's door:
+/// an invalid one is refused with the rule it breaks (400, and counted with that reason) and
+/// never sent, the valid one is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_received_chunks_are_not_sent_to_sentry() {
     use profilink_proto::sentry::Envelope;
@@ -65,7 +66,7 @@ async fn invalid_received_chunks_are_not_sent_to_sentry() {
 
     let (good, bad) = fixture_chunk_and_invalid_copy(&fixtures(), |c| c.version = String::new());
     let client = reqwest::Client::new();
-    for chunk in [&bad, &good] {
+    for (chunk, want) in [(&bad, 400), (&good, 200)] {
         let resp = client
             .post(format!("http://{sentry}/api/42/envelope/"))
             .header(
@@ -77,7 +78,11 @@ async fn invalid_received_chunks_are_not_sent_to_sentry() {
             .send()
             .await
             .unwrap();
-        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.status(), want);
+        if want == 400 {
+            let detail = resp.text().await.unwrap();
+            assert!(detail.contains("chunk-version"), "{detail}");
+        }
     }
     let n = good.profile.samples.len();
     let ok = standin
@@ -86,7 +91,8 @@ async fn invalid_received_chunks_are_not_sent_to_sentry() {
         })
         .await;
     assert!(ok, "not delivered; stderr:\n{}", p.stderr());
-    // The invalid chunk was judged before the receiver answered: it can never arrive.
+    // The invalid chunk was judged before the receiver answered: it can never arrive, and no
+    // pipeline saw it.
     let ids: Vec<String> = standin.chunks().into_iter().map(|c| c.chunk_id).collect();
     assert!(!ids.contains(&bad.chunk_id), "{ids:?}");
     let (_, text) = get_text(&format!("http://{metrics}/metrics")).await;
@@ -95,6 +101,19 @@ async fn invalid_received_chunks_are_not_sent_to_sentry() {
             &text,
             "profilink_translation_errors_total",
             &[("reason", "invalid_chunk")]
+        ),
+        Some(0),
+        "{text}"
+    );
+    assert_eq!(
+        scrape(
+            &text,
+            "profilink_receiver_refused_items_total",
+            &[
+                ("receiver", "sentry"),
+                ("type", "profile_chunk"),
+                ("reason", "chunk-version")
+            ]
         ),
         Some(1),
         "{text}"

@@ -10,6 +10,9 @@
 //!   files atomically.
 //! * [`otlp::OtlpExporter`]: OTLP gRPC or HTTP with the OTLP retry rules and partial-success
 //!   accounting.
+//! * [`forward::Forwarder`]: the Sentry receiver's `upstream`: what SDKs send, passed on as
+//!   received to their Sentry or Relay through a durable queue, in order per project, with
+//!   retries and upstream rate limits handed back to the SDKs.
 //! * [`traces::TracesExporter`]: OTLP traces to an OTLP endpoint (gRPC / HTTP) or to Sentry's
 //!   OTLP traces endpoint (DSN key auth, rate limits, request splitting).
 //!
@@ -26,6 +29,7 @@ pub mod accumulate;
 pub mod clock;
 pub mod config;
 pub mod file;
+pub mod forward;
 pub mod http;
 pub mod merge;
 pub mod metrics;
@@ -51,6 +55,7 @@ pub use config::{
     QueueConfig, RetryConfig, RoutingConfig, SentryExporterConfig, SparseThreads,
 };
 pub use file::FileExporter;
+pub use forward::{ForwardConfig, ForwardMetrics, Forwarder};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;

@@ -20,22 +20,90 @@ use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
 /// The deterministic id of a merged chunk: SHA-256 over the profiler id, the first and last
-/// sample timestamps (exact float bits) and the sample count, truncated to 16 bytes with the
-/// UUID v4 version and variant bits set, as 32 lowercase hex characters. A replay of the same
-/// samples after a crash yields the same id, so duplicates can be recognised downstream.
-pub fn merged_chunk_id(profiler_id: &str, first_ts: f64, last_ts: f64, count: usize) -> String {
+/// sample timestamps (exact float bits), the sample count and the [`content_checksum`] of the
+/// samples, truncated to 16 bytes with the UUID v4 version and variant bits set, as 32
+/// lowercase hex characters. A replay of the same samples after a crash yields the same id, so
+/// duplicates can be recognised downstream; chunks of one session with different samples get
+/// different ids even when their time range and count agree (two replicas merging different
+/// requests of one window, or threads of one process sent in separate requests, which Sentry
+/// would otherwise store under one id, keeping only one of them).
+pub fn merged_chunk_id(
+    profiler_id: &str,
+    first_ts: f64,
+    last_ts: f64,
+    count: usize,
+    checksum: u64,
+) -> String {
     let mut h = Sha256::new();
     h.update(profiler_id.as_bytes());
     h.update(b"\0");
     h.update(first_ts.to_bits().to_be_bytes());
     h.update(last_ts.to_bits().to_be_bytes());
     h.update((count as u64).to_be_bytes());
+    h.update(checksum.to_be_bytes());
     let digest = h.finalize();
     let mut id = [0u8; 16];
     id.copy_from_slice(&digest[..16]);
     id[6] = (id[6] & 0x0f) | 0x40;
     id[8] = (id[8] & 0x3f) | 0x80;
     hex::encode(id)
+}
+
+/// The first 8 bytes of a SHA-256 over `bytes`, big-endian.
+fn digest64(bytes: &[u8]) -> u64 {
+    let d = Sha256::digest(bytes);
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&d[..8]);
+    u64::from_be_bytes(out)
+}
+
+/// SplitMix64 finalizer: a cheap, well-mixing bijection on u64.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A checksum of a chunk's samples that does not depend on their order or on how frames and
+/// stacks are indexed: the wrapping sum over samples of
+/// `mix(timestamp bits ^ rotl(stack digest, 17) ^ rotl(thread digest, 41))`, where a stack's
+/// digest is a SHA-256 over the digests of its frames (each a SHA-256 of the frame's JSON),
+/// and a thread's a SHA-256 of its id. Deterministic across processes and machines (unlike
+/// [`frame_hash`]), so every replica and every replay computes the same value; one SHA-256
+/// per distinct frame, stack and thread of the chunk, a few nanoseconds per sample.
+pub fn content_checksum(chunk: &ProfileChunk) -> u64 {
+    let p = &chunk.profile;
+    let frames: Vec<u64> = p
+        .frames
+        .iter()
+        .map(|f| digest64(&serde_json::to_vec(f).unwrap_or_default()))
+        .collect();
+    let stacks: Vec<u64> = p
+        .stacks
+        .iter()
+        .map(|s| {
+            let mut h = Sha256::new();
+            for &fi in s {
+                h.update(frames.get(fi).copied().unwrap_or(u64::MAX).to_be_bytes());
+            }
+            let d = h.finalize();
+            let mut out = [0u8; 8];
+            out.copy_from_slice(&d[..8]);
+            u64::from_be_bytes(out)
+        })
+        .collect();
+    let mut threads: hashbrown::HashMap<&str, u64> = hashbrown::HashMap::new();
+    let mut sum = 0u64;
+    for s in &p.samples {
+        let thread = *threads
+            .entry(s.thread_id.as_str())
+            .or_insert_with(|| digest64(s.thread_id.as_bytes()));
+        let stack = stacks.get(s.stack_id).copied().unwrap_or(u64::MAX);
+        sum = sum.wrapping_add(mix64(
+            s.timestamp.to_bits() ^ stack.rotate_left(17) ^ thread.rotate_left(41),
+        ));
+    }
+    sum
 }
 
 /// Not yet mapped (in the per-input remapping tables).
@@ -340,7 +408,9 @@ impl ChunkBuilder {
             (Some(f), Some(l)) => (f.timestamp, l.timestamp),
             _ => (0.0, 0.0),
         };
-        self.chunk.chunk_id = merged_chunk_id(&self.chunk.profiler_id, first, last, count);
+        let checksum = content_checksum(&self.chunk);
+        self.chunk.chunk_id =
+            merged_chunk_id(&self.chunk.profiler_id, first, last, count, checksum);
         self.chunk
     }
 }
@@ -404,9 +474,50 @@ mod tests {
         assert_eq!(ts, vec![1.0, 2.0, 3.0, 4.0]);
         assert_eq!(out.profile.samples[2].stack_id, 0);
         assert_eq!(out.profile.samples[3].stack_id, 1);
-        assert_eq!(out.chunk_id, merged_chunk_id(&"a".repeat(32), 1.0, 4.0, 4));
+        let sum = content_checksum(&out);
+        assert_eq!(
+            out.chunk_id,
+            merged_chunk_id(&"a".repeat(32), 1.0, 4.0, 4, sum)
+        );
         assert!(profilink_proto::sentry::ids::is_sentry_id(&out.chunk_id));
         assert_eq!(&out.chunk_id[12..13], "4");
+    }
+
+    /// Two replicas merging different requests of one session's window (here: the same
+    /// timestamps on another thread, or another stack) must not produce one chunk id: Sentry
+    /// stores a chunk under its id and would keep only one. The same samples merged from
+    /// differently indexed inputs, in another order, keep one id (replays, retries).
+    #[test]
+    fn ids_follow_the_samples_not_only_their_range_and_count() {
+        let merged = |parts: &[&ProfileChunk]| {
+            let mut m = ChunkBuilder::new(parts[0]);
+            for p in parts {
+                let all: Vec<usize> = (0..p.profile.samples.len()).collect();
+                m.add(p, &all, &[], 1);
+            }
+            m.finish().chunk_id
+        };
+        let a = chunk(
+            &["f", "g"],
+            vec![vec![0, 1]],
+            &[(1.0, 0, "1"), (2.0, 0, "1")],
+        );
+        let other_thread = chunk(
+            &["f", "g"],
+            vec![vec![0, 1]],
+            &[(1.0, 0, "2"), (2.0, 0, "2")],
+        );
+        let other_stack = chunk(
+            &["f", "h"],
+            vec![vec![0, 1]],
+            &[(1.0, 0, "1"), (2.0, 0, "1")],
+        );
+        let id = merged(&[&a]);
+        assert_ne!(id, merged(&[&other_thread]));
+        assert_ne!(id, merged(&[&other_stack]));
+        let first = chunk(&["g", "f"], vec![vec![1, 0]], &[(1.0, 0, "1")]);
+        let second = chunk(&["x", "f", "g"], vec![vec![1, 2]], &[(2.0, 0, "1")]);
+        assert_eq!(id, merged(&[&second, &first]));
     }
 
     #[test]

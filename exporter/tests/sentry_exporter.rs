@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use profilink_exporter::merge::merged_chunk_id;
+use profilink_exporter::merge::{content_checksum, merged_chunk_id};
 use profilink_exporter::{
     Clock, DiscardReason, ExportChunk, ExportError, ManualClock, Overflow, QueueConfig,
     RetryConfig, RoutingConfig, SentryExporter, SentryExporterConfig, SharedClock, VERSION,
@@ -104,7 +104,7 @@ async fn twelve_five_second_chunks_arrive_as_one_minute_chunk() {
     assert!(last - first < 60.0 && last - first > 59.9);
     assert_eq!(
         chunk.chunk_id,
-        merged_chunk_id(PROFILER_A, first, last, 1200)
+        merged_chunk_id(PROFILER_A, first, last, 1200, content_checksum(&chunk))
     );
     let errors: Vec<String> = profilink_proto::validate::validate_chunk(&chunk)
         .iter()

@@ -92,7 +92,7 @@ pub struct SentryBatch {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConsumeError {
     /// No room now; the client should retry after `retry_after`. Receivers answer gRPC
-    /// `UNAVAILABLE` with `RetryInfo`, HTTP 503 (OTLP) or 429 (Sentry) with `Retry-After`.
+    /// `UNAVAILABLE` with `RetryInfo`, HTTP 503 with `Retry-After` (OTLP and Sentry, as Relay).
     #[error("pipeline is full, retry after {retry_after:?}")]
     Full {
         /// How long the client should wait.

@@ -91,6 +91,12 @@ pub struct SentryReceiverConfig {
     pub allowed_keys: BTreeMap<u64, Vec<String>>,
     /// TLS; plaintext when absent.
     pub tls: Option<TlsConfig>,
+    /// The Sentry or Relay the SDKs' data belongs to (`{ endpoint, timeout, forward_profiles,
+    /// sending_queue, retry_on_failure, tls }`). Kept as a raw value here: the service types
+    /// and validates it (`profilink_exporter::forward::ForwardConfig`) and hands the receiver
+    /// an [`Upstream`](crate::Upstream). Without one, items no pipeline consumes are dropped
+    /// (counted and logged).
+    pub upstream: Option<serde_json::Value>,
 }
 
 impl Default for SentryReceiverConfig {
@@ -100,6 +106,7 @@ impl Default for SentryReceiverConfig {
             max_envelope_size_mib: 100,
             allowed_keys: BTreeMap::new(),
             tls: None,
+            upstream: None,
         }
     }
 }

@@ -4,7 +4,10 @@
 //!   consumer takes traces (default `127.0.0.1:4317`).
 //! * [`otlp_http`]: OTLP/HTTP `POST /v1development/profiles`, and `POST /v1/traces` when the
 //!   consumer takes traces (default `127.0.0.1:4318`).
-//! * [`sentry_envelope`]: Sentry's `POST /api/{project_id}/envelope/` (default `127.0.0.1:9000`).
+//! * [`sentry_envelope`]: Sentry's `POST /api/{project_id}/envelope/` (default `127.0.0.1:9000`),
+//!   optionally forwarding everything to an [`Upstream`] ([`upstream`], [`sentry_forward`]) and
+//!   then proxying the other ingest paths SDKs use (store, security, minidump, OTLP
+//!   integration) too.
 //!
 //! Each server takes its config ([`config`]), an `Arc` of a [`Consumer`] (the pipeline), an
 //! `Arc<`[`Stats`]`>` and a shutdown future; it binds at once (port 0 picks a free port, see
@@ -80,7 +83,9 @@
 //! | more than 500 items | 400 |
 //! | a chunk, V1 profile or transaction that is not valid JSON for its type | 400 (item index + JSON path) |
 //! | a `span` item (or a span in it) that cannot be read | 200; the span is skipped and counted ([`SentryBatch::invalid_spans`]) |
-//! | pipeline full | 429 + `Retry-After` |
+//! | a chunk failing the door check ([`chunk_door`]) | 400 naming the rule; with an upstream 200, counted with the rule as reason and forwarded |
+//! | pipeline full, or the upstream queue full | 503 + `Retry-After` (as Relay; never a category-less 429) |
+//! | an item whose category upstream rate-limits (with an [`Upstream`]) | 429 + `X-Sentry-Rate-Limits` naming the matched limits + `Retry-After`; the other items are still forwarded |
 //! | pipeline rejected / failed | 400 / 503 |
 //! | path without the trailing slash, other paths | 404 |
 //! | other HTTP method | 405 (`OPTIONS` answers CORS preflights) |
@@ -88,8 +93,10 @@
 
 pub mod batch;
 pub mod bearer;
+pub mod chunk_door;
 pub mod config;
 pub mod decompress;
+pub mod item_stats;
 pub mod otlp_export;
 pub mod otlp_grpc;
 pub mod otlp_http;
@@ -97,20 +104,26 @@ pub mod otlp_ingest;
 pub mod otlp_traces;
 pub mod sentry_auth;
 pub mod sentry_envelope;
+pub mod sentry_forward;
+mod sentry_items;
+mod sentry_proxy;
 pub mod server;
 pub mod stats;
 pub mod tls;
+pub mod upstream;
 
 pub use batch::{
     Batch, ChannelConsumer, ConsumeError, Consumer, Payload, SentryBatch, trace_span_count,
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
+pub use item_stats::ItemCounters;
 pub use otlp_export::IngestSignal;
 pub use otlp_grpc::{
     ExportService, OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH,
     serve_otlp_grpc,
 };
 pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
-pub use sentry_envelope::{sentry_router, serve_sentry};
+pub use sentry_envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
 pub use server::{ReceiverError, ServerHandle};
 pub use stats::{Counters, CountersSnapshot, Stats};
+pub use upstream::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};

@@ -5,8 +5,8 @@
 //! 1. The project id must be a number (400). Authentication ([`crate::sentry_auth`]): 401/400.
 //! 2. `Content-Encoding` `gzip`, `deflate`, `br`, `zstd`, `identity`, empty (or `utf-8`,
 //!    which Relay drops); anything else 415.
-//! 3. The pipeline's [`Consumer::check_ready`]: full is 429 with `Retry-After`, before the body
-//!    is read.
+//! 3. The pipeline's [`Consumer::check_ready`] (and the upstream's, when there is one): full is
+//!    503 with `Retry-After`, before the body is read.
 //! 4. The body, decompressed in a stream, must fit the limit (default 100 MiB) after
 //!    decompression (413) and not be empty (400).
 //! 5. The envelope must parse (400: bad header line, an item `length` past the end or not
@@ -16,44 +16,54 @@
 //! 6. `profile_chunk`/`profile_chunk_ui`, `profile` and `transaction` items are parsed. **A
 //!    payload that is not valid JSON for its type is 400** with the item index and the JSON
 //!    path of the problem. (Relay itself answers 200 and drops a bad chunk later with an
-//!    outcome the SDK never sees; a receiver that forwards data should tell the sender.) Chunks
-//!    are not validated further: semantic checks belong to the pipeline, as in Relay.
+//!    outcome the SDK never sees; a receiver that forwards data should tell the sender.) Each
+//!    chunk is then checked at the door ([`crate::chunk_door`]): one that fails is refused
+//!    (400 naming the rule) and counted with the rule as reason.
 //!    Perfetto chunks (`content_type: application/x-perfetto-trace` or a `meta_length`
 //!    header) and all other item types are accepted and counted in
-//!    [`SentryBatch::other_items`].
+//!    [`SentryBatch::other_items`](crate::SentryBatch::other_items).
 //!    `span` items (span streaming: V2 span containers
 //!    `application/vnd.sentry.items.span.v2+json` and legacy single spans) are parsed into
-//!    [`SentryBatch::spans`] (see [`profilink_proto::sentry::span_item`]). Unlike the types
+//!    [`SentryBatch::spans`](crate::SentryBatch::spans) (see [`profilink_proto::sentry::span_item`]). Unlike the types
 //!    above, **an unreadable span never fails the envelope**: it is skipped and counted in
-//!    [`SentryBatch::invalid_spans`] and the `refused_spans` counter, as Relay accepts the
+//!    [`SentryBatch::invalid_spans`](crate::SentryBatch::invalid_spans) and the `refused_spans` counter, as Relay accepts the
 //!    envelope and drops such spans later with an outcome (a whole item that is not JSON
 //!    counts its `item_count` header, or 1).
 //! 7. The batch goes to the consumer when it holds chunks, profiles, transactions or spans:
-//!    full is 429 with `Retry-After`, rejected 400, an internal
+//!    full is 503 with `Retry-After`, rejected 400, an internal
 //!    error 503. Success is 200 `{"id":"<event_id>"}`, or `{}` when the envelope has no
 //!    `event_id`.
+//!
+//! 8. With an [`Upstream`]: the request is forwarded as received (minus the items whose
+//!    category upstream rate-limits, and profiles with `forward_profiles: false`); an envelope
+//!    that does not parse, and items that are not JSON or fail the door check, are still
+//!    forwarded and counted (Relay decides). A matched rate limit makes the answer a 429 with
+//!    `X-Sentry-Rate-Limits`. Without one, items no pipeline consumes are counted as dropped
+//!    ([`crate::item_stats`]) and logged.
 //!
 //! Error bodies are Relay's `{"detail":"…"}`. Responses carry CORS headers, and `OPTIONS`
 //! answers preflights, so browser SDKs can post too.
 
-use crate::batch::{Batch, ConsumeError, Consumer, Payload, SentryBatch};
+use crate::batch::{Batch, ConsumeError, Consumer, Payload};
 use crate::config::SentryReceiverConfig;
 use crate::decompress::{self, BodyError, Encoding};
+use crate::item_stats::LogLimiter;
 use crate::sentry_auth::{self, AuthError, SentryAuth};
+use crate::sentry_forward::{self, ForwardPlan};
+use crate::sentry_items::{check_envelope_headers, check_items, parse_items};
 use crate::server::{self, ReceiverError, ServerHandle};
 use crate::stats::Stats;
+use crate::upstream::{ForwardError, Upstream};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode};
-use profilink_proto::sentry::envelope::MAX_ENVELOPE_ITEMS;
-use profilink_proto::sentry::{
-    Envelope, EnvelopeItem, ProfileChunk, SampleProfileV1, Transaction, parse_span_item,
-};
+use profilink_proto::sentry::Envelope;
 use profilink_proto::validate::MAX_CHUNK_BYTES;
 use serde_json::Value;
 use std::future::Future;
@@ -76,13 +86,15 @@ pub const MAX_PROFILE_ITEM_SIZE: usize = MAX_CHUNK_BYTES;
 
 const DRAIN_MAX: usize = 8 * 1024 * 1024;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
-const PERFETTO: &str = "application/x-perfetto-trace";
+pub(crate) const PERFETTO: &str = "application/x-perfetto-trace";
 
-#[derive(Debug)]
-struct SentryState<C> {
-    consumer: Arc<C>,
-    stats: Arc<Stats>,
-    config: SentryReceiverConfig,
+pub(crate) struct SentryState<C> {
+    pub(crate) consumer: Arc<C>,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) config: SentryReceiverConfig,
+    pub(crate) upstream: Option<Arc<dyn Upstream>>,
+    /// Paces the log lines about dropped and refused items.
+    pub(crate) log: LogLimiter,
 }
 
 /// The envelope route (and its CORS preflight), for serving alone ([`serve_sentry`]) or merged
@@ -92,14 +104,29 @@ pub fn sentry_router<C: Consumer>(
     consumer: Arc<C>,
     stats: Arc<Stats>,
 ) -> Router {
+    sentry_router_with(config, consumer, stats, None)
+}
+
+/// [`sentry_router`] with an [`Upstream`]: every request is also forwarded there, the other
+/// ingest paths SDKs use are proxied (store, security, minidump, OTLP integration), and upstream rate limits come
+/// back to the SDK. Without one, items no pipeline consumes are dropped and counted.
+pub fn sentry_router_with<C: Consumer>(
+    config: &SentryReceiverConfig,
+    consumer: Arc<C>,
+    stats: Arc<Stats>,
+    upstream: Option<Arc<dyn Upstream>>,
+) -> Router {
     let state = Arc::new(SentryState {
         consumer,
         stats,
         config: config.clone(),
+        upstream,
+        log: LogLimiter::default(),
     });
-    Router::new()
-        .route(ENVELOPE_ROUTE, post(handle::<C>).options(preflight))
-        .with_state(state)
+    crate::sentry_proxy::routes(
+        Router::new().route(ENVELOPE_ROUTE, post(handle::<C>).options(preflight)),
+    )
+    .with_state(state)
 }
 
 /// Binds `config.endpoint` and serves the envelope endpoint (TLS when configured) until
@@ -114,7 +141,22 @@ where
     C: Consumer,
     F: Future<Output = ()> + Send + 'static,
 {
-    let router = sentry_router(config, consumer, stats);
+    serve_sentry_with(config, consumer, stats, None, shutdown).await
+}
+
+/// [`serve_sentry`] with an [`Upstream`] (see [`sentry_router_with`]).
+pub async fn serve_sentry_with<C, F>(
+    config: &SentryReceiverConfig,
+    consumer: Arc<C>,
+    stats: Arc<Stats>,
+    upstream: Option<Arc<dyn Upstream>>,
+    shutdown: F,
+) -> Result<ServerHandle, ReceiverError>
+where
+    C: Consumer,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let router = sentry_router_with(config, consumer, stats, upstream);
     server::bind_and_serve(
         &config.endpoint,
         config.tls.as_ref(),
@@ -127,10 +169,12 @@ where
 
 /// A refused request: status, Relay-style detail, optional `Retry-After`.
 #[derive(Debug)]
-struct Refusal {
+pub(crate) struct Refusal {
     status: StatusCode,
     detail: String,
-    retry_after: Option<Duration>,
+    pub(crate) retry_after: Option<Duration>,
+    /// `X-Sentry-Rate-Limits` (a 429 for upstream rate limits).
+    pub(crate) rate_limits: Option<String>,
     /// Profiles, samples and spans known to be refused (for the counters).
     profiles: u64,
     samples: u64,
@@ -138,22 +182,23 @@ struct Refusal {
 }
 
 impl Refusal {
-    fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, detail: impl Into<String>) -> Self {
         Refusal {
             status,
             detail: detail.into(),
             retry_after: None,
+            rate_limits: None,
             profiles: 0,
             samples: 0,
             spans: 0,
         }
     }
 
-    fn bad_request(detail: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(detail: impl Into<String>) -> Self {
         Refusal::new(StatusCode::BAD_REQUEST, detail)
     }
 
-    fn counted(mut self, profiles: u64, samples: u64) -> Self {
+    pub(crate) fn counted(mut self, profiles: u64, samples: u64) -> Self {
         self.profiles = profiles;
         self.samples = samples;
         self
@@ -164,7 +209,7 @@ impl Refusal {
         self
     }
 
-    fn into_response(self) -> Response {
+    pub(crate) fn into_response(self) -> Response {
         let body = serde_json::json!({ "detail": self.detail }).to_string();
         let mut response = (
             self.status,
@@ -178,6 +223,11 @@ impl Refusal {
                 HeaderValue::from(crate::otlp_http::retry_after_secs(delay)),
             );
         }
+        if let Some(limits) = self.rate_limits
+            && let Ok(value) = HeaderValue::from_str(&limits)
+        {
+            response.headers_mut().insert("x-sentry-rate-limits", value);
+        }
         response
     }
 }
@@ -188,11 +238,13 @@ impl From<AuthError> for Refusal {
     }
 }
 
+/// Relay's answers: a full pipeline is 503 with `Retry-After` (a 429 would make SDKs pause
+/// every category, errors included; 429 is kept for upstream limits, with the categories).
 fn consume_refusal(error: &ConsumeError) -> Refusal {
     match error {
         ConsumeError::Full { retry_after } => {
             let mut r = Refusal::new(
-                StatusCode::TOO_MANY_REQUESTS,
+                StatusCode::SERVICE_UNAVAILABLE,
                 "the pipeline is full; retry later",
             );
             r.retry_after = Some(*retry_after);
@@ -205,7 +257,15 @@ fn consume_refusal(error: &ConsumeError) -> Refusal {
     }
 }
 
-async fn preflight() -> Response {
+pub(crate) fn forward_refusal(error: &ForwardError) -> Refusal {
+    let mut r = Refusal::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string());
+    if let ForwardError::Full { retry_after } = error {
+        r.retry_after = Some(*retry_after);
+    }
+    r
+}
+
+pub(crate) async fn preflight() -> Response {
     let mut response = StatusCode::OK.into_response();
     let h = response.headers_mut();
     h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
@@ -221,6 +281,15 @@ async fn preflight() -> Response {
     );
     h.insert("access-control-max-age", HeaderValue::from_static("3600"));
     response
+}
+
+pub(crate) fn cors(response: &mut Response) {
+    let h = response.headers_mut();
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert(
+        "access-control-expose-headers",
+        HeaderValue::from_static("x-sentry-error, x-sentry-rate-limits, retry-after"),
+    );
 }
 
 async fn handle<C: Consumer>(
@@ -246,12 +315,7 @@ async fn handle<C: Consumer>(
             refusal.into_response()
         }
     };
-    let h = response.headers_mut();
-    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
-    h.insert(
-        "access-control-expose-headers",
-        HeaderValue::from_static("x-sentry-error, x-sentry-rate-limits, retry-after"),
-    );
+    cors(&mut response);
     response
 }
 
@@ -281,7 +345,25 @@ async fn process<C: Consumer>(
     if let Err(e) = state.consumer.check_ready() {
         return Err(consume_refusal(&e));
     }
-    let bytes = read(body, encoding, limit).await?;
+    let upstream = state.upstream.as_deref();
+    if let Some(Err(e)) = upstream.map(Upstream::check_ready) {
+        return Err(forward_refusal(&e));
+    }
+    // With an upstream the body is kept as received (still compressed) to forward it as is.
+    let (raw, bytes) = match upstream {
+        Some(_) => {
+            let raw = Bytes::from(read(body, Encoding::Identity, limit).await?);
+            let bytes = match encoding {
+                Encoding::Identity => raw.clone(),
+                e => Bytes::from(decode(&raw, e, limit)?),
+            };
+            (raw, bytes)
+        }
+        None => (
+            Bytes::new(),
+            Bytes::from(read(body, encoding, limit).await?),
+        ),
+    };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Refusal::bad_request("empty request body"));
     }
@@ -290,13 +372,65 @@ async fn process<C: Consumer>(
         None => auth_from_envelope_header(state, project_id, &bytes)?,
     };
     let public_key = sentry_auth::project_key(&auth.public_key)?.to_string();
+    let items = &state.stats.sentry_items;
 
-    let envelope = Envelope::parse(&bytes)
-        .map_err(|e| Refusal::bad_request(format!("invalid envelope: {e}")))?;
+    let envelope = match (Envelope::parse(&bytes), upstream) {
+        (Ok(envelope), _) => envelope,
+        (Err(e), None) => return Err(Refusal::bad_request(format!("invalid envelope: {e}"))),
+        (Err(e), Some(upstream)) => {
+            // Relay decides: forwarded as received, counted here.
+            items.refuse_items("envelope", "unparsable", 1);
+            if let Some(suppressed) = state.log.allow() {
+                tracing::warn!(project_id, error = %e, suppressed_lines = suppressed, "envelope profilink cannot parse; forwarded upstream as received");
+            }
+            let headers = sentry_forward::forward_headers(&parts.headers);
+            let path = parts.uri.path();
+            let request = sentry_forward::request(
+                project_id,
+                &public_key,
+                path,
+                parts.uri.query(),
+                raw,
+                headers,
+            );
+            upstream
+                .forward(request)
+                .await
+                .map_err(|e| forward_refusal(&e))?;
+            items.forwarded_request();
+            return Ok(json_ok(serde_json::json!({})));
+        }
+    };
     drop(bytes);
     let event_id = check_envelope_headers(&envelope, project_id, &public_key)?;
     check_items(&envelope)?;
-    let batch = parse_items(envelope, project_id, public_key)?;
+    let (batch, refused) = parse_items(
+        &envelope,
+        project_id,
+        public_key.clone(),
+        upstream.is_some(),
+    )?;
+    for r in &refused {
+        items.refuse_items(r.item_type, r.reason, 1);
+    }
+    if let Some(r) = refused.first() {
+        if upstream.is_none() {
+            // Without an upstream the refused chunk is the envelope's only profile item and
+            // nothing else would use it: the SDK hears why.
+            return Err(Refusal::bad_request(format!(
+                "envelope item {} ({}) refused: {}: {}",
+                r.index, r.item_type, r.reason, r.message
+            ))
+            .counted(refused.len() as u64, 0));
+        }
+        if let Some(suppressed) = state.log.allow() {
+            tracing::warn!(project_id, item = r.index, item_type = r.item_type, reason = r.reason, detail = %r.message, refused = refused.len(), suppressed_lines = suppressed, "envelope items refused at the door (still forwarded upstream, which reports its own outcome)");
+        }
+        state
+            .stats
+            .sentry_http
+            .refuse(refused.iter().filter(|r| r.profile).count() as u64, 0);
+    }
     let profiles = (batch.chunks.len() + batch.v1_profiles.len()) as u64;
     let samples = batch
         .chunks
@@ -329,19 +463,68 @@ async fn process<C: Consumer>(
     counters.accept(profiles, samples);
     counters.accept_spans(spans);
     counters.refuse_spans(invalid_spans);
+
+    let mut limited = None;
+    match upstream {
+        None => sentry_forward::account_unconsumed(&envelope, project_id, items, &state.log),
+        Some(upstream) => {
+            let limits = upstream.rate_limits(project_id, &public_key);
+            let plan = ForwardPlan::new(&envelope, &limits, upstream.forward_profiles());
+            for (t, n) in &plan.limited {
+                items.refuse_items(t, "rate_limited", *n);
+            }
+            if !plan.nothing_left() {
+                let headers = sentry_forward::forward_headers(&parts.headers);
+                let (body, headers) = plan.body(&envelope, raw, headers);
+                let request = sentry_forward::request(
+                    project_id,
+                    &public_key,
+                    parts.uri.path(),
+                    parts.uri.query(),
+                    body,
+                    headers,
+                );
+                upstream
+                    .forward(request)
+                    .await
+                    .map_err(|e| forward_refusal(&e))?;
+                items.forwarded_request();
+            }
+            limited = plan.rate_limit_header();
+        }
+    }
+    if let Some((header, retry_after)) = limited {
+        // Relay's answer when an active limit matched the envelope: 429 with the categories;
+        // the items not limited were still forwarded.
+        let mut r = Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("event submission rejected with_reason: rate limited by upstream ({header})"),
+        );
+        r.retry_after = Some(retry_after);
+        r.rate_limits = Some(header);
+        return Ok(r.into_response());
+    }
     let body = match event_id {
         Some(id) => serde_json::json!({ "id": id }),
         None => serde_json::json!({}),
     };
-    Ok((
+    Ok(json_ok(body))
+}
+
+pub(crate) fn json_ok(body: Value) -> Response {
+    (
         StatusCode::OK,
         [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
         body.to_string(),
     )
-        .into_response())
+        .into_response()
 }
 
-fn check_key<C>(state: &SentryState<C>, project_id: u64, auth: &SentryAuth) -> Result<(), Refusal> {
+pub(crate) fn check_key<C>(
+    state: &SentryState<C>,
+    project_id: u64,
+    auth: &SentryAuth,
+) -> Result<(), Refusal> {
     let key = sentry_auth::project_key(&auth.public_key)?;
     if auth.version > sentry_auth::PROTOCOL_VERSION {
         return Err(AuthError::UnsupportedVersion(auth.version).into());
@@ -382,215 +565,19 @@ fn auth_from_envelope_header<C>(
     Ok(auth)
 }
 
-/// Checks `dsn`, `event_id` and `sent_at`; returns the event id to answer with.
-fn check_envelope_headers(
-    envelope: &Envelope,
-    project_id: u64,
-    public_key: &str,
-) -> Result<Option<String>, Refusal> {
-    let headers = &envelope.headers;
-    match headers.get("dsn") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) => {
-            let dsn = sentry_auth::parse_dsn(s)
-                .map_err(|e| Refusal::bad_request(format!("invalid envelope header `dsn`: {e}")))?;
-            if dsn.project_id != project_id {
-                return Err(AuthError::HeaderMismatch("project id").into());
-            }
-            if sentry_auth::project_key(&dsn.public_key).ok() != Some(public_key) {
-                return Err(AuthError::HeaderMismatch("public key").into());
-            }
-        }
-        Some(_) => {
-            return Err(Refusal::bad_request(
-                "invalid envelope header `dsn`: not a string",
-            ));
-        }
-    }
-    let event_id = match headers.get("event_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(normalize_event_id(s).ok_or_else(|| {
-            Refusal::bad_request("invalid envelope header `event_id`: not a UUID")
-        })?),
-        Some(_) => {
-            return Err(Refusal::bad_request(
-                "invalid envelope header `event_id`: not a string",
-            ));
-        }
-    };
-    match headers.get("sent_at") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) if chrono::DateTime::parse_from_rfc3339(s).is_ok() => {}
-        Some(_) => {
-            return Err(Refusal::bad_request(
-                "invalid envelope header `sent_at`: not an RFC 3339 timestamp",
-            ));
-        }
-    }
-    Ok(event_id)
-}
-
-/// A UUID (32 hex digits, optionally hyphenated 8-4-4-4-12) as 32 lowercase hex digits.
-fn normalize_event_id(s: &str) -> Option<String> {
-    let s = s.trim();
-    let hex: String = match s.len() {
-        32 => s.to_string(),
-        36 => {
-            let b = s.as_bytes();
-            if [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
-                return None;
-            }
-            s.chars().filter(|&c| c != '-').collect()
-        }
-        _ => return None,
-    };
-    if hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Some(hex.to_ascii_lowercase())
-    } else {
-        None
+fn decode(raw: &[u8], encoding: Encoding, limit: usize) -> Result<Vec<u8>, Refusal> {
+    match decompress::decode_bytes(raw, encoding, limit) {
+        Ok(bytes) => Ok(bytes),
+        Err(BodyError::TooLarge { limit }) => Err(too_large(limit)),
+        Err(e) => Err(Refusal::bad_request(e.to_string())),
     }
 }
 
-fn is_profile_item(item: &EnvelopeItem) -> bool {
-    matches!(
-        item.item_type(),
-        Some("profile" | "profile_chunk" | "profile_chunk_ui")
-    )
-}
-
-/// Relay's envelope limits: item count, one profile item, profile item size, item types.
-fn check_items(envelope: &Envelope) -> Result<(), Refusal> {
-    if envelope.items.len() > MAX_ENVELOPE_ITEMS {
-        return Err(Refusal::bad_request(format!(
-            "too many envelope items: {} (at most {MAX_ENVELOPE_ITEMS})",
-            envelope.items.len()
-        )));
-    }
-    if let Some(index) = envelope.items.iter().position(|i| i.item_type().is_none()) {
-        return Err(Refusal::bad_request(format!(
-            "invalid envelope: item {index} has no `type`"
-        )));
-    }
-    let profile_items = envelope.items.iter().filter(|i| is_profile_item(i)).count();
-    if profile_items > 1 {
-        return Err(Refusal::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("envelope has {profile_items} profile items; at most one `profile` or `profile_chunk` is allowed"),
-        )
-        .counted(profile_items as u64, 0));
-    }
-    if let Some((index, item)) = envelope
-        .items
-        .iter()
-        .enumerate()
-        .find(|(_, i)| is_profile_item(i) && i.payload.len() > MAX_PROFILE_ITEM_SIZE)
-    {
-        return Err(Refusal::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "item {index}: profile payload of {} bytes is over the limit of {MAX_PROFILE_ITEM_SIZE}",
-                item.payload.len()
-            ),
-        )
-        .counted(1, 0));
-    }
-    Ok(())
-}
-
-fn parse_items(
-    envelope: Envelope,
-    project_id: u64,
-    public_key: String,
-) -> Result<SentryBatch, Refusal> {
-    let mut batch = SentryBatch {
-        project_id,
-        public_key,
-        ..SentryBatch::default()
-    };
-    let mut v1 = Vec::new();
-    let mut transactions = Vec::new();
-    for (index, item) in envelope.items.iter().enumerate() {
-        let item_type = item.item_type().unwrap_or("");
-        let invalid = |e: profilink_proto::sentry::JsonError| {
-            Refusal::bad_request(format!(
-                "invalid envelope item {index} ({item_type}): invalid JSON at {}: {}",
-                e.path, e.message
-            ))
-            .counted(u64::from(is_profile_item(item)), 0)
-        };
-        match item_type {
-            "profile_chunk" | "profile_chunk_ui" => {
-                let perfetto = item.headers.contains_key("meta_length")
-                    || item.headers.get("content_type").and_then(Value::as_str) == Some(PERFETTO);
-                if perfetto {
-                    batch.other_items += 1;
-                } else {
-                    batch
-                        .chunks
-                        .push(ProfileChunk::from_json(&item.payload).map_err(invalid)?);
-                }
-            }
-            "profile" => v1.push(SampleProfileV1::from_json(&item.payload).map_err(invalid)?),
-            "transaction" => {
-                transactions.push(Transaction::from_json(&item.payload).map_err(invalid)?)
-            }
-            "span" => read_spans(index, item, &mut batch),
-            _ => batch.other_items += 1,
-        }
-    }
-    let mut transactions: Vec<Option<Transaction>> = transactions.into_iter().map(Some).collect();
-    for profile in v1 {
-        let ids: Vec<String> = profile
-            .all_transactions()
-            .iter()
-            .filter_map(|t| normalize_event_id(&t.id))
-            .collect();
-        let by_id = transactions.iter().position(|t| {
-            t.as_ref()
-                .and_then(|t| t.event_id.as_deref())
-                .and_then(normalize_event_id)
-                .is_some_and(|id| ids.contains(&id))
-        });
-        let index = by_id.or_else(|| (transactions.len() == 1).then_some(0));
-        let transaction = index
-            .and_then(|i| transactions.get_mut(i))
-            .and_then(Option::take);
-        batch.v1_profiles.push((profile, transaction));
-    }
-    batch.transactions = transactions.into_iter().flatten().collect();
-    Ok(batch)
-}
-
-/// Reads a `span` item into `batch.spans`; what cannot be read is counted in
-/// `batch.invalid_spans` and skipped (never an error: see the module docs).
-fn read_spans(index: usize, item: &EnvelopeItem, batch: &mut SentryBatch) {
-    let content_type = item.headers.get("content_type").and_then(Value::as_str);
-    match parse_span_item(&item.payload, content_type) {
-        Ok(spans) => {
-            for span in spans {
-                match span {
-                    Ok(span) => batch.spans.push(span),
-                    Err(e) => {
-                        batch.invalid_spans += 1;
-                        tracing::debug!(item = index, path = %e.path, message = %e.message, "invalid span skipped");
-                    }
-                }
-            }
-        }
-        Err(e) => {
-            let count = item
-                .headers
-                .get("item_count")
-                .and_then(Value::as_u64)
-                .filter(|&n| n > 0)
-                .unwrap_or(1);
-            batch.invalid_spans = batch.invalid_spans.saturating_add(count);
-            tracing::debug!(item = index, spans = count, path = %e.path, message = %e.message, "unreadable span item skipped");
-        }
-    }
-}
-
-async fn read(body: &mut Body, encoding: Encoding, limit: usize) -> Result<Vec<u8>, Refusal> {
+pub(crate) async fn read(
+    body: &mut Body,
+    encoding: Encoding,
+    limit: usize,
+) -> Result<Vec<u8>, Refusal> {
     match decompress::read_body(body, encoding, limit).await {
         Ok(bytes) => Ok(bytes),
         Err(BodyError::TooLarge { limit }) => Err(too_large(limit)),
@@ -598,7 +585,7 @@ async fn read(body: &mut Body, encoding: Encoding, limit: usize) -> Result<Vec<u
     }
 }
 
-fn too_large(limit: usize) -> Refusal {
+pub(crate) fn too_large(limit: usize) -> Refusal {
     Refusal::new(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("envelope is larger than the limit of {limit} bytes"),
@@ -613,27 +600,4 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
         .trim()
         .parse()
         .ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn event_ids() {
-        assert_eq!(
-            normalize_event_id("FC7A68B87D6A4C06990E6BFB3408BFA5").as_deref(),
-            Some("fc7a68b87d6a4c06990e6bfb3408bfa5")
-        );
-        assert_eq!(
-            normalize_event_id("fc7a68b8-7d6a-4c06-990e-6bfb3408bfa5").as_deref(),
-            Some("fc7a68b87d6a4c06990e6bfb3408bfa5")
-        );
-        assert_eq!(
-            normalize_event_id("fc7a68b8-7d6a-4c06-990e6bfb3408bfa5x"),
-            None
-        );
-        assert_eq!(normalize_event_id("nope"), None);
-        assert_eq!(normalize_event_id("zc7a68b87d6a4c06990e6bfb3408bfa5"), None);
-    }
 }

@@ -106,6 +106,8 @@ pub struct Stats {
     pub otlp_http: Counters,
     /// Sentry envelopes over HTTP.
     pub sentry_http: Counters,
+    /// The Sentry receiver's items dropped (no pipeline, no upstream) or refused with a reason.
+    pub sentry_items: crate::item_stats::ItemCounters,
 }
 
 impl Stats {

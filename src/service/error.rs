@@ -83,6 +83,18 @@ pub enum ServiceError {
         #[source]
         source: BindError,
     },
+    /// A Sentry receiver's `upstream` is invalid (the message names the key).
+    #[error("{0}")]
+    Upstream(String),
+    /// A Sentry receiver's upstream forwarder could not start.
+    #[error("{at}.upstream: cannot start: {source}")]
+    Forwarder {
+        /// The receiver's configuration key.
+        at: String,
+        /// Why.
+        #[source]
+        source: ExportError,
+    },
     /// A receiver could not start; `at` is its key (`receivers.otlp.protocols.grpc`).
     #[error("{at}: {source}")]
     Receiver {

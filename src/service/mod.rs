@@ -22,6 +22,7 @@ pub mod default_config;
 mod error;
 mod exporters;
 mod extensions;
+pub mod forward;
 mod options;
 mod pipelines;
 mod receivers;
@@ -87,6 +88,7 @@ async fn start(
         extensions::build_extensions(plan, store.as_ref(), health, telemetry_rx).await?;
     let exporters = exporters::build_exporters(plan, store.as_ref()).await?;
     let pipelines = pipelines::build_pipelines(plan, &exporters, store.as_ref(), receivers_rx);
+    let forwarders = forward::start_forwarders(plan).await?;
     let stats = receivers::receiver_stats(&pipelines.fanouts);
     let registry = Arc::new(registry::registry(
         plan,
@@ -94,14 +96,17 @@ async fn start(
         &pipelines,
         store.as_ref(),
         &stats,
+        &forwarders,
     ));
     telemetry.extend(registry::serve_metrics(plan, options, registry.clone(), telemetry_rx).await?);
     let receivers =
-        receivers::build_receivers(plan, &pipelines.fanouts, &stats, receivers_rx).await?;
+        receivers::build_receivers(plan, &pipelines.fanouts, &stats, &forwarders, receivers_rx)
+            .await?;
     Ok(Running {
         receivers,
         pipelines,
         exporters,
+        forwarders,
         store,
         telemetry,
         registry,

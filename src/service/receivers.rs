@@ -5,8 +5,11 @@ use super::components::{Plan, ReceiverSpec};
 use super::error::ServiceError;
 use super::stop::waiter;
 use crate::config::component_type;
+use profilink_exporter::forward::Forwarder;
 use profilink_processor::Fanout;
-use profilink_receiver::{ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry};
+use profilink_receiver::{
+    ServerHandle, Stats, Upstream, serve_otlp_grpc, serve_otlp_http, serve_sentry_with,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -32,11 +35,13 @@ pub fn transports(spec: &ReceiverSpec) -> Vec<&'static str> {
     }
 }
 
-/// Starts every receiver; they stop accepting once `stop` says stop.
+/// Starts every receiver (a Sentry receiver with its upstream forwarder from `forwarders`);
+/// they stop accepting once `stop` says stop.
 pub async fn build_receivers(
     plan: &Plan,
     fanouts: &[(String, Arc<Fanout>)],
     stats: &BTreeMap<String, Arc<Stats>>,
+    forwarders: &BTreeMap<String, Arc<Forwarder>>,
     stop: &watch::Receiver<bool>,
 ) -> Result<Vec<(String, ServerHandle)>, ServiceError> {
     let mut receivers = Vec::new();
@@ -60,7 +65,8 @@ pub async fn build_receivers(
                 }
             }
             ReceiverSpec::Sentry(c) => {
-                let h = serve_sentry(c, fanout.clone(), s.clone(), waiter(stop))
+                let upstream = forwarders.get(id).map(|f| f.clone() as Arc<dyn Upstream>);
+                let h = serve_sentry_with(c, fanout.clone(), s.clone(), upstream, waiter(stop))
                     .await
                     .map_err(failed(format!("receivers.{id}")))?;
                 handles.push(("http", h));

@@ -12,6 +12,7 @@ use super::receivers::transports;
 use super::stop::waiter;
 use crate::telemetry::http::HttpServer;
 use crate::telemetry::metrics::{self, ReceiverEntry, Registry};
+use profilink_exporter::forward::Forwarder;
 use profilink_receiver::Stats;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub fn registry(
     pipelines: &Pipelines,
     store: Option<&RunningStore>,
     stats: &BTreeMap<String, Arc<Stats>>,
+    forwarders: &BTreeMap<String, Arc<Forwarder>>,
 ) -> Registry {
     let receivers = stats
         .iter()
@@ -52,6 +54,10 @@ pub fn registry(
             .traces
             .iter()
             .map(|(name, p)| (name.clone(), p.counters()))
+            .collect(),
+        forwarders: forwarders
+            .iter()
+            .map(|(id, f)| (id.clone(), f.metrics()))
             .collect(),
     }
 }

@@ -7,6 +7,7 @@ use super::extensions::RunningStore;
 use super::pipelines::Pipelines;
 use crate::telemetry::http::HttpServer;
 use crate::telemetry::metrics::Registry;
+use profilink_exporter::forward::Forwarder;
 use profilink_processor::Exporter;
 use profilink_receiver::ServerHandle;
 use std::collections::BTreeMap;
@@ -23,6 +24,8 @@ pub struct Running {
     pub pipelines: Pipelines,
     /// The exporters.
     pub exporters: Exporters,
+    /// The Sentry receivers' upstream forwarders, by receiver id.
+    pub forwarders: BTreeMap<String, Arc<Forwarder>>,
     /// The `profile_store`, when it runs.
     pub store: Option<RunningStore>,
     /// The extensions' and `/metrics` HTTP servers.
@@ -75,6 +78,7 @@ impl Running {
             receivers,
             pipelines,
             exporters,
+            forwarders,
             store,
             telemetry,
             registry,
@@ -129,6 +133,11 @@ impl Running {
         shut_down(traces, " (traces)", left, &mut set).await;
         shut_down(chunks, "", left, &mut set).await;
         shut_down(profiles, "", left, &mut set).await;
+        let forwarders_left = left();
+        set.spawn(async move {
+            super::forward::shutdown_forwarders(forwarders, forwarders_left).await;
+            "upstream forwarders".to_string()
+        });
         while let Some(r) = set.join_next().await {
             if let Ok(id) = r {
                 tracing::info!(exporter = %id, "exporter stopped");

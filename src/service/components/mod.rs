@@ -31,4 +31,4 @@ pub use exporters::{ExporterSpec, NotForTraces, read_exporter, traces_exporter_c
 pub use extensions::{ExtensionSpec, read_extension};
 pub use plan::{Components, Plan, is_traces_pipeline};
 pub use processors::{BatchConfig, ProcessorSpec, read_processor};
-pub use receivers::{ReceiverSpec, read_receiver};
+pub use receivers::{ReceiverSpec, read_receiver, read_upstream};

@@ -1,6 +1,7 @@
 //! `receivers.<id>`: [`ReceiverSpec`].
 
 use crate::config::{ConfigError, component_type, typed};
+use profilink_exporter::forward::ForwardConfig;
 use profilink_receiver::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
@@ -78,11 +79,53 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
         }
         "sentry" => {
             let c: SentryReceiverConfig = typed(value, &at)?;
+            if let Some(u) = &c.upstream {
+                read_upstream(&at, u).map_err(err)?;
+            }
             check_server_tls(&at, c.tls.as_ref())?;
             Ok(ReceiverSpec::Sentry(c))
         }
         other => Err(err(format!(
             "{at}: receiver type {other:?} is not available in this version of profilink"
         ))),
+    }
+}
+
+/// Types and checks `receivers.<id>.upstream`; the error names the key.
+pub fn read_upstream(at: &str, value: &serde_json::Value) -> Result<ForwardConfig, String> {
+    let cfg: ForwardConfig =
+        serde_json::from_value(value.clone()).map_err(|e| format!("{at}.upstream: {e}"))?;
+    cfg.validate().map_err(|e| format!("{at}.upstream.{e}"))?;
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn upstream_errors_name_the_key() {
+        let ok = read_upstream(
+            "receivers.sentry",
+            &serde_json::json!({"endpoint": "https://o0.ingest.sentry.io", "timeout": "10s"}),
+        )
+        .unwrap();
+        assert_eq!(ok.timeout, Duration::from_secs(10));
+        let e =
+            read_upstream("receivers.sentry", &serde_json::json!({"timeout": "10s"})).unwrap_err();
+        assert_eq!(
+            e,
+            "receivers.sentry.upstream.endpoint: required (the upstream Sentry or Relay base URL)"
+        );
+        let e = read_upstream(
+            "receivers.sentry",
+            &serde_json::json!({"endpoint": "https://x", "tls": {"cert_file": "c"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("receivers.sentry.upstream: unknown field `cert_file`"),
+            "{e}"
+        );
     }
 }

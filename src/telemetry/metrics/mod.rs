@@ -47,6 +47,12 @@
 //! | `profilink_linking_stamped_spans_total` | counter | `pipeline`, `source` | spans given `sentry.profiler_id`: from their linked `samples` or derived from their `resource` |
 //! | `profilink_linking_thread_ids_total` | counter | `pipeline` | spans given `thread.id` from their linked samples |
 //! | `profilink_linking_waiting_bytes` | gauge | `pipeline` | traces waiting for their profiles |
+//! | `profilink_receiver_dropped_items_total` | counter | `receiver`, `type` | Sentry envelope items (and proxied requests) no pipeline consumes, dropped because the receiver has no `upstream` |
+//! | `profilink_receiver_refused_items_total` | counter | `receiver`, `type`, `reason` | Sentry items refused: chunks failing the door check (validator rule id, `timestamp-out-of-range`), `invalid_json` and `unparsable` envelopes (still forwarded when there is an upstream), `rate_limited` (upstream limits their category; left out of the forwarded copy) |
+//! | `profilink_receiver_upstream_{queued,sent,replayed}_requests_total` | counter | `receiver` | requests taken into the forward queue, delivered upstream, found queued at start |
+//! | `profilink_receiver_upstream_{send_failed,retries,rate_limited,refused_full}_total` | counter | `receiver` | failed attempts, retries, answers with rate limits, requests refused (503) because the forward queue was full |
+//! | `profilink_receiver_upstream_dropped_requests_total` | counter | `receiver`, `reason` | forwarded requests given up: `rate_limited` (429), `rejected` (other 4xx), `retries_exhausted`, `corrupt` |
+//! | `profilink_receiver_upstream_queue_{size,capacity}_bytes` | gauge | `receiver` | the forward queue |
 //! | `profilink_process_resident_memory_bytes` | gauge | | resident set size (Linux) |
 //! | `profilink_build_info` | gauge | `version` | always 1 |
 
@@ -54,6 +60,7 @@ mod exporters;
 mod pipelines;
 mod process;
 mod receivers;
+mod relay;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -86,6 +93,8 @@ pub struct Registry {
     pub traces_exporters: Vec<(String, Arc<TracesMetrics>)>,
     /// The span stamping of traces pipelines, by pipeline.
     pub stamping: Vec<(String, Arc<StampCounters>)>,
+    /// The Sentry receivers' upstream forwarders, by receiver id.
+    pub forwarders: Vec<(String, Arc<profilink_exporter::ForwardMetrics>)>,
 }
 
 impl Registry {
@@ -93,6 +102,10 @@ impl Registry {
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(8192);
         let mut f = Text { out: &mut out };
+        let relay = relay::Relay {
+            receivers: &self.receivers,
+            forwarders: &self.forwarders,
+        };
         let mut sections: Vec<&dyn Render> = vec![
             &self.receivers,
             &self.exporters,
@@ -106,6 +119,7 @@ impl Registry {
             &self.joins as &dyn Render,
             &self.traces_exporters,
             &self.stamping,
+            &relay,
             &process::Process,
         ]);
         for s in sections {

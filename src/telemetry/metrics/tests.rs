@@ -31,6 +31,7 @@ fn renders_and_scrapes() {
         joins: vec![("profiles/x".into(), Arc::new(JoinMetrics::default()))],
         traces_exporters: vec![("sentry".into(), Arc::new(TracesMetrics::default()))],
         stamping: vec![("traces".into(), Arc::new(StampCounters::default()))],
+        forwarders: Vec::new(),
     };
     r.traces_exporters[0]
         .1

@@ -1,0 +1,113 @@
+//! One attempt to pass a queued request on, and what its answer means.
+
+use super::limits::UpstreamLimits;
+use profilink_receiver::ForwardRequest;
+use std::time::{Duration, Instant, SystemTime};
+
+/// What to do with a request after one attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Delivered.
+    Sent,
+    /// Given up, for a reason of [`super::metrics::DROP_REASONS`], with a detail to log.
+    Drop(&'static str, String),
+    /// Try again (after the server's hint, if it gave one).
+    Retry(Option<Duration>, String),
+}
+
+/// The upstream URL of `request`: the base endpoint, the path as received, the query.
+pub fn url(endpoint: &str, request: &ForwardRequest) -> String {
+    let mut url = endpoint.trim_end_matches('/').to_string();
+    url.push_str(&request.path);
+    if let Some(q) = &request.query {
+        url.push('?');
+        url.push_str(q);
+    }
+    url
+}
+
+/// Sends `request` once and classifies the answer; rate limits of any answer are recorded.
+pub async fn send(
+    client: &reqwest::Client,
+    endpoint: &str,
+    request: ForwardRequest,
+    limits: &UpstreamLimits,
+) -> (Outcome, bool) {
+    let mut builder = client.post(url(endpoint, &request));
+    for (k, v) in &request.headers {
+        builder = builder.header(k.as_str(), v.as_str());
+    }
+    let response = match builder.body(request.body.clone()).send().await {
+        Ok(r) => r,
+        Err(e) => {
+            let what = if e.is_timeout() {
+                "timeout"
+            } else {
+                "network error"
+            };
+            return (Outcome::Retry(None, format!("{what}: {e}")), false);
+        }
+    };
+    let status = response.status().as_u16();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let rate_limits = header("x-sentry-rate-limits");
+    let retry_after = header("retry-after");
+    let limited = limits.record(
+        status,
+        rate_limits.as_deref(),
+        retry_after.as_deref(),
+        request.project_id,
+        &request.public_key,
+        Instant::now(),
+    ) > 0;
+    let outcome = match status {
+        200..=399 => Outcome::Sent,
+        429 => Outcome::Drop(
+            "rate_limited",
+            format!(
+                "upstream answered 429 ({})",
+                rate_limits.as_deref().unwrap_or("no X-Sentry-Rate-Limits")
+            ),
+        ),
+        400..=499 => {
+            let body = response.text().await.unwrap_or_default();
+            let body: String = body.chars().take(512).collect();
+            Outcome::Drop("rejected", format!("upstream answered {status}: {body}"))
+        }
+        _ => {
+            let hint = retry_after
+                .as_deref()
+                .and_then(|v| crate::http::rate_limits::parse_retry_after(v, SystemTime::now()));
+            Outcome::Retry(hint, format!("upstream answered {status}"))
+        }
+    };
+    (outcome, limited)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn urls_keep_path_and_query() {
+        let r = ForwardRequest {
+            project_id: 42,
+            public_key: "k".into(),
+            path: "/api/42/envelope/".into(),
+            query: Some("sentry_key=k&sentry_version=7".into()),
+            headers: vec![],
+            body: Bytes::new(),
+        };
+        assert_eq!(
+            url("https://o0.ingest.sentry.io/", &r),
+            "https://o0.ingest.sentry.io/api/42/envelope/?sentry_key=k&sentry_version=7"
+        );
+    }
+}

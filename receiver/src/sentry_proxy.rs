@@ -1,0 +1,218 @@
+//! The other ingest paths Sentry SDKs use, passed on as they are:
+//!
+//! | path | what | category |
+//! |---|---|---|
+//! | `POST /api/{project_id}/store/` | legacy JSON events | `error` |
+//! | `POST /api/{project_id}/security/` | CSP / security reports (`?sentry_key=`) | `error` |
+//! | `POST /api/{project_id}/minidump/` | native crash uploads (multipart) | `error` |
+//! | `POST /api/{project_id}/integration/otlp/v1/traces` | OTLP traces | `span` |
+//! | `POST /api/{project_id}/integration/otlp/v1/logs` | OTLP logs | `log_item` |
+//!
+//! (each with and without a trailing slash). Authentication and the size limit are checked as
+//! for envelopes; the body is forwarded byte for byte with its headers and query, durably and in
+//! order with the project's envelopes. While upstream rate-limits the path's category the
+//! request is answered 429 with `X-Sentry-Rate-Limits` and not forwarded. Without an upstream
+//! nothing here consumes these requests: they are answered 200, counted in
+//! `profilink_receiver_dropped_items_total{type}` and logged (at most once per 10 s).
+
+use crate::batch::Consumer;
+use crate::decompress::Encoding;
+use crate::sentry_auth::{self, AuthError};
+use crate::sentry_envelope::{
+    Refusal, SentryState, check_key, cors, forward_refusal, json_ok, preflight, read, too_large,
+};
+use crate::sentry_forward;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::CONTENT_LENGTH;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One proxied path: its route, the item type label it counts as, its data category.
+struct Path_ {
+    route: &'static str,
+    label: &'static str,
+    category: &'static str,
+}
+
+const PATHS: &[Path_] = &[
+    Path_ {
+        route: "/api/{project_id}/store/",
+        label: "event",
+        category: "error",
+    },
+    Path_ {
+        route: "/api/{project_id}/store",
+        label: "event",
+        category: "error",
+    },
+    Path_ {
+        route: "/api/{project_id}/security/",
+        label: "security",
+        category: "error",
+    },
+    Path_ {
+        route: "/api/{project_id}/security",
+        label: "security",
+        category: "error",
+    },
+    Path_ {
+        route: "/api/{project_id}/minidump/",
+        label: "minidump",
+        category: "error",
+    },
+    Path_ {
+        route: "/api/{project_id}/minidump",
+        label: "minidump",
+        category: "error",
+    },
+    Path_ {
+        route: "/api/{project_id}/integration/otlp/v1/traces",
+        label: "otlp_traces",
+        category: "span",
+    },
+    Path_ {
+        route: "/api/{project_id}/integration/otlp/v1/traces/",
+        label: "otlp_traces",
+        category: "span",
+    },
+    Path_ {
+        route: "/api/{project_id}/integration/otlp/v1/logs",
+        label: "otlp_logs",
+        category: "log_item",
+    },
+    Path_ {
+        route: "/api/{project_id}/integration/otlp/v1/logs/",
+        label: "otlp_logs",
+        category: "log_item",
+    },
+];
+
+const DRAIN_MAX: usize = 8 * 1024 * 1024;
+
+/// Adds the proxied paths to `router`.
+pub(crate) fn routes<C: Consumer>(
+    mut router: Router<Arc<SentryState<C>>>,
+) -> Router<Arc<SentryState<C>>> {
+    for (i, p) in PATHS.iter().enumerate() {
+        router = router.route(
+            p.route,
+            post(
+                move |state: State<Arc<SentryState<C>>>, path: Path<String>, request: Request| {
+                    handle::<C>(state, path, request, i)
+                },
+            )
+            .options(preflight),
+        );
+    }
+    router
+}
+
+async fn handle<C: Consumer>(
+    State(state): State<Arc<SentryState<C>>>,
+    Path(project_id): Path<String>,
+    request: Request,
+    which: usize,
+) -> Response {
+    let (parts, mut body) = request.into_parts();
+    let counters = &state.stats.sentry_http;
+    let result = process(&state, &project_id, &parts, &mut body, &PATHS[which]).await;
+    crate::decompress::drain(&mut body, DRAIN_MAX, Duration::from_secs(2)).await;
+    let mut response = match result {
+        Ok(r) => {
+            counters.request_accepted();
+            r
+        }
+        Err(refusal) => {
+            counters.request_refused();
+            refusal.into_response()
+        }
+    };
+    cors(&mut response);
+    response
+}
+
+async fn process<C: Consumer>(
+    state: &SentryState<C>,
+    project_id: &str,
+    parts: &http::request::Parts,
+    body: &mut Body,
+    path: &Path_,
+) -> Result<Response, Refusal> {
+    let project_id: u64 = project_id
+        .parse()
+        .map_err(|_| Refusal::bad_request("bad project path parameter"))?;
+    let auth = sentry_auth::auth_from_request(&parts.headers, parts.uri.query())?
+        .ok_or(AuthError::Missing)?;
+    check_key(state, project_id, &auth)?;
+    let public_key = sentry_auth::project_key(&auth.public_key)?.to_string();
+    let limit = state.config.max_envelope_size();
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let items = &state.stats.sentry_items;
+    let Some(upstream) = state.upstream.as_deref() else {
+        read(body, Encoding::Identity, limit).await?;
+        items.drop_items(path.label, 1);
+        if let Some(suppressed) = state.log.allow() {
+            tracing::warn!(
+                project_id,
+                path = path.route,
+                client_report = %serde_json::json!({"discarded_events": [{"reason": "no_upstream", "category": path.category, "quantity": 1}]}),
+                suppressed_lines = suppressed,
+                "sentry receiver has no upstream: dropped a request no pipeline consumes \
+                 (set receivers.sentry.upstream to forward it to Sentry)"
+            );
+        }
+        return Ok(json_ok(serde_json::json!({})));
+    };
+    let limits: Vec<_> = upstream
+        .rate_limits(project_id, &public_key)
+        .into_iter()
+        .filter(|l| l.matches(path.category))
+        .collect();
+    if let Some(longest) = limits.iter().map(|l| l.retry_after).max() {
+        items.refuse_items(path.label, "rate_limited", 1);
+        let header = limits
+            .iter()
+            .map(crate::upstream::UpstreamLimit::header_entry)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut r = Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("event submission rejected with_reason: rate limited by upstream ({header})"),
+        );
+        r.retry_after = Some(longest);
+        r.rate_limits = Some(header);
+        return Err(r);
+    }
+    upstream.check_ready().map_err(|e| forward_refusal(&e))?;
+    let raw = Bytes::from(read(body, Encoding::Identity, limit).await?);
+    let request = sentry_forward::request(
+        project_id,
+        &public_key,
+        parts.uri.path(),
+        parts.uri.query(),
+        raw,
+        sentry_forward::forward_headers(&parts.headers),
+    );
+    upstream
+        .forward(request)
+        .await
+        .map_err(|e| forward_refusal(&e))?;
+    items.forwarded_request();
+    Ok(match path.category {
+        "error" => json_ok(serde_json::json!({})),
+        _ => StatusCode::OK.into_response(),
+    })
+}
