@@ -193,7 +193,7 @@ async fn chunks_then_transactions_link_like_the_offline_translation() {
     let window = scrape(&text, "profilink_join_released_chunks_total", &l).unwrap();
     // In this run the profiler sampled a few ms past the last transaction's end, so no
     // transaction covers a chunk's end: the window releases both (the `covered` release is
-    // unit-tested in `service::join`).
+    // unit-tested in the processor crate's join buffer).
     assert_eq!((covered, window), (0, 2), "{text}");
     assert_eq!(
         scrape(

@@ -6,8 +6,8 @@
 
 mod service_support;
 
-use profilink::service::pipeline::otlp_to_sentry_options;
 use profilink::telemetry::metrics::scrape;
+use profilink_processor::otlp_to_sentry_options;
 use profilink_proto::otlp::trace::trace_service_client::TraceServiceClient;
 use profilink_proto::otlp::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span};
 use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValueAndUnit, any_value};

@@ -106,7 +106,7 @@ pub fn run(config: Option<&Sources>) -> u8 {
         match service::run(plan, options, shutdown).await {
             Ok(()) => EXIT_OK,
             Err(e) => {
-                eprintln!("error: {}", one_line(&e.0));
+                eprintln!("error: {}", one_line(&e.to_string()));
                 EXIT_REJECTED
             }
         }

@@ -1,21 +1,13 @@
 //! The Sentry receivers' upstreams (`receivers.sentry.upstream`): typed from the receiver's
 //! raw section, started before the receivers, drained after them.
 
-use super::ServiceError;
-use super::components::{Plan, ReceiverSpec};
-use profilink_exporter::{ForwardConfig, Forwarder};
+use super::components::{Plan, ReceiverSpec, read_upstream};
+use super::error::ServiceError;
+use profilink_exporter::Forwarder;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Types and checks `receivers.<id>.upstream`; the error names the key.
-pub fn read_upstream(at: &str, value: &serde_json::Value) -> Result<ForwardConfig, String> {
-    let cfg: ForwardConfig =
-        serde_json::from_value(value.clone()).map_err(|e| format!("{at}.upstream: {e}"))?;
-    cfg.validate().map_err(|e| format!("{at}.upstream.{e}"))?;
-    Ok(cfg)
-}
 
 /// Starts the upstream of every Sentry receiver that has one, by receiver id; warns about
 /// the ones without.
@@ -47,7 +39,7 @@ pub async fn start_forwarders(
             );
             continue;
         };
-        let mut cfg = read_upstream(&at, value).map_err(ServiceError)?;
+        let mut cfg = read_upstream(&at, value).map_err(ServiceError::Upstream)?;
         if cfg.sending_queue.storage.is_none() {
             let name = id.replace(['/', '\\'], "_");
             cfg.sending_queue.storage =
@@ -61,7 +53,10 @@ pub async fn start_forwarders(
         let endpoint = cfg.endpoint.clone();
         let f = Forwarder::start(cfg)
             .await
-            .map_err(|e| ServiceError(format!("{at}.upstream: cannot start: {e}")))?;
+            .map_err(|source| ServiceError::Forwarder {
+                at: at.clone(),
+                source,
+            })?;
         tracing::info!(receiver = %id, upstream = %endpoint, "forwarding everything SDKs send to {endpoint} (profiles tapped into the pipelines); {queue}");
         out.insert(id.clone(), Arc::new(f));
     }
@@ -73,35 +68,5 @@ pub async fn shutdown_forwarders(forwarders: BTreeMap<String, Arc<Forwarder>>, d
     for (id, f) in forwarders {
         f.shutdown(deadline).await;
         tracing::info!(receiver = %id, "upstream forwarder stopped");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn upstream_errors_name_the_key() {
-        let ok = read_upstream(
-            "receivers.sentry",
-            &serde_json::json!({"endpoint": "https://o0.ingest.sentry.io", "timeout": "10s"}),
-        )
-        .unwrap();
-        assert_eq!(ok.timeout, Duration::from_secs(10));
-        let e =
-            read_upstream("receivers.sentry", &serde_json::json!({"timeout": "10s"})).unwrap_err();
-        assert_eq!(
-            e,
-            "receivers.sentry.upstream.endpoint: required (the upstream Sentry or Relay base URL)"
-        );
-        let e = read_upstream(
-            "receivers.sentry",
-            &serde_json::json!({"endpoint": "https://x", "tls": {"cert_file": "c"}}),
-        )
-        .unwrap_err();
-        assert!(
-            e.starts_with("receivers.sentry.upstream: unknown field `cert_file`"),
-            "{e}"
-        );
     }
 }

@@ -5,5 +5,4 @@ pub mod health;
 pub mod http;
 pub mod logs;
 pub mod metrics;
-pub mod relay_metrics;
 pub mod summary;

@@ -2,7 +2,9 @@
 //! translated requests its OTLP exporters refused (retried on every tick, and the pipeline
 //! refuses new data while any wait), and the counters behind the `profilink_join_*` metrics.
 
-use crate::service::join::{JoinBuffer, JoinConfig, JoinCounts, Release};
+pub mod buffer;
+
+use buffer::{JoinBuffer, JoinConfig, JoinCounts, Release};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::linking::SpanInterval;
@@ -21,7 +23,7 @@ pub const MAX_PARKED: usize = 64;
 #[derive(Debug, Default)]
 pub struct JoinMetrics {
     /// Chunks released because their session's spans showed that none overlapping them is
-    /// still to come (see [`crate::service::join`]).
+    /// still to come (see [`buffer`]).
     pub released_covered: AtomicU64,
     /// Chunks released when their window ran out.
     pub released_window: AtomicU64,

@@ -14,13 +14,10 @@
 //!   pipeline that translates OTLP to chunks.
 //! * Without a `profile_linking` processor traces are forwarded unchanged.
 
-use crate::service::components::ExporterSpec;
-use crate::service::linking::LinkingConfig;
-use crate::service::pipeline::consume_error;
-use profilink_exporter::{ExportError, OtlpProtocol};
-use profilink_exporter::{
-    OtlpTracesConfig, SentryTracesConfig, TracesExporter, TracesExporterConfig, TracesMetrics,
-};
+use crate::each::each;
+use crate::export::{TraceExporter, consume_error};
+use crate::linking::LinkingConfig;
+use profilink_exporter::ExportError;
 use profilink_proto::otlp::trace::ExportTraceServiceRequest;
 use profilink_receiver::ConsumeError;
 use profilink_translator::span_stamping::{SpanThreads, stamp_traces};
@@ -38,96 +35,6 @@ const FULL_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The traces exporter config of an exporter listed in a traces pipeline, or why it cannot
-/// export traces.
-pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfig, String> {
-    match spec {
-        ExporterSpec::Sentry(c) => Ok(TracesExporterConfig::Sentry(SentryTracesConfig {
-            dsn: c.dsn.clone(),
-            compression: c.compression,
-            timeout: c.timeout,
-            tls: c.tls.clone(),
-            retry_on_failure: c.retry_on_failure.clone(),
-            default_rate_limit: c.default_rate_limit,
-            ..Default::default()
-        })),
-        ExporterSpec::Otlp(c) => {
-            let t = OtlpTracesConfig {
-                endpoint: Some(c.endpoint.clone()),
-                compression: c.compression,
-                timeout: c.timeout,
-                tls: c.tls.clone(),
-                headers: c.headers.clone(),
-                retry_on_failure: c.retry_on_failure.clone(),
-                num_consumers: c.num_consumers,
-                ..Default::default()
-            };
-            Ok(match c.protocol {
-                OtlpProtocol::Grpc => TracesExporterConfig::Otlp(t),
-                OtlpProtocol::Http => TracesExporterConfig::OtlpHttp(t),
-            })
-        }
-        ExporterSpec::File(_) => Err("a file exporter cannot export traces".into()),
-    }
-}
-
-/// A running traces exporter.
-pub struct TracesOut {
-    id: String,
-    exporter: TracesExporter,
-}
-
-impl std::fmt::Debug for TracesOut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TracesOut").field("id", &self.id).finish()
-    }
-}
-
-impl TracesOut {
-    /// Starts the traces instance of exporter `id`.
-    pub async fn start(id: &str, spec: &ExporterSpec) -> Result<TracesOut, String> {
-        let cfg = traces_exporter_config(spec)?;
-        let exporter = TracesExporter::start(cfg)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(TracesOut {
-            id: id.to_string(),
-            exporter,
-        })
-    }
-
-    /// The component id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Where traces go (no credentials), for logs.
-    pub fn destination(&self) -> &str {
-        self.exporter.destination()
-    }
-
-    /// The counters.
-    pub fn metrics(&self) -> Arc<TracesMetrics> {
-        self.exporter.metrics()
-    }
-
-    /// Whether its queue is (nearly) full.
-    pub fn is_full(&self) -> bool {
-        let m = self.exporter.metrics();
-        let cap = m.queue_capacity_bytes.load(Ordering::Relaxed);
-        cap > 0 && m.queue_bytes.load(Ordering::Relaxed) + cap / 10 >= cap
-    }
-
-    async fn export(&self, req: ExportTraceServiceRequest) -> Result<(), ExportError> {
-        self.exporter.export(req).await
-    }
-
-    /// Sends what is queued until `deadline`.
-    pub async fn shutdown(self, deadline: Duration) {
-        self.exporter.shutdown(deadline).await
-    }
 }
 
 /// Counters of the stamping of one traces pipeline.
@@ -169,7 +76,7 @@ pub fn span_threads(cfg: &LinkingConfig) -> SharedSpanThreads {
 #[derive(Debug)]
 pub struct TracesPipeline {
     name: String,
-    exporters: Vec<Arc<TracesOut>>,
+    exporters: Vec<Arc<TraceExporter>>,
     stamping: Option<(LinkingConfig, SharedSpanThreads)>,
     waiting: Mutex<VecDeque<Waiting>>,
     counters: Arc<StampCounters>,
@@ -186,7 +93,7 @@ impl TracesPipeline {
     /// `profile_linking` processor.
     pub fn new(
         name: &str,
-        exporters: Vec<Arc<TracesOut>>,
+        exporters: Vec<Arc<TraceExporter>>,
         stamping: Option<(LinkingConfig, SharedSpanThreads)>,
     ) -> Self {
         TracesPipeline {
@@ -237,14 +144,7 @@ impl TracesPipeline {
     }
 
     async fn export(&self, req: ExportTraceServiceRequest) -> Result<(), (String, ExportError)> {
-        let n = self.exporters.len();
-        let mut req = Some(req);
-        for (i, e) in self.exporters.iter().enumerate() {
-            let r = if i + 1 == n {
-                req.take().unwrap_or_default()
-            } else {
-                req.clone().unwrap_or_default()
-            };
+        for (e, r) in each(&self.exporters, req) {
             e.export(r).await.map_err(|err| (e.id().to_string(), err))?;
         }
         Ok(())

@@ -1,209 +1,54 @@
-//! The pipelines: [`Consumer`]s that translate what the receivers accept and hand it to the
-//! exporters.
+//! [`Pipeline`]: one `profiles` entry of `service.pipelines`. What it does depends on the data
+//! and the exporters:
 //!
-//! * [`Exporter`]: one running exporter (`sentry`, `file` or `otlp`), shared by every pipeline
-//!   that lists it.
-//! * [`Pipeline`]: one `service.pipelines` entry. What it does depends on the data and the
-//!   exporter:
+//! | data | chunk exporters (`sentry`, `file`) | OTLP exporters (`otlp`) |
+//! |---|---|---|
+//! | OTLP | translated to chunks (sparse threads kept and not grouped: the exporters merge 5 s chunks into 60 s ones and group or drop them then), each with its origin resource's attributes for routing and the thread ids its trace links name (see [`Pipeline::otlp_to_chunks`]) | forwarded as is (gateway) |
+//! | Sentry chunks | passed through (every thread marked linked: SDK threads keep their ids) | translated to OTLP, linked to the envelope's transactions (or held by the [`crate::join`] buffer until they arrive) |
+//! | Sentry V1 profiles | translated to OTLP and back into chunks | translated to OTLP with their transaction |
 //!
-//!   | data | `sentry` / `file` exporters | `otlp` exporters |
-//!   |---|---|---|
-//!   | OTLP | translated to chunks (sparse threads kept and not grouped: the exporters merge 5 s chunks into 60 s ones and group or drop them then), each with its origin resource's attributes for routing and the thread ids its trace links name (see [`Pipeline::otlp_to_chunks`]) | forwarded as is (gateway) |
-//!   | Sentry chunks | passed through (every thread marked linked: SDK threads keep their ids) | translated to OTLP, linked to the envelope's transactions |
-//!   | Sentry V1 profiles | translated to OTLP and back into chunks | translated to OTLP with their transaction |
-//!
-//!   `profile_sampling` processors drop whole profiler sessions first (see
-//!   [`crate::service::sampling`]); `batch` processors pass data through (the exporters batch).
-//! * [`Fanout`]: the consumer of one receiver: every pipeline that lists the receiver gets the
-//!   batch. It succeeds only when every pipeline (and every exporter) accepted; a refusal
-//!   (queue full) makes the client retry, and exporters that had already accepted will see
-//!   that data again (at-least-once, as the Collector's fan-out).
+//! `profile_sampling` processors drop whole profiler sessions first (see
+//! [`crate::sampling`]); `batch` processors pass data through (the exporters batch).
 //!
 //! Backpressure: an exporter whose durable queue is full refuses with
-//! [`ExportError::Full`], which becomes [`ConsumeError::Full`] (gRPC `UNAVAILABLE` with
-//! `RetryInfo`, HTTP 503/429 with `Retry-After`); [`Consumer::check_ready`] refuses before a
-//! request body is even read while a queue is full.
+//! [`profilink_exporter::ExportError::Full`], which becomes [`ConsumeError::Full`] (gRPC
+//! `UNAVAILABLE` with `RetryInfo`, HTTP 503/429 with `Retry-After`);
+//! [`Pipeline::check_ready`] refuses before a request body is even read while a queue is full.
 
-use crate::service::components::{ExporterSpec, ProcessorSpec};
-use crate::service::join::{JoinConfig, Release};
-use crate::service::sampling::Sampler;
-use crate::service::sentry_join::{JoinMetrics, SentryJoin};
-use crate::service::store::StoreWriter;
-use crate::service::traces::{SharedSpanThreads, TracesPipeline};
-use crate::telemetry::metrics::ServiceCounters;
-use profilink_exporter::{
-    ExportChunk, ExportError, ExporterMetrics, FileExporter, OtlpExporter, Overflow, SentryExporter,
+use crate::counters::ServiceCounters;
+use crate::export::{ChunkExporter, ProfileExporter, export_all};
+use crate::join::buffer::{JoinConfig, Release};
+use crate::join::{JoinMetrics, SentryJoin};
+use crate::sampling::Sampler;
+use crate::spec::ProcessorSpec;
+use crate::store::StoreWriter;
+use crate::traces::SharedSpanThreads;
+use crate::translation::{
+    all_threads, otlp_to_sentry_options, profile_count, resource_attributes, resource_profiler_id,
 };
+use profilink_exporter::ExportChunk;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesData, ResourceProfiles};
 use profilink_proto::sentry::{CompactString, ProfileChunk};
-use profilink_receiver::{Batch, ConsumeError, Consumer, Payload, SentryBatch};
-use profilink_translator::dictionary::Dictionary;
+use profilink_receiver::{ConsumeError, Payload, SentryBatch};
 use profilink_translator::linking::{
     NoLinks, TransactionLinks, span_intervals, span_item_interval,
 };
-use profilink_translator::otlp_to_sentry::{
-    self, ProcessIdentity, SparseThreadGrouping, SparseThreadPolicy, derive_profiler_id,
-};
+use profilink_translator::otlp_to_sentry;
 use profilink_translator::sentry_to_otlp::{self, SentryInput, V1WithTransaction};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-
-enum Kind {
-    Sentry(SentryExporter),
-    File(FileExporter),
-    Otlp(OtlpExporter),
-}
-
-/// A running exporter.
-pub struct Exporter {
-    id: String,
-    kind: Kind,
-    metrics: Arc<ExporterMetrics>,
-    backpressure: bool,
-    routing_attribute: Option<String>,
-}
-
-impl std::fmt::Debug for Exporter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Exporter")
-            .field("id", &self.id)
-            .field("kind", &self.kind_name())
-            .finish()
-    }
-}
 
 /// How long a client is asked to wait when a queue is full and the exporter gave no delay.
 pub const FULL_RETRY_AFTER: Duration = Duration::from_secs(1);
-
-/// Room kept free in a durable queue: requests are refused up front once less than this (or a
-/// tenth of the capacity, whichever is smaller) is left.
-pub const QUEUE_HEADROOM: u64 = 16 << 20;
-
-/// How long a client is asked to wait when too many requests are being processed.
-pub const BUSY_RETRY_AFTER: Duration = Duration::from_millis(200);
-
-/// Maps an exporter error to the receivers' consume error.
-pub fn consume_error(id: &str, e: ExportError) -> ConsumeError {
-    match e {
-        ExportError::Full { retry_after } => ConsumeError::Full { retry_after },
-        ExportError::Closed => ConsumeError::Internal(format!("exporter {id} is shutting down")),
-        other => ConsumeError::Internal(format!("exporter {id}: {other}")),
-    }
-}
-
-impl Exporter {
-    /// Starts the exporter `id` (opening and replaying its durable queue).
-    pub async fn start(id: &str, spec: &ExporterSpec) -> Result<Exporter, ExportError> {
-        let (kind, backpressure) = match spec {
-            ExporterSpec::Sentry(c) => (
-                Kind::Sentry(SentryExporter::start(c.clone()).await?),
-                c.sending_queue.overflow == Overflow::Backpressure,
-            ),
-            ExporterSpec::File(c) => (
-                Kind::File(FileExporter::start(c.clone()).await?),
-                c.sending_queue.overflow == Overflow::Backpressure,
-            ),
-            ExporterSpec::Otlp(c) => (Kind::Otlp(OtlpExporter::start(c.clone()).await?), false),
-        };
-        let metrics = match &kind {
-            Kind::Sentry(e) => e.metrics(),
-            Kind::File(e) => e.metrics(),
-            Kind::Otlp(e) => e.metrics(),
-        };
-        let routing_attribute = match spec {
-            ExporterSpec::Sentry(c) => c.routing.as_ref().map(|r| r.attribute.clone()),
-            _ => None,
-        };
-        Ok(Exporter {
-            id: id.to_string(),
-            kind,
-            metrics,
-            backpressure,
-            routing_attribute,
-        })
-    }
-
-    /// The component id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// `sentry`, `file` or `otlp`.
-    pub fn kind_name(&self) -> &'static str {
-        match self.kind {
-            Kind::Sentry(_) => "sentry",
-            Kind::File(_) => "file",
-            Kind::Otlp(_) => "otlp",
-        }
-    }
-
-    /// The resource attribute this exporter routes chunks by, if it routes.
-    pub fn routing_attribute(&self) -> Option<&str> {
-        self.routing_attribute.as_deref()
-    }
-
-    /// True for exporters that take Sentry chunks.
-    pub fn takes_chunks(&self) -> bool {
-        !matches!(self.kind, Kind::Otlp(_))
-    }
-
-    /// The counters.
-    pub fn metrics(&self) -> Arc<ExporterMetrics> {
-        self.metrics.clone()
-    }
-
-    /// True while the durable queue is (nearly) at capacity and full queues push back: within
-    /// [`QUEUE_HEADROOM`] of it, so requests are refused before they are read rather than after
-    /// they were decoded and translated.
-    pub fn is_full(&self) -> bool {
-        if !self.backpressure {
-            return false;
-        }
-        let cap = self.metrics.queue_capacity_bytes.load(Ordering::Relaxed);
-        let headroom = (cap / 10).min(QUEUE_HEADROOM);
-        cap > 0 && self.metrics.queue_size_bytes.load(Ordering::Relaxed) + headroom >= cap
-    }
-
-    /// Exports chunks (`sentry` / `file`); `Ok` once durable.
-    pub async fn export_chunks(&self, chunks: Vec<ExportChunk>) -> Result<(), ExportError> {
-        match &self.kind {
-            Kind::Sentry(e) => e.export(chunks).await,
-            Kind::File(e) => e.export(chunks).await,
-            Kind::Otlp(_) => Err(ExportError::Config(
-                "an OTLP exporter takes OTLP requests".into(),
-            )),
-        }
-    }
-
-    /// Exports an OTLP request (`otlp`).
-    pub async fn export_otlp(&self, req: ExportProfilesServiceRequest) -> Result<(), ExportError> {
-        match &self.kind {
-            Kind::Otlp(e) => e.export(req).await,
-            _ => Err(ExportError::Config(
-                "a Sentry or file exporter takes chunks".into(),
-            )),
-        }
-    }
-
-    /// Flushes and stops within `deadline` (see each exporter's `shutdown`).
-    pub async fn shutdown(self, deadline: Duration) {
-        match self.kind {
-            Kind::Sentry(e) => e.shutdown(deadline).await,
-            Kind::File(e) => e.shutdown(deadline).await,
-            Kind::Otlp(e) => e.shutdown(deadline).await,
-        }
-    }
-}
 
 /// One pipeline. See the module docs.
 #[derive(Debug)]
 pub struct Pipeline {
     name: String,
     samplers: Vec<Sampler>,
-    chunk_exporters: Vec<Arc<Exporter>>,
-    otlp_exporters: Vec<Arc<Exporter>>,
+    chunk_exporters: Vec<Arc<ChunkExporter>>,
+    otlp_exporters: Vec<Arc<ProfileExporter>>,
     routing_attributes: Vec<String>,
     counters: Arc<ServiceCounters>,
     o2s: otlp_to_sentry::Options,
@@ -213,74 +58,14 @@ pub struct Pipeline {
     span_threads: Option<SharedSpanThreads>,
 }
 
-/// The options the service translates OTLP with: the translator's defaults, but sparse
-/// threads are kept as they are (a thread seen once in a 5 s request is not sparse in the 60 s
-/// chunk the exporter's accumulator builds, which groups or drops what is sparse then).
-pub fn otlp_to_sentry_options() -> otlp_to_sentry::Options {
-    otlp_to_sentry::Options {
-        sparse_thread_grouping: SparseThreadGrouping::None,
-        sparse_thread_policy: SparseThreadPolicy::Keep,
-        ..Default::default()
-    }
-}
-
-/// Every thread id of `chunk`'s samples: for chunks whose threads spans may reference (an
-/// SDK's chunks), so the exporters never group them.
-pub fn all_threads(chunk: &ProfileChunk) -> Vec<CompactString> {
-    let mut out: Vec<CompactString> = Vec::new();
-    for s in &chunk.profile.samples {
-        if out.last() != Some(&s.thread_id) && !out.contains(&s.thread_id) {
-            out.push(s.thread_id.clone());
-        }
-    }
-    out
-}
-
-/// Resource attributes as text (`key` → value), for exporter routing.
-pub fn resource_attributes(
-    dictionary: Option<&profilink_proto::otlp::ProfilesDictionary>,
-    rp: &ResourceProfiles,
-) -> BTreeMap<String, String> {
-    let Some(resource) = &rp.resource else {
-        return BTreeMap::new();
-    };
-    let dict = Dictionary::new(dictionary);
-    match dict.key_values(&resource.attributes) {
-        Ok(attrs) => attrs
-            .iter()
-            .filter_map(|a| a.value.to_text().map(|v| (a.key.to_owned(), v)))
-            .collect(),
-        Err(_) => BTreeMap::new(),
-    }
-}
-
-/// The profiler id the translator derives from a resource's attributes alone.
-pub fn resource_profiler_id(
-    dictionary: Option<&profilink_proto::otlp::ProfilesDictionary>,
-    rp: &ResourceProfiles,
-) -> String {
-    let dict = Dictionary::new(dictionary);
-    let attrs = rp
-        .resource
-        .as_ref()
-        .and_then(|r| dict.key_values(&r.attributes).ok())
-        .unwrap_or_default();
-    derive_profiler_id(&ProcessIdentity::from_attributes(&attrs, &[]))
-}
-
-fn profile_count(rp: &ResourceProfiles) -> u64 {
-    rp.scope_profiles
-        .iter()
-        .map(|sp| sp.profiles.len() as u64)
-        .sum()
-}
-
 impl Pipeline {
-    /// A pipeline named `name` with its processors (in order) and exporters.
+    /// A pipeline named `name` with its processors (in order) and its chunk and OTLP
+    /// exporters.
     pub fn new(
         name: &str,
         processors: &[&ProcessorSpec],
-        exporters: Vec<Arc<Exporter>>,
+        chunk_exporters: Vec<Arc<ChunkExporter>>,
+        otlp_exporters: Vec<Arc<ProfileExporter>>,
         counters: Arc<ServiceCounters>,
     ) -> Pipeline {
         let samplers = processors
@@ -290,8 +75,6 @@ impl Pipeline {
                 ProcessorSpec::Batch(_) | ProcessorSpec::Linking(_) => None,
             })
             .collect();
-        let (chunk_exporters, otlp_exporters): (Vec<_>, Vec<_>) =
-            exporters.into_iter().partition(|e| e.takes_chunks());
         let mut routing_attributes: Vec<String> = chunk_exporters
             .iter()
             .filter_map(|e| e.routing_attribute().map(str::to_owned))
@@ -321,7 +104,7 @@ impl Pipeline {
     }
 
     /// Holds received Sentry chunks in a join buffer with `cfg` until their transactions
-    /// arrive, when the pipeline has OTLP exporters (see [`crate::service::join`]). Without it
+    /// arrive, when the pipeline has OTLP exporters (see [`crate::join`]). Without it
     /// chunks are linked only to the transactions of their own envelope.
     pub fn with_join(mut self, cfg: Option<JoinConfig>) -> Self {
         self.join = cfg
@@ -377,7 +160,7 @@ impl Pipeline {
     }
 
     /// Retries parked requests and releases the chunks whose window ran out (run every
-    /// [`super::sentry_join::TICK`] by the service).
+    /// [`crate::join::TICK`] by the service).
     pub async fn tick(&self) {
         let Some(join) = &self.join else {
             return;
@@ -409,7 +192,7 @@ impl Pipeline {
 
     /// Keeps the Sentry chunks this pipeline receives in the `profile_store` when it has no
     /// chunk exporter (with one, the exporter's merged chunks are stored instead, see
-    /// [`crate::service::store`]).
+    /// [`StoreWriter`]).
     pub fn with_store(mut self, store: Option<Arc<StoreWriter>>) -> Self {
         self.store = store;
         self
@@ -566,38 +349,14 @@ impl Pipeline {
         if chunks.is_empty() {
             return Ok(());
         }
-        let n = self.chunk_exporters.len();
-        let mut chunks = Some(chunks);
-        for (i, e) in self.chunk_exporters.iter().enumerate() {
-            let batch = if i + 1 == n {
-                chunks.take().unwrap_or_default()
-            } else {
-                chunks.clone().unwrap_or_default()
-            };
-            e.export_chunks(batch)
-                .await
-                .map_err(|err| consume_error(e.id(), err))?;
-        }
-        Ok(())
+        export_all(&self.chunk_exporters, chunks).await
     }
 
     async fn export_otlp(&self, req: ExportProfilesServiceRequest) -> Result<(), ConsumeError> {
         if req.resource_profiles.is_empty() {
             return Ok(());
         }
-        let n = self.otlp_exporters.len();
-        let mut req = Some(req);
-        for (i, e) in self.otlp_exporters.iter().enumerate() {
-            let r = if i + 1 == n {
-                req.take().unwrap_or_default()
-            } else {
-                req.clone().unwrap_or_default()
-            };
-            e.export_otlp(r)
-                .await
-                .map_err(|err| consume_error(e.id(), err))?;
-        }
-        Ok(())
+        export_all(&self.otlp_exporters, req).await
     }
 
     async fn consume_otlp(&self, data: ProfilesData) -> Result<(), ConsumeError> {
@@ -775,105 +534,5 @@ impl Pipeline {
             c.linked_threads = all_threads(&c.chunk);
         }
         chunks
-    }
-}
-
-/// The consumer of one receiver: hands every batch to each pipeline that lists it.
-///
-/// It also bounds the requests being translated and exported at once
-/// ([`Fanout::max_in_flight`]): beyond that, requests are refused before their body is read
-/// ([`ConsumeError::Full`] with a short delay), so an overload costs memory for at most that
-/// many decoded requests.
-#[derive(Debug)]
-pub struct Fanout {
-    pipelines: Vec<Arc<Pipeline>>,
-    traces: Vec<Arc<TracesPipeline>>,
-    in_flight: AtomicUsize,
-    max_in_flight: usize,
-}
-
-/// The default bound on requests in the pipelines at once: 4 per CPU, at least 8.
-pub fn default_max_in_flight() -> usize {
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    (4 * cpus).max(8)
-}
-
-struct InFlight<'a>(&'a AtomicUsize);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Fanout {
-    /// A fan-out to `pipelines` (at least one), bounded by [`default_max_in_flight`].
-    pub fn new(pipelines: Vec<Arc<Pipeline>>) -> Self {
-        Self::with_traces(pipelines, Vec::new())
-    }
-
-    /// A fan-out of profiles to `pipelines` and of traces to `traces` pipelines (a receiver
-    /// with no traces pipeline refuses traces, as the Collector's does).
-    pub fn with_traces(pipelines: Vec<Arc<Pipeline>>, traces: Vec<Arc<TracesPipeline>>) -> Self {
-        Fanout {
-            pipelines,
-            traces,
-            in_flight: AtomicUsize::new(0),
-            max_in_flight: default_max_in_flight(),
-        }
-    }
-
-    /// Requests in the pipelines at once beyond which new ones are refused.
-    pub fn max_in_flight(&self) -> usize {
-        self.max_in_flight
-    }
-}
-
-impl Consumer for Fanout {
-    async fn consume(&self, batch: Batch) -> Result<(), ConsumeError> {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        let _guard = InFlight(&self.in_flight);
-        if let Payload::Traces(req) = batch.payload {
-            let n = self.traces.len();
-            let mut req = Some(req);
-            for (i, p) in self.traces.iter().enumerate() {
-                let r = if i + 1 == n { req.take() } else { req.clone() };
-                if let Some(r) = r {
-                    p.consume(r).await?;
-                }
-            }
-            return Ok(());
-        }
-        if self.pipelines.is_empty() {
-            return Err(ConsumeError::Rejected(
-                "no profiles pipeline uses this receiver".into(),
-            ));
-        }
-        let n = self.pipelines.len();
-        let mut payload = Some(batch.payload);
-        for (i, p) in self.pipelines.iter().enumerate() {
-            let pl = if i + 1 == n {
-                payload.take()
-            } else {
-                payload.clone()
-            };
-            if let Some(pl) = pl {
-                p.consume(pl).await?;
-            }
-        }
-        Ok(())
-    }
-
-    fn check_ready(&self) -> Result<(), ConsumeError> {
-        if self.in_flight.load(Ordering::Acquire) >= self.max_in_flight {
-            return Err(ConsumeError::Full {
-                retry_after: BUSY_RETRY_AFTER,
-            });
-        }
-        self.pipelines.iter().try_for_each(|p| p.check_ready())
-    }
-
-    fn accepts_traces(&self) -> bool {
-        !self.traces.is_empty()
     }
 }

@@ -1,15 +1,15 @@
 //! `processors.profile_linking`: trace linking in the running service, both directions.
 //!
 //! * In a `profiles` pipeline fed by the `sentry` receiver, it configures the join buffer
-//!   ([`crate::service::join`]) that holds chunks until the transactions (or span items) of
+//!   ([`crate::join::buffer`]) that holds chunks until the transactions (or span items) of
 //!   their profiler session have arrived. Such pipelines join with the defaults when they have
 //!   no `profile_linking` processor; `join_window: 0s` turns the wait off (chunks are linked
 //!   only to spans already received).
 //! * In a `traces` pipeline, it stamps spans with `sentry.profiler_id` and `thread.id` (see
-//!   [`crate::service::traces`]), holding spans up to `wait` so that the profile samples
+//!   [`crate::traces`]), holding spans up to `wait` so that the profile samples
 //!   linked to them can arrive first.
 
-use crate::service::join::JoinConfig;
+use crate::join::buffer::JoinConfig;
 use serde::Deserialize;
 use std::time::Duration;
 

@@ -1,7 +1,8 @@
 //! The metrics of the Sentry receiver as a Relay: per-item drops and refusals, and its
-//! upstream forwarder (see the table in [`super::metrics`]).
+//! upstream forwarder (see the table in [`super`]).
 
-use super::metrics::{ReceiverEntry, escape};
+use super::receivers::ReceiverEntry;
+use super::text::{Render, Text, escape};
 use profilink_exporter::ForwardMetrics;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -138,5 +139,19 @@ pub fn render(
         for (reason, n) in m.dropped() {
             sample(out, name, &[("receiver", id), ("reason", reason)], n);
         }
+    }
+}
+
+/// The Sentry receivers' item counters and their forwarders, as one [`Render`] section.
+pub struct Relay<'a> {
+    /// Every receiver listener (the Sentry ones are rendered).
+    pub receivers: &'a [ReceiverEntry],
+    /// The upstream forwarders, by receiver id.
+    pub forwarders: &'a [(String, Arc<ForwardMetrics>)],
+}
+
+impl Render for Relay<'_> {
+    fn render(&self, f: &mut Text<'_>) {
+        render(self.receivers, self.forwarders, f.out);
     }
 }

@@ -1,0 +1,83 @@
+//! The counters every profiles pipeline shares: translation outcomes and what the
+//! `profile_sampling` processors dropped (`profilink_translation_*`, `profilink_translated_*`,
+//! `profilink_sampling_*` metrics).
+
+use profilink_translator::TranslateError;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Translation error reasons, in counter order.
+pub const TRANSLATION_ERROR_REASONS: [&str; 6] = [
+    "index_out_of_range",
+    "sentry_index_out_of_range",
+    "invalid_timestamp",
+    "limit_exceeded",
+    "invalid",
+    INVALID_CHUNK_REASON,
+];
+
+/// The `reason` of a translated chunk removed because it failed the chunk validator.
+pub const INVALID_CHUNK_REASON: &str = "invalid_chunk";
+
+/// The `reason` label of a translation error.
+pub fn translation_error_reason(e: &TranslateError) -> &'static str {
+    match e {
+        TranslateError::IndexOutOfRange { .. } => TRANSLATION_ERROR_REASONS[0],
+        TranslateError::SentryIndexOutOfRange { .. } => TRANSLATION_ERROR_REASONS[1],
+        TranslateError::InvalidTimestamp(_) => TRANSLATION_ERROR_REASONS[2],
+        TranslateError::LimitExceeded(_) => TRANSLATION_ERROR_REASONS[3],
+        TranslateError::Invalid(_) => TRANSLATION_ERROR_REASONS[4],
+    }
+}
+
+/// Counters of the pipelines (translation and processors), shared by every pipeline.
+#[derive(Debug, Default)]
+pub struct ServiceCounters {
+    translation_errors: [AtomicU64; TRANSLATION_ERROR_REASONS.len()],
+    /// Sentry chunks produced from OTLP.
+    pub translated_chunks: AtomicU64,
+    /// Sentry chunks and V1 profiles translated to OTLP.
+    pub translated_profiles: AtomicU64,
+    /// Observations lost to `max_expanded_samples` in OTLP → Sentry translation.
+    pub dropped_samples_expansion: AtomicU64,
+    /// Observations that did not fit in `max_chunk_bytes` in OTLP → Sentry translation.
+    pub dropped_samples_size: AtomicU64,
+    /// Chunks dropped by `profile_sampling`.
+    pub sampling_dropped_chunks: AtomicU64,
+    /// OTLP and V1 profiles dropped by `profile_sampling`.
+    pub sampling_dropped_profiles: AtomicU64,
+}
+
+impl ServiceCounters {
+    /// Counts one translation error.
+    pub fn translation_error(&self, e: &TranslateError) {
+        let reason = translation_error_reason(e);
+        if let Some(i) = TRANSLATION_ERROR_REASONS.iter().position(|r| *r == reason) {
+            self.translation_errors[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts `n` chunks removed by the chunk validator (`invalid_chunk`).
+    pub fn invalid_chunks(&self, n: u64) {
+        if let Some(i) = TRANSLATION_ERROR_REASONS
+            .iter()
+            .position(|r| *r == INVALID_CHUNK_REASON)
+        {
+            Self::add(&self.translation_errors[i], n);
+        }
+    }
+
+    /// Translation errors counted for `reason`.
+    pub fn translation_errors(&self, reason: &str) -> u64 {
+        TRANSLATION_ERROR_REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| self.translation_errors[i].load(Ordering::Relaxed))
+    }
+
+    /// Adds `n` to one of the public counters.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        if n > 0 {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The one interface the pipelines export through: [`Export`], implemented for chunk exporters
+//! (`sentry`, `file`: `Vec<ExportChunk>`), OTLP profiles exporters (`otlp`:
+//! [`ExportProfilesServiceRequest`]) and traces exporters ([`ExportTraceServiceRequest`]), see
+//! [`crate::adapters`]; and [`Exporter`], one running exporter by its component id, shared by
+//! every pipeline that lists it.
+//!
+//! The data type is part of the exporter's type, so a pipeline can only hand an exporter what
+//! it takes.
+
+use crate::each::each;
+use profilink_exporter::{ExportChunk, ExportError};
+use profilink_proto::otlp::ExportProfilesServiceRequest;
+use profilink_proto::otlp::trace::ExportTraceServiceRequest;
+use profilink_receiver::ConsumeError;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// A boxed, sendable future (what [`Export`]'s methods return, so exporters can be trait
+/// objects).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// An exporter of `T`: takes data, says when it pushes back, and stops.
+pub trait Export<T>: Send + Sync {
+    /// Hands `data` over; `Ok` once it is durable (or queued, for in-memory queues).
+    /// [`ExportError::Full`] when the queue is full.
+    fn export(&self, data: T) -> BoxFuture<'_, Result<(), ExportError>>;
+
+    /// True while the exporter's queue is (nearly) full and it wants new requests refused
+    /// before they are read. The default: never.
+    fn is_full(&self) -> bool {
+        false
+    }
+
+    /// Flushes what it holds and stops within `deadline` (what is left stays in a durable
+    /// queue for the next start).
+    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()>;
+}
+
+/// A running exporter of `T` with its component id.
+pub struct Exporter<T> {
+    id: String,
+    inner: Box<dyn Export<T>>,
+    routing_attribute: Option<String>,
+}
+
+/// An exporter of Sentry chunks (`sentry`, `file`).
+pub type ChunkExporter = Exporter<Vec<ExportChunk>>;
+/// An exporter of OTLP profiles requests (`otlp`, `otlp_http`).
+pub type ProfileExporter = Exporter<ExportProfilesServiceRequest>;
+/// An exporter of OTLP traces requests (the traces instance of `sentry`, `otlp`, `otlp_http`).
+pub type TraceExporter = Exporter<ExportTraceServiceRequest>;
+
+impl<T> std::fmt::Debug for Exporter<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter").field("id", &self.id).finish()
+    }
+}
+
+impl<T> Exporter<T> {
+    /// The exporter `id` over `inner`.
+    pub fn new(id: &str, inner: impl Export<T> + 'static) -> Self {
+        Exporter {
+            id: id.to_string(),
+            inner: Box::new(inner),
+            routing_attribute: None,
+        }
+    }
+
+    /// Names the resource attribute this exporter routes chunks by (a `sentry` exporter with
+    /// `routing`): pipelines keep it on every chunk they hand over.
+    pub fn with_routing_attribute(mut self, attribute: Option<String>) -> Self {
+        self.routing_attribute = attribute;
+        self
+    }
+
+    /// The component id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The resource attribute this exporter routes chunks by, if it routes.
+    pub fn routing_attribute(&self) -> Option<&str> {
+        self.routing_attribute.as_deref()
+    }
+
+    /// See [`Export::is_full`].
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+
+    /// See [`Export::export`].
+    pub async fn export(&self, data: T) -> Result<(), ExportError> {
+        self.inner.export(data).await
+    }
+
+    /// Exports `data` and maps a refusal to what the receiver answers its client.
+    pub async fn export_for_client(&self, data: T) -> Result<(), ConsumeError> {
+        self.export(data)
+            .await
+            .map_err(|e| consume_error(&self.id, e))
+    }
+
+    /// See [`Export::shutdown`].
+    pub async fn shutdown(self, deadline: Duration) {
+        self.inner.shutdown(deadline).await
+    }
+}
+
+/// Maps an exporter error to the receivers' consume error.
+pub fn consume_error(id: &str, e: ExportError) -> ConsumeError {
+    match e {
+        ExportError::Full { retry_after } => ConsumeError::Full { retry_after },
+        ExportError::Closed => ConsumeError::Internal(format!("exporter {id} is shutting down")),
+        other => ConsumeError::Internal(format!("exporter {id}: {other}")),
+    }
+}
+
+/// Hands `data` to every exporter in order (a clone to each but the last), stopping at the
+/// first refusal.
+pub async fn export_all<T: Clone>(
+    exporters: &[std::sync::Arc<Exporter<T>>],
+    data: T,
+) -> Result<(), ConsumeError> {
+    for (e, d) in each(exporters, data) {
+        e.export_for_client(d).await?;
+    }
+    Ok(())
+}

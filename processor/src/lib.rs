@@ -1,0 +1,61 @@
+//! profilink's processing stage: what happens between a receiver accepting data and the
+//! exporters taking it.
+//!
+//! ```text
+//! receiver ──► Fanout ──► Pipeline (profiles) ──► ChunkExporter   (sentry, file)
+//!   (one per       │        sampling, OTLP ⇄ Sentry   └──► ProfileExporter (otlp)
+//!    receiver id)  │        translation, join buffer
+//!                  └────► TracesPipeline ──► TraceExporter
+//!                           span stamping
+//! ```
+//!
+//! * [`Fanout`]: the [`Consumer`](profilink_receiver::Consumer) of one receiver, handing each
+//!   batch to every pipeline that lists the receiver, bounding the requests in flight.
+//! * [`Pipeline`]: a `profiles` pipeline: sampling ([`Sampler`]), translation both ways, the
+//!   trace-linking [`join`] buffer of Sentry → OTLP pipelines,
+//!   and the [`StoreWriter`] of the `profile_store` extension.
+//! * [`TracesPipeline`]: a `traces` pipeline: span stamping for Sentry's trace linking.
+//! * [`ProcessorSpec`]: the processors' configs (`batch`: [`BatchConfig`],
+//!   `profile_sampling`: [`SamplingConfig`], `profile_linking`: [`LinkingConfig`]).
+//! * [`Export`]: the one trait every exporter is driven through, implemented for the exporter
+//!   crate's exporters; [`Exporter`] is one running exporter by its component id.
+//! * [`ServiceCounters`]: the counters every profiles pipeline shares.
+//!
+//! The `profilink` binary builds these from its configuration (see its `service` module).
+
+#![warn(missing_docs)]
+
+mod adapters;
+mod counters;
+mod each;
+mod export;
+mod fanout;
+pub mod join;
+mod linking;
+mod profiles;
+mod sampling;
+mod spec;
+mod store;
+mod traces;
+mod translation;
+
+pub use adapters::{Backpressure, QUEUE_HEADROOM};
+pub use counters::{INVALID_CHUNK_REASON, ServiceCounters, TRANSLATION_ERROR_REASONS};
+pub use export::{
+    BoxFuture, ChunkExporter, Export, Exporter, ProfileExporter, TraceExporter, consume_error,
+};
+pub use fanout::{BUSY_RETRY_AFTER, Fanout, default_max_in_flight};
+pub use join::buffer::{JoinConfig, ORDER_SLACK};
+pub use join::{JoinMetrics, MAX_PARKED, TICK as JOIN_TICK};
+pub use linking::LinkingConfig;
+pub use profiles::FULL_RETRY_AFTER;
+pub use profiles::Pipeline;
+pub use sampling::{Sampler, SamplingConfig};
+pub use spec::{BatchConfig, ProcessorSpec};
+pub use store::{MAX_PENDING_BYTES, StoreCounters, StoreWriter};
+pub use traces::{
+    SharedSpanThreads, StampCounters, TICK as TRACES_TICK, TracesPipeline, span_threads,
+};
+pub use translation::{
+    all_threads, otlp_to_sentry_options, resource_attributes, resource_profiler_id,
+};

@@ -1,0 +1,156 @@
+//! `exporters.<id>`: [`ExporterSpec`], and the traces instance's config of an exporter listed in
+//! a `traces` pipeline ([`traces_exporter_config`]).
+
+use crate::config::{ConfigError, component_type, typed};
+use profilink_exporter::Router;
+use profilink_exporter::{
+    ClientTlsConfig, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
+};
+use profilink_exporter::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig};
+use serde_yaml_ng::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// An exporter's typed config.
+// One value per configured exporter, read once at start: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExporterSpec {
+    /// `sentry`.
+    Sentry(SentryExporterConfig),
+    /// `otlp` / `otlp_http`.
+    Otlp(OtlpExporterConfig),
+    /// `file`.
+    File(FileExporterConfig),
+}
+
+impl ExporterSpec {
+    /// True for exporters that take Sentry chunks (`sentry`, `file`).
+    pub fn takes_chunks(&self) -> bool {
+        matches!(self, ExporterSpec::Sentry(_) | ExporterSpec::File(_))
+    }
+
+    /// The durable queue directory, for exporters that have one.
+    pub fn queue_dir(&self) -> Option<PathBuf> {
+        match self {
+            ExporterSpec::Sentry(c) if c.sending_queue.enabled => Some(c.queue_dir()),
+            ExporterSpec::File(c) if c.sending_queue.enabled => Some(c.queue_dir()),
+            _ => None,
+        }
+    }
+}
+
+/// An exporter type that cannot export traces.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a {exporter} exporter cannot export traces")]
+pub struct NotForTraces {
+    /// The exporter type.
+    pub exporter: &'static str,
+}
+
+/// The traces exporter config of an exporter listed in a traces pipeline, or why it cannot
+/// export traces.
+pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfig, NotForTraces> {
+    match spec {
+        ExporterSpec::Sentry(c) => Ok(TracesExporterConfig::Sentry(SentryTracesConfig {
+            dsn: c.dsn.clone(),
+            compression: c.compression,
+            timeout: c.timeout,
+            tls: c.tls.clone(),
+            retry_on_failure: c.retry_on_failure.clone(),
+            default_rate_limit: c.default_rate_limit,
+            ..Default::default()
+        })),
+        ExporterSpec::Otlp(c) => {
+            let t = OtlpTracesConfig {
+                endpoint: Some(c.endpoint.clone()),
+                compression: c.compression,
+                timeout: c.timeout,
+                tls: c.tls.clone(),
+                headers: c.headers.clone(),
+                retry_on_failure: c.retry_on_failure.clone(),
+                num_consumers: c.num_consumers,
+                ..Default::default()
+            };
+            Ok(match c.protocol {
+                OtlpProtocol::Grpc => TracesExporterConfig::Otlp(t),
+                OtlpProtocol::Http => TracesExporterConfig::OtlpHttp(t),
+            })
+        }
+        ExporterSpec::File(_) => Err(NotForTraces { exporter: "file" }),
+    }
+}
+
+fn err(msg: String) -> ConfigError {
+    ConfigError(msg)
+}
+
+/// Reads the files of an exporter's `tls` at `at` (`exporters.otlp`).
+fn check_client_tls(at: &str, tls: &ClientTlsConfig) -> Result<(), ConfigError> {
+    tls.check().map_err(|e| err(format!("{at}.{e}")))
+}
+
+/// Reads `exporters.<id>` (and parses the Sentry DSNs).
+pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigError> {
+    let at = format!("exporters.{id}");
+    match component_type(id) {
+        "sentry" => {
+            let c: SentryExporterConfig = typed(value, &at)?;
+            let Some(dsn) = c.dsn.as_deref() else {
+                return Err(err(format!("{at}.dsn: required")));
+            };
+            if dsn.trim().is_empty() {
+                return Err(err(format!("{at}.dsn: is empty")));
+            }
+            if c.num_consumers == 0 {
+                return Err(err(format!("{at}.num_consumers: must be at least 1")));
+            }
+            if let Err(e) = c.compression_params.level_for(c.compression) {
+                let detail = e.strip_prefix("compression_params.level ").unwrap_or(&e);
+                return Err(err(format!("{at}.compression_params.level: {detail}")));
+            }
+            if let Err(e) = Router::new(dsn, c.routing.as_ref()) {
+                let msg = e.to_string();
+                let msg = msg
+                    .strip_prefix("invalid exporter configuration: ")
+                    .unwrap_or(&msg);
+                return Err(err(format!("{at}.dsn: {msg}")));
+            }
+            check_client_tls(&at, &c.tls)?;
+            Ok(ExporterSpec::Sentry(c))
+        }
+        "otlp" | "otlp_http" => {
+            let mut c: OtlpExporterConfig = typed(value, &at)?;
+            if component_type(id) == "otlp_http" {
+                let map = value.as_mapping();
+                let has = |k: &str| map.is_some_and(|m| m.contains_key(k));
+                if !has("protocol") {
+                    c.protocol = OtlpProtocol::Http;
+                }
+                if !has("endpoint") {
+                    c.endpoint = "127.0.0.1:4318".into();
+                }
+            }
+            // The Collector's otlphttp exporter waits 30 s, its gRPC one 5 s.
+            let map = value.as_mapping();
+            if c.protocol == OtlpProtocol::Http && !map.is_some_and(|m| m.contains_key("timeout")) {
+                c.timeout = Duration::from_secs(30);
+            }
+            if c.endpoint.trim().is_empty() {
+                return Err(err(format!("{at}.endpoint: is empty")));
+            }
+            check_client_tls(&at, &c.tls)?;
+            Ok(ExporterSpec::Otlp(c))
+        }
+        "file" => {
+            let c: FileExporterConfig = typed(value, &at)?;
+            if c.path.as_os_str().is_empty() {
+                return Err(err(format!("{at}.path: is empty")));
+            }
+            Ok(ExporterSpec::File(c))
+        }
+        other => Err(err(format!(
+            "{at}: exporter type {other:?} is not available in this version of profilink"
+        ))),
+    }
+}

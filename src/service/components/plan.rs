@@ -1,0 +1,215 @@
+//! [`Plan`]: a configuration with its typed [`Components`], and the checks that need the typed
+//! values.
+
+use super::exporters::{ExporterSpec, read_exporter, traces_exporter_config};
+use super::extensions::{ExtensionSpec, read_extension};
+use super::processors::{ProcessorSpec, read_processor};
+use super::receivers::{ReceiverSpec, read_receiver};
+use crate::config::{Config, ConfigError, component_type};
+use profilink_flamegraph::StoreConfig;
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+/// Every component section of a configuration, typed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Components {
+    /// Receivers by id.
+    pub receivers: BTreeMap<String, ReceiverSpec>,
+    /// Processors by id.
+    pub processors: BTreeMap<String, ProcessorSpec>,
+    /// Exporters by id.
+    pub exporters: BTreeMap<String, ExporterSpec>,
+    /// Extensions by id.
+    pub extensions: BTreeMap<String, ExtensionSpec>,
+}
+
+/// A checked configuration, ready to run: the configuration and its typed components.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The configuration (pipelines, telemetry).
+    pub config: Config,
+    /// The typed components.
+    pub components: Components,
+}
+
+fn err(msg: String) -> ConfigError {
+    ConfigError(msg)
+}
+
+/// A path made comparable without touching the disk: absolute (joined to the current
+/// directory), with `.` and `..` resolved lexically.
+fn normalized(p: &Path) -> PathBuf {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    };
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+impl Components {
+    /// Reads every section of `config` (used or not) into its typed config.
+    pub fn read(config: &Config) -> Result<Components, ConfigError> {
+        let mut c = Components::default();
+        for (id, v) in &config.receivers {
+            c.receivers.insert(id.clone(), read_receiver(id, v)?);
+        }
+        for (id, v) in &config.processors {
+            c.processors.insert(id.clone(), read_processor(id, v)?);
+        }
+        for (id, v) in &config.exporters {
+            c.exporters.insert(id.clone(), read_exporter(id, v)?);
+        }
+        for (id, v) in &config.extensions {
+            c.extensions.insert(id.clone(), read_extension(id, v)?);
+        }
+        Ok(c)
+    }
+}
+
+/// Checks a `traces` pipeline: OTLP receivers, `batch`/`profile_linking` processors, and
+/// exporters that can send traces.
+fn check_traces_pipeline(
+    name: &str,
+    p: &crate::config::Pipeline,
+    components: &Components,
+) -> Result<(), ConfigError> {
+    let at = format!("service.pipelines.{name}");
+    for id in &p.receivers {
+        if !matches!(
+            components.receivers.get(id),
+            Some(ReceiverSpec::Otlp { .. })
+        ) {
+            return Err(err(format!(
+                "{at}.receivers: {id} cannot receive traces (use an otlp receiver)"
+            )));
+        }
+    }
+    for id in &p.processors {
+        if matches!(
+            components.processors.get(id),
+            Some(ProcessorSpec::Sampling(_))
+        ) {
+            return Err(err(format!(
+                "{at}.processors: {id} applies to profiles pipelines only"
+            )));
+        }
+    }
+    for id in &p.exporters {
+        if let Some(spec) = components.exporters.get(id) {
+            traces_exporter_config(spec).map_err(|e| err(format!("{at}.exporters: {id}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks the extensions listed in `service.extensions`: each is configured, at most one
+/// `profile_store` runs, and a `flamegraph_api` has a `profile_store` to serve.
+fn check_extensions(config: &Config, components: &Components) -> Result<(), ConfigError> {
+    let mut stores = Vec::new();
+    let mut apis = Vec::new();
+    for id in &config.service.extensions {
+        match components.extensions.get(id) {
+            // Undefined ids are reported by `Config` already.
+            None | Some(ExtensionSpec::HealthCheck(_)) => {}
+            Some(ExtensionSpec::ProfileStore(_)) => stores.push(id.as_str()),
+            Some(ExtensionSpec::FlamegraphApi(_)) => apis.push(id.as_str()),
+        }
+    }
+    if stores.len() > 1 {
+        return Err(err(format!(
+            "service.extensions: only one profile_store may run, found {}",
+            stores.join(", ")
+        )));
+    }
+    if let Some(api) = apis.first()
+        && stores.is_empty()
+    {
+        return Err(err(format!(
+            "service.extensions: {api} needs a profile_store extension in service.extensions"
+        )));
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// Reads the components of a loaded configuration and runs the checks that need them:
+    /// supported signals, the log settings, and exporters not sharing a queue directory.
+    pub fn new(config: Config) -> Result<Plan, ConfigError> {
+        let components = Components::read(&config)?;
+        for (name, p) in &config.service.pipelines {
+            match component_type(name) {
+                "profiles" => {}
+                "traces" => check_traces_pipeline(name, p, &components)?,
+                other => {
+                    return Err(err(format!(
+                        "service.pipelines.{name}: {other:?} pipelines are not available; use \
+                         profiles or traces"
+                    )));
+                }
+            }
+        }
+        crate::telemetry::logs::check(&config.service.telemetry.logs)?;
+        check_extensions(&config, &components)?;
+        let metrics = &config.service.telemetry.metrics.address;
+        if metrics != "none" && metrics.trim().is_empty() {
+            return Err(err(
+                "service.telemetry.metrics.address: is empty (use `none` to disable)".into(),
+            ));
+        }
+        // Only exporters that run can collide.
+        let used: std::collections::BTreeSet<&String> = config
+            .service
+            .pipelines
+            .values()
+            .flat_map(|p| p.exporters.iter())
+            .collect();
+        let mut queues: BTreeMap<PathBuf, &str> = BTreeMap::new();
+        for (id, spec) in &components.exporters {
+            if !used.contains(id) {
+                continue;
+            }
+            if let Some(dir) = spec.queue_dir()
+                && let Some(other) = queues.insert(normalized(&dir), id)
+            {
+                return Err(err(format!(
+                    "exporters.{id}.sending_queue.storage: {} is already the queue of \
+                         exporter {other:?}; each exporter needs its own directory",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(Plan { config, components })
+    }
+
+    /// The `profile_store` extension the service runs, if any (the one listed in
+    /// `service.extensions`).
+    pub fn profile_store(&self) -> Option<(&str, &StoreConfig)> {
+        self.config.service.extensions.iter().find_map(|id| {
+            match self.components.extensions.get(id) {
+                Some(ExtensionSpec::ProfileStore(c)) => Some((id.as_str(), c)),
+                _ => None,
+            }
+        })
+    }
+
+    /// Loads a configuration file and reads it into a plan (`profilink check` and `run`).
+    pub fn load(path: &Path) -> Result<Plan, ConfigError> {
+        Plan::new(Config::load(path)?)
+    }
+}
+
+/// True for the pipelines of the `traces` signal (`traces`, `traces/<name>`).
+pub fn is_traces_pipeline(name: &str) -> bool {
+    component_type(name) == "traces"
+}

@@ -1,0 +1,131 @@
+//! `receivers.<id>`: [`ReceiverSpec`].
+
+use crate::config::{ConfigError, component_type, typed};
+use profilink_exporter::ForwardConfig;
+use profilink_receiver::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig};
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+use std::collections::BTreeMap;
+
+/// A receiver's typed config.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReceiverSpec {
+    /// `otlp`: gRPC and/or HTTP (at least one).
+    Otlp {
+        /// `protocols.grpc`, when enabled.
+        grpc: Option<OtlpGrpcConfig>,
+        /// `protocols.http`, when enabled.
+        http: Option<OtlpHttpConfig>,
+    },
+    /// `sentry`: the envelope endpoint.
+    Sentry(SentryReceiverConfig),
+}
+
+fn err(msg: String) -> ConfigError {
+    ConfigError(msg)
+}
+
+/// Reads the files of a receiver's `tls` at `at` (`receivers.otlp.protocols.grpc`).
+fn check_server_tls(
+    at: &str,
+    tls: Option<&profilink_receiver::TlsConfig>,
+) -> Result<(), ConfigError> {
+    match tls {
+        Some(t) => t.check().map_err(|e| err(format!("{at}.{e}"))),
+        None => Ok(()),
+    }
+}
+
+/// Reads `receivers.<id>`.
+pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigError> {
+    let at = format!("receivers.{id}");
+    match component_type(id) {
+        "otlp" => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Otlp {
+                #[serde(default)]
+                protocols: BTreeMap<String, Value>,
+            }
+            let o: Otlp = typed(value, &at)?;
+            let mut grpc = None;
+            let mut http = None;
+            for (name, v) in &o.protocols {
+                let path = format!("{at}.protocols.{name}");
+                match name.as_str() {
+                    "grpc" => {
+                        let c = typed::<OtlpGrpcConfig>(v, &path)?;
+                        check_server_tls(&path, c.tls.as_ref())?;
+                        grpc = Some(c);
+                    }
+                    "http" => {
+                        let c = typed::<OtlpHttpConfig>(v, &path)?;
+                        check_server_tls(&path, c.tls.as_ref())?;
+                        http = Some(c);
+                    }
+                    other => {
+                        return Err(err(format!(
+                            "{path}: unknown protocol {other:?} (known: grpc, http)"
+                        )));
+                    }
+                }
+            }
+            if grpc.is_none() && http.is_none() {
+                return Err(err(format!(
+                    "{at}.protocols: at least one of grpc, http is required"
+                )));
+            }
+            Ok(ReceiverSpec::Otlp { grpc, http })
+        }
+        "sentry" => {
+            let c: SentryReceiverConfig = typed(value, &at)?;
+            if let Some(u) = &c.upstream {
+                read_upstream(&at, u).map_err(err)?;
+            }
+            check_server_tls(&at, c.tls.as_ref())?;
+            Ok(ReceiverSpec::Sentry(c))
+        }
+        other => Err(err(format!(
+            "{at}: receiver type {other:?} is not available in this version of profilink"
+        ))),
+    }
+}
+
+/// Types and checks `receivers.<id>.upstream`; the error names the key.
+pub fn read_upstream(at: &str, value: &serde_json::Value) -> Result<ForwardConfig, String> {
+    let cfg: ForwardConfig =
+        serde_json::from_value(value.clone()).map_err(|e| format!("{at}.upstream: {e}"))?;
+    cfg.validate().map_err(|e| format!("{at}.upstream.{e}"))?;
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn upstream_errors_name_the_key() {
+        let ok = read_upstream(
+            "receivers.sentry",
+            &serde_json::json!({"endpoint": "https://o0.ingest.sentry.io", "timeout": "10s"}),
+        )
+        .unwrap();
+        assert_eq!(ok.timeout, Duration::from_secs(10));
+        let e =
+            read_upstream("receivers.sentry", &serde_json::json!({"timeout": "10s"})).unwrap_err();
+        assert_eq!(
+            e,
+            "receivers.sentry.upstream.endpoint: required (the upstream Sentry or Relay base URL)"
+        );
+        let e = read_upstream(
+            "receivers.sentry",
+            &serde_json::json!({"endpoint": "https://x", "tls": {"cert_file": "c"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("receivers.sentry.upstream: unknown field `cert_file`"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! Step 1 of the start: the extensions. The `profile_store` (opened first: exporters and
+//! pipelines feed it), then the HTTP extensions in `service.extensions` order: the
+//! `flamegraph_api` over the store and the `health_check`.
+
+use super::components::{ExtensionSpec, Plan};
+use super::error::ServiceError;
+use super::stop::waiter;
+use crate::telemetry::health::{self, Health};
+use crate::telemetry::http::HttpServer;
+use profilink_flamegraph::ProfileStore;
+use profilink_processor::StoreWriter;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How often the store's retention runs.
+const RETENTION_EVERY: Duration = Duration::from_secs(60);
+
+/// The `profile_store` extension while the service runs.
+pub struct RunningStore {
+    /// Inserts chunks on a thread of its own.
+    pub writer: Arc<StoreWriter>,
+    /// Applies the retention every [`RETENTION_EVERY`].
+    pub retention: tokio::task::JoinHandle<()>,
+}
+
+/// Opens the `profile_store` of `plan` (if it runs one) and starts its writer, retention task
+/// and cache warm-up.
+pub async fn open_store(plan: &Plan) -> Result<Option<RunningStore>, ServiceError> {
+    let Some((id, cfg)) = plan.profile_store() else {
+        return Ok(None);
+    };
+    let cfg = cfg.clone();
+    let path = cfg.path.clone();
+    let store = tokio::task::spawn_blocking(move || ProfileStore::open(&cfg))
+        .await
+        .map_err(|source| ServiceError::StoreTask {
+            id: id.to_string(),
+            source,
+        })?
+        .map_err(|source| ServiceError::OpenStore {
+            id: id.to_string(),
+            path: path.clone(),
+            source,
+        })?;
+    let store = Arc::new(store);
+    let warm = store.clone();
+    tokio::task::spawn_blocking(move || match warm.warm_cache() {
+        Ok(n) if n > 0 => tracing::debug!(chunks = n, "profile store cache warmed"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "profile store: cache warm-up failed"),
+    });
+    let retention = store.spawn_retention_task(RETENTION_EVERY);
+    let writer = StoreWriter::start(store).map_err(|source| ServiceError::StoreWriter {
+        id: id.to_string(),
+        source,
+    })?;
+    tracing::info!(extension = %id, path = %path.display(), "keeping chunks in the profile store");
+    Ok(Some(RunningStore {
+        writer: Arc::new(writer),
+        retention,
+    }))
+}
+
+/// Starts the HTTP extensions of `plan` (the `health_check` answers 503 until the service is
+/// ready), serving until `stop` says stop.
+pub async fn build_extensions(
+    plan: &Plan,
+    store: Option<&RunningStore>,
+    health: &Arc<Health>,
+    stop: &watch::Receiver<bool>,
+) -> Result<Vec<HttpServer>, ServiceError> {
+    let mut servers = Vec::new();
+    for id in &plan.config.service.extensions {
+        let endpoint_error = |source| ServiceError::ExtensionEndpoint {
+            id: id.clone(),
+            source,
+        };
+        match (plan.components.extensions.get(id), store) {
+            (Some(ExtensionSpec::FlamegraphApi(c)), Some(s)) => {
+                let router = profilink_flamegraph::router(s.writer.store().clone(), c);
+                let server = HttpServer::start(&c.endpoint, router, waiter(stop))
+                    .await
+                    .map_err(endpoint_error)?;
+                let addr = server.local_addr();
+                tracing::info!(extension = %id, address = %addr, "flamegraph API and viewer at http://{addr}/ui/");
+                servers.push(server);
+            }
+            (Some(ExtensionSpec::HealthCheck(c)), _) => {
+                let router = health::router(c, health.clone());
+                let server = HttpServer::start(&c.endpoint, router, waiter(stop))
+                    .await
+                    .map_err(endpoint_error)?;
+                tracing::info!(extension = %id, address = %server.local_addr(), path = %c.path, "health check listening");
+                servers.push(server);
+            }
+            _ => {}
+        }
+    }
+    Ok(servers)
+}

@@ -1,0 +1,165 @@
+//! Step 3 of the start: the pipelines. `traces` pipelines with their span stamping, `profiles`
+//! pipelines (with a join buffer when a `sentry` receiver feeds them), one [`Fanout`] per
+//! receiver id to every pipeline that lists it, and the tickers of the pipelines' periodic
+//! work.
+
+use super::components::{Plan, ProcessorSpec, ReceiverSpec, is_traces_pipeline};
+use super::exporters::Exporters;
+use super::extensions::RunningStore;
+use super::stop::spawn_ticker;
+use profilink_processor::{
+    Fanout, LinkingConfig, Pipeline, ServiceCounters, TracesPipeline, span_threads,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// The running pipelines.
+pub struct Pipelines {
+    /// `profiles` pipelines by name.
+    pub profiles: BTreeMap<String, Arc<Pipeline>>,
+    /// `traces` pipelines by name.
+    pub traces: BTreeMap<String, Arc<TracesPipeline>>,
+    /// The consumer of each receiver id.
+    pub fanouts: Vec<(String, Arc<Fanout>)>,
+    /// The counters every profiles pipeline shares.
+    pub counters: Arc<ServiceCounters>,
+    /// The periodic work, until the receivers stop.
+    pub tickers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// The `profile_linking` config of the first traces pipeline that has one: it sizes the span →
+/// thread memory every pipeline shares.
+fn traces_linking(plan: &Plan) -> Option<LinkingConfig> {
+    plan.config
+        .service
+        .pipelines
+        .iter()
+        .filter(|(name, _)| is_traces_pipeline(name))
+        .flat_map(|(_, p)| p.processors.iter())
+        .find_map(|id| match plan.components.processors.get(id) {
+            Some(ProcessorSpec::Linking(c)) => Some(c.clone()),
+            _ => None,
+        })
+}
+
+/// Builds the pipelines of `plan` over `exporters`; tickers run until `stop` says stop.
+pub fn build_pipelines(
+    plan: &Plan,
+    exporters: &Exporters,
+    store: Option<&RunningStore>,
+    stop: &watch::Receiver<bool>,
+) -> Pipelines {
+    let config = &plan.config;
+    let comps = &plan.components;
+    let known = traces_linking(plan).as_ref().map(span_threads);
+
+    let mut traces = BTreeMap::new();
+    let mut profiles = BTreeMap::new();
+    let counters = Arc::new(ServiceCounters::default());
+    for (name, p) in &config.service.pipelines {
+        let processors: Vec<&ProcessorSpec> = p
+            .processors
+            .iter()
+            .map(|id| &comps.processors[id])
+            .collect();
+        let linking = processors.iter().find_map(|p| match p {
+            ProcessorSpec::Linking(c) => Some(c.clone()),
+            _ => None,
+        });
+        if is_traces_pipeline(name) {
+            let outs = p
+                .exporters
+                .iter()
+                .map(|id| exporters.traces[id].clone())
+                .collect();
+            let stamping = linking.and_then(|c| known.clone().map(|k| (c, k)));
+            traces.insert(
+                name.clone(),
+                Arc::new(TracesPipeline::new(name, outs, stamping)),
+            );
+            continue;
+        }
+        let chunks = p
+            .exporters
+            .iter()
+            .filter_map(|id| exporters.chunks.get(id).cloned())
+            .collect();
+        let otlp = p
+            .exporters
+            .iter()
+            .filter_map(|id| exporters.profiles.get(id).cloned())
+            .collect();
+        // Pipelines fed by a Sentry receiver join chunks with their transactions.
+        let from_sentry = p
+            .receivers
+            .iter()
+            .any(|id| matches!(comps.receivers.get(id), Some(ReceiverSpec::Sentry(_))));
+        let join = from_sentry.then(|| linking.unwrap_or_default().join());
+        let pipeline = Pipeline::new(name, &processors, chunks, otlp, counters.clone())
+            .with_store(store.map(|s| s.writer.clone()))
+            .with_join(join)
+            .with_span_threads(known.clone());
+        profiles.insert(name.clone(), Arc::new(pipeline));
+    }
+
+    // One receiver instance per id, fanning out to the pipelines that list it.
+    let mut receiver_ids: Vec<&String> = config
+        .service
+        .pipelines
+        .values()
+        .flat_map(|p| p.receivers.iter())
+        .collect();
+    receiver_ids.sort();
+    receiver_ids.dedup();
+    let fanouts = receiver_ids
+        .into_iter()
+        .map(|id| {
+            let listing = || {
+                config
+                    .service
+                    .pipelines
+                    .iter()
+                    .filter(|(_, p)| p.receivers.contains(id))
+                    .map(|(name, _)| name)
+            };
+            let to_profiles = listing().filter_map(|n| profiles.get(n).cloned()).collect();
+            let to_traces = listing().filter_map(|n| traces.get(n).cloned()).collect();
+            (
+                id.clone(),
+                Arc::new(Fanout::with_traces(to_profiles, to_traces)),
+            )
+        })
+        .collect();
+
+    let mut tickers = Vec::new();
+    for p in profiles.values().filter(|p| p.join_metrics().is_some()) {
+        let p = p.clone();
+        tickers.push(spawn_ticker(
+            profilink_processor::JOIN_TICK,
+            stop,
+            move || {
+                let p = p.clone();
+                async move { p.tick().await }
+            },
+        ));
+    }
+    for p in traces.values().filter(|p| p.waits()) {
+        let p = p.clone();
+        tickers.push(spawn_ticker(
+            profilink_processor::TRACES_TICK,
+            stop,
+            move || {
+                let p = p.clone();
+                async move { p.release(false).await }
+            },
+        ));
+    }
+    Pipelines {
+        profiles,
+        traces,
+        fanouts,
+        counters,
+        tickers,
+    }
+}

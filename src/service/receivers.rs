@@ -1,0 +1,86 @@
+//! Step 5 of the start: the receivers. One instance per receiver id, feeding its [`Fanout`];
+//! an `otlp` receiver listens on each protocol it enables.
+
+use super::components::{Plan, ReceiverSpec};
+use super::error::ServiceError;
+use super::stop::waiter;
+use crate::config::component_type;
+use profilink_exporter::Forwarder;
+use profilink_processor::Fanout;
+use profilink_receiver::{
+    ServerHandle, Stats, Upstream, serve_otlp_grpc, serve_otlp_http, serve_sentry_with,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// The counters of each receiver id (shared by its listeners), created before the receivers
+/// start so `/metrics` can show them.
+pub fn receiver_stats(fanouts: &[(String, Arc<Fanout>)]) -> BTreeMap<String, Arc<Stats>> {
+    fanouts
+        .iter()
+        .map(|(id, _)| (id.clone(), Arc::new(Stats::default())))
+        .collect()
+}
+
+/// The transports receiver `spec` listens on (`grpc`, `http`).
+pub fn transports(spec: &ReceiverSpec) -> Vec<&'static str> {
+    match spec {
+        ReceiverSpec::Otlp { grpc, http } => [("grpc", grpc.is_some()), ("http", http.is_some())]
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(t, _)| t)
+            .collect(),
+        ReceiverSpec::Sentry(_) => vec!["http"],
+    }
+}
+
+/// Starts every receiver (a Sentry receiver with its upstream forwarder from `forwarders`);
+/// they stop accepting once `stop` says stop.
+pub async fn build_receivers(
+    plan: &Plan,
+    fanouts: &[(String, Arc<Fanout>)],
+    stats: &BTreeMap<String, Arc<Stats>>,
+    forwarders: &BTreeMap<String, Arc<Forwarder>>,
+    stop: &watch::Receiver<bool>,
+) -> Result<Vec<(String, ServerHandle)>, ServiceError> {
+    let mut receivers = Vec::new();
+    for (id, fanout) in fanouts {
+        let s = stats[id].clone();
+        let failed = |at: String| move |source| ServiceError::Receiver { at, source };
+        let mut handles = Vec::new();
+        match &plan.components.receivers[id] {
+            ReceiverSpec::Otlp { grpc, http } => {
+                if let Some(c) = grpc {
+                    let h = serve_otlp_grpc(c, fanout.clone(), s.clone(), waiter(stop))
+                        .await
+                        .map_err(failed(format!("receivers.{id}.protocols.grpc")))?;
+                    handles.push(("grpc", h));
+                }
+                if let Some(c) = http {
+                    let h = serve_otlp_http(c, fanout.clone(), s.clone(), waiter(stop))
+                        .await
+                        .map_err(failed(format!("receivers.{id}.protocols.http")))?;
+                    handles.push(("http", h));
+                }
+            }
+            ReceiverSpec::Sentry(c) => {
+                let upstream = forwarders.get(id).map(|f| f.clone() as Arc<dyn Upstream>);
+                let h = serve_sentry_with(c, fanout.clone(), s.clone(), upstream, waiter(stop))
+                    .await
+                    .map_err(failed(format!("receivers.{id}")))?;
+                handles.push(("http", h));
+            }
+        }
+        for (transport, handle) in handles {
+            let what = match (component_type(id), transport) {
+                ("sentry", _) => "Sentry envelopes (POST /api/<project>/envelope/)",
+                (_, "grpc") => "OTLP/gRPC",
+                _ => "OTLP/HTTP (POST /v1development/profiles)",
+            };
+            tracing::info!(receiver = %id, address = %handle.local_addr(), "listening for {what} on {}", handle.local_addr());
+            receivers.push((id.clone(), handle));
+        }
+    }
+    Ok(receivers)
+}

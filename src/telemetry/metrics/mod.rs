@@ -1,0 +1,146 @@
+//! Self-telemetry in the Prometheus text format (version 0.0.4), served at
+//! `http://<service.telemetry.metrics.address>/metrics`, named like the Collector's own
+//! metrics with a `profilink_` prefix.
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `profilink_receiver_accepted_samples_total` | counter | `receiver`, `transport` | observations (one timestamp or one value) accepted |
+//! | `profilink_receiver_refused_samples_total` | counter | `receiver`, `transport` | observations refused (invalid, or the pipeline refused) |
+//! | `profilink_receiver_accepted_profiles_total` | counter | `receiver`, `transport` | OTLP profiles / Sentry chunks and V1 profiles accepted |
+//! | `profilink_receiver_refused_profiles_total` | counter | `receiver`, `transport` | profiles refused |
+//! | `profilink_receiver_{accepted,refused}_spans_total` | counter | `receiver`, `transport` | spans of OTLP traces and Sentry span items accepted / refused |
+//! | `profilink_receiver_accepted_requests_total` | counter | `receiver`, `transport` | requests answered with success |
+//! | `profilink_receiver_refused_requests_total` | counter | `receiver`, `transport` | requests answered with an error |
+//! | `profilink_exporter_accepted_chunks_total` | counter | `exporter` | chunks (OTLP: requests) accepted by `export` |
+//! | `profilink_exporter_refused_full_total` | counter | `exporter` | `export` calls refused because the queue was full |
+//! | `profilink_exporter_sent_chunks_total` | counter | `exporter` | chunks (OTLP: requests) delivered |
+//! | `profilink_exporter_send_failed_chunks_total` | counter | `exporter` | failed delivery attempts |
+//! | `profilink_exporter_retries_total` | counter | `exporter` | retries scheduled |
+//! | `profilink_exporter_rate_limited_total` | counter | `exporter` | responses that imposed a rate limit |
+//! | `profilink_exporter_dropped_chunks_total` | counter | `exporter`, `reason` | chunks given up (`ratelimit_backoff`, `queue_overflow`, `network_error`, `send_error`) |
+//! | `profilink_exporter_merged_chunks_total` | counter | `exporter` | merged chunks emitted by the accumulator |
+//! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk) that could not be grouped, dropped before sending |
+//! | `profilink_exporter_sparse_samples_grouped_total` | counter | `exporter` | samples of such threads moved into group threads (`sparse_threads: group`) |
+//! | `profilink_exporter_sparse_threads_grouped_total` | counter | `exporter` | threads whose samples were moved into group threads |
+//! | `profilink_exporter_{accepted,replayed,sent}_samples_total` | counter | `exporter` | samples accepted by `export`, replayed from the queue at start, delivered |
+//! | `profilink_exporter_dropped_samples_total` | counter | `exporter`, `reason` | samples of chunks given up (reasons as for chunks) |
+//! | `profilink_exporter_tls_handshake_failures_total` | counter | | TLS handshakes of exporters that failed (untrusted, expired or mismatched certificate, refused client certificate, no common version); each is logged with its peer and retried like a network error |
+//! | `profilink_queue_size_bytes` | gauge | `exporter` | bytes of unacknowledged records in the durable queue |
+//! | `profilink_queue_capacity_bytes` | gauge | `exporter` | the queue's capacity |
+//! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`), and chunks removed because they failed the chunk validator (`invalid_chunk`: translated chunks, and received Sentry chunks bound for a chunk exporter; never sent) |
+//! | `profilink_translated_chunks_total` | counter | | Sentry chunks produced from OTLP |
+//! | `profilink_translated_profiles_total` | counter | | Sentry chunks and V1 profiles translated to OTLP |
+//! | `profilink_translation_dropped_samples_total` | counter | `reason` | observations lost in OTLP → Sentry translation (`expansion`, `size`) |
+//! | `profilink_sampling_dropped_chunks_total` | counter | | chunks dropped by `profile_sampling` |
+//! | `profilink_sampling_dropped_profiles_total` | counter | | OTLP profiles and V1 profiles dropped by `profile_sampling` |
+//! | `profilink_store_chunks_total` | counter | `outcome` | chunks offered to the `profile_store`: `stored`, `dropped` (its pending queue was full), `failed` (refused or not written) |
+//! | `profilink_store_link_failures_total` | counter | | batches of transactions the `profile_store` could not link to chunks |
+//! | `profilink_store_pending_bytes` | gauge | | estimated bytes of chunks waiting to be stored |
+//! | `profilink_join_released_chunks_total` | counter | `pipeline`, `reason` | chunks released by a Sentry → OTLP pipeline's join buffer: `covered` (spans ended past their end by more than the session's longest span plus 1 s), `window`, `overflow` (bounds), `shutdown` |
+//! | `profilink_join_unlinked_chunks_total` | counter | `pipeline` | chunks released with no span of their profiler overlapping them |
+//! | `profilink_join_evicted_spans_total` | counter | `pipeline` | spans forgotten early to stay within `max_spans` |
+//! | `profilink_join_dropped_requests_total` | counter | `pipeline` | linked requests dropped while OTLP exporters refused |
+//! | `profilink_join_held_bytes`, `profilink_join_held_chunks`, `profilink_join_kept_spans` | gauge | `pipeline` | the join buffer's size |
+//! | `profilink_traces_exporter_{accepted,refused,sent,send_failed}_spans_total` | counter | `exporter` | spans through the traces instance of an exporter (`refused`: its queue was full) |
+//! | `profilink_traces_exporter_{retries,rate_limited}_total` | counter | `exporter` | retries and rate-limiting responses of a traces exporter |
+//! | `profilink_traces_exporter_queue_size_bytes` | gauge | `exporter` | traces queued in memory |
+//! | `profilink_linking_stamped_spans_total` | counter | `pipeline`, `source` | spans given `sentry.profiler_id`: from their linked `samples` or derived from their `resource` |
+//! | `profilink_linking_thread_ids_total` | counter | `pipeline` | spans given `thread.id` from their linked samples |
+//! | `profilink_linking_waiting_bytes` | gauge | `pipeline` | traces waiting for their profiles |
+//! | `profilink_receiver_dropped_items_total` | counter | `receiver`, `type` | Sentry envelope items (and proxied requests) no pipeline consumes, dropped because the receiver has no `upstream` |
+//! | `profilink_receiver_refused_items_total` | counter | `receiver`, `type`, `reason` | Sentry items refused: chunks failing the door check (validator rule id, `timestamp-out-of-range`), `invalid_json` and `unparsable` envelopes (still forwarded when there is an upstream), `rate_limited` (upstream limits their category; left out of the forwarded copy) |
+//! | `profilink_receiver_upstream_{queued,sent,replayed}_requests_total` | counter | `receiver` | requests taken into the forward queue, delivered upstream, found queued at start |
+//! | `profilink_receiver_upstream_{send_failed,retries,rate_limited,refused_full}_total` | counter | `receiver` | failed attempts, retries, answers with rate limits, requests refused (503) because the forward queue was full |
+//! | `profilink_receiver_upstream_dropped_requests_total` | counter | `receiver`, `reason` | forwarded requests given up: `rate_limited` (429), `rejected` (other 4xx), `retries_exhausted`, `corrupt` |
+//! | `profilink_receiver_upstream_queue_{size,capacity}_bytes` | gauge | `receiver` | the forward queue |
+//! | `profilink_process_resident_memory_bytes` | gauge | | resident set size (Linux) |
+//! | `profilink_build_info` | gauge | `version` | always 1 |
+
+mod exporters;
+mod pipelines;
+mod process;
+mod receivers;
+mod relay;
+#[cfg(test)]
+mod tests;
+mod text;
+
+pub use exporters::ExporterEntry;
+pub use process::resident_memory_bytes;
+pub use receivers::ReceiverEntry;
+pub use text::{Render, Text, escape, scrape};
+
+use axum::Router;
+use axum::routing::get;
+use profilink_exporter::TracesMetrics;
+use profilink_processor::{JoinMetrics, ServiceCounters, StampCounters, StoreCounters};
+use std::sync::Arc;
+
+/// Everything `/metrics` reports.
+#[derive(Debug, Default, Clone)]
+pub struct Registry {
+    /// The receivers' listeners.
+    pub receivers: Vec<ReceiverEntry>,
+    /// The exporters.
+    pub exporters: Vec<ExporterEntry>,
+    /// The pipelines' counters.
+    pub counters: Arc<ServiceCounters>,
+    /// The `profile_store` writer's counters, when the store runs.
+    pub store: Option<Arc<StoreCounters>>,
+    /// The join buffers of Sentry → OTLP pipelines, by pipeline.
+    pub joins: Vec<(String, Arc<JoinMetrics>)>,
+    /// The traces instances of exporters, by exporter id.
+    pub traces_exporters: Vec<(String, Arc<TracesMetrics>)>,
+    /// The span stamping of traces pipelines, by pipeline.
+    pub stamping: Vec<(String, Arc<StampCounters>)>,
+    /// The Sentry receivers' upstream forwarders, by receiver id.
+    pub forwarders: Vec<(String, Arc<profilink_exporter::ForwardMetrics>)>,
+}
+
+impl Registry {
+    /// Renders every metric in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        let mut f = Text { out: &mut out };
+        let relay = relay::Relay {
+            receivers: &self.receivers,
+            forwarders: &self.forwarders,
+        };
+        let mut sections: Vec<&dyn Render> = vec![
+            &self.receivers,
+            &self.exporters,
+            &*self.counters,
+            &exporters::TlsHandshakes,
+        ];
+        if let Some(store) = &self.store {
+            sections.push(&**store);
+        }
+        sections.extend([
+            &self.joins as &dyn Render,
+            &self.traces_exporters,
+            &self.stamping,
+            &relay,
+            &process::Process,
+        ]);
+        for s in sections {
+            s.render(&mut f);
+        }
+        out
+    }
+}
+
+/// The router serving `GET /metrics`.
+pub fn router(registry: Arc<Registry>) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let registry = registry.clone();
+            async move {
+                (
+                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                    registry.render(),
+                )
+            }
+        }),
+    )
+}

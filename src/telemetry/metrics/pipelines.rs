@@ -1,0 +1,207 @@
+//! The processing stage's counters: `profilink_translation_*`, `profilink_translated_*`,
+//! `profilink_sampling_*` (every profiles pipeline), `profilink_store_*` (the store writer),
+//! `profilink_join_*` (join buffers) and `profilink_linking_*` (span stamping).
+
+use super::text::{Render, Text};
+use profilink_processor::TRANSLATION_ERROR_REASONS;
+use profilink_processor::{JoinMetrics, ServiceCounters, StampCounters, StoreCounters};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn load(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+impl Render for ServiceCounters {
+    fn render(&self, f: &mut Text<'_>) {
+        let c = self;
+        let name = "profilink_translation_errors_total";
+        f.header(
+            name,
+            "counter",
+            "Profiles or chunks that could not be translated, by reason.",
+        );
+        for reason in TRANSLATION_ERROR_REASONS {
+            f.sample(name, &[("reason", reason)], c.translation_errors(reason));
+        }
+        let name = "profilink_translation_dropped_samples_total";
+        f.header(
+            name,
+            "counter",
+            "Observations lost in OTLP to Sentry translation, by reason.",
+        );
+        f.sample(
+            name,
+            &[("reason", "expansion")],
+            load(&c.dropped_samples_expansion),
+        );
+        f.sample(name, &[("reason", "size")], load(&c.dropped_samples_size));
+        let plain: [(&str, &str, &AtomicU64); 4] = [
+            (
+                "profilink_translated_chunks_total",
+                "Sentry chunks produced from OTLP profiles.",
+                &c.translated_chunks,
+            ),
+            (
+                "profilink_translated_profiles_total",
+                "Sentry chunks and V1 profiles translated to OTLP.",
+                &c.translated_profiles,
+            ),
+            (
+                "profilink_sampling_dropped_chunks_total",
+                "Chunks dropped by profile_sampling.",
+                &c.sampling_dropped_chunks,
+            ),
+            (
+                "profilink_sampling_dropped_profiles_total",
+                "OTLP and V1 profiles dropped by profile_sampling.",
+                &c.sampling_dropped_profiles,
+            ),
+        ];
+        for (name, help, v) in plain {
+            f.header(name, "counter", help);
+            f.sample(name, &[], load(v));
+        }
+    }
+}
+
+impl Render for StoreCounters {
+    fn render(&self, f: &mut Text<'_>) {
+        let st = self;
+        let name = "profilink_store_chunks_total";
+        f.header(
+            name,
+            "counter",
+            "Chunks offered to the profile store, by outcome.",
+        );
+        f.sample(name, &[("outcome", "stored")], load(&st.stored));
+        f.sample(name, &[("outcome", "dropped")], load(&st.dropped));
+        f.sample(name, &[("outcome", "failed")], load(&st.failed));
+        let name = "profilink_store_link_failures_total";
+        f.header(
+            name,
+            "counter",
+            "Batches of transactions the profile store could not link.",
+        );
+        f.sample(name, &[], load(&st.failed_links));
+        let name = "profilink_store_pending_bytes";
+        f.header(
+            name,
+            "gauge",
+            "Estimated bytes of chunks waiting to be stored.",
+        );
+        f.sample(name, &[], load(&st.pending_bytes));
+    }
+}
+
+impl Render for Vec<(String, Arc<JoinMetrics>)> {
+    fn render(&self, f: &mut Text<'_>) {
+        if !self.is_empty() {
+            let name = "profilink_join_released_chunks_total";
+            f.header(
+                name,
+                "counter",
+                "Chunks released by the trace-linking join buffer, by reason.",
+            );
+            for (p, m) in self {
+                for (reason, v) in [
+                    ("covered", &m.released_covered),
+                    ("window", &m.released_window),
+                    ("overflow", &m.released_overflow),
+                    ("shutdown", &m.released_shutdown),
+                ] {
+                    f.sample(name, &[("pipeline", p), ("reason", reason)], load(v));
+                }
+            }
+            f.per_entry(
+                "counter",
+                "pipeline",
+                self,
+                &[
+                    (
+                        "profilink_join_unlinked_chunks_total",
+                        "Chunks released with no span of their profiler overlapping them.",
+                        |m| &m.unlinked,
+                    ),
+                    (
+                        "profilink_join_evicted_spans_total",
+                        "Spans forgotten early to stay within max_spans.",
+                        |m| &m.spans_evicted,
+                    ),
+                    (
+                        "profilink_join_dropped_requests_total",
+                        "Linked OTLP requests dropped because too many waited for a refusing exporter.",
+                        |m| &m.dropped_requests,
+                    ),
+                ],
+            );
+            f.per_entry(
+                "gauge",
+                "pipeline",
+                self,
+                &[
+                    (
+                        "profilink_join_held_bytes",
+                        "Estimated bytes of chunks held by the join buffer.",
+                        |m| &m.held_bytes,
+                    ),
+                    (
+                        "profilink_join_held_chunks",
+                        "Chunks held by the join buffer.",
+                        |m| &m.held_chunks,
+                    ),
+                    (
+                        "profilink_join_kept_spans",
+                        "Spans kept by the join buffer for linking.",
+                        |m| &m.kept_spans,
+                    ),
+                ],
+            );
+        }
+    }
+}
+
+impl Render for Vec<(String, Arc<StampCounters>)> {
+    fn render(&self, f: &mut Text<'_>) {
+        if !self.is_empty() {
+            let name = "profilink_linking_stamped_spans_total";
+            f.header(
+                name,
+                "counter",
+                "Spans given sentry.profiler_id, by where it came from.",
+            );
+            for (p, c) in self {
+                f.sample(
+                    name,
+                    &[("pipeline", p), ("source", "samples")],
+                    load(&c.profiler_from_samples),
+                );
+                f.sample(
+                    name,
+                    &[("pipeline", p), ("source", "resource")],
+                    load(&c.profiler_from_resource),
+                );
+            }
+            f.per_entry(
+                "counter",
+                "pipeline",
+                self,
+                &[(
+                    "profilink_linking_thread_ids_total",
+                    "Spans given thread.id from their linked samples.",
+                    |c| &c.thread_ids,
+                )],
+            );
+            f.per_entry(
+                "gauge",
+                "pipeline",
+                self,
+                &[(
+                    "profilink_linking_waiting_bytes",
+                    "Bytes of traces waiting for their profiles.",
+                    |c| &c.waiting_bytes,
+                )],
+            );
+        }
+    }
+}
