@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 /// A receiver's typed config.
 #[derive(Debug, Clone, PartialEq)]
+// One value per configured receiver, read once at start: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ReceiverSpec {
     /// `otlp`: gRPC and/or HTTP (at least one).
     Otlp {
