@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: a self-contained load tool (its own HTTP/2 sender and Sentry
+// stand-in), run as one program.
 //! Load test of the running `profilink` binary: OTLP over gRPC (gzip) in, Sentry envelopes
 //! (gzip, or zstd with `--compression zstd`) out to an in-process stand-in.
 //!

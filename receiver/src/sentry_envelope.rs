@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: one idea, the envelope endpoint's steps in Relay's order, read top
+// to bottom; its item parsing and proxying already live in sentry_items.rs and sentry_proxy.rs.
 //! The Sentry envelope endpoint, `POST /api/{project_id}/envelope/`, answering as Relay does.
 //!
 //! Steps, each with the status Relay gives (see the crate docs for the full table):

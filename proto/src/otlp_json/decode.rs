@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: one idea, one reader per OTLP profiles message; splitting the
+// message readers apart would scatter the field tables that mirror profiles.proto.
 //! OTLP/JSON → prost messages, one function per message, driven by the pull [`Parser`].
 //!
 //! Each message function accepts the lowerCamelCase and the snake_case name of every field,

@@ -1,3 +1,4 @@
+// Over 600 lines on purpose: one idea, the pull parser; a third of the file is its tests.
 //! A small pull parser over a JSON byte buffer that keeps the JSON path of the value being read.
 //!
 //! The decoder in [`super::decode`] drives it field by field, so no intermediate `Value` tree is

@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: one idea, the field-by-field OTLP/JSON readers and writers of the
+// trace messages, most of it tests of the wire rules.
 //! OTLP/JSON for the OTLP traces messages (`opentelemetry.proto.trace.v1`,
 //! `opentelemetry.proto.collector.trace.v1`): the OTLP/HTTP `POST /v1/traces` body and answer.
 //!
