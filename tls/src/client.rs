@@ -108,7 +108,7 @@ impl ClientTlsConfig {
             None => None,
         };
         if self.insecure_skip_verify {
-            return Ok(Arc::new(AcceptAny(provider.clone())));
+            return Ok(Arc::new(FixedVerdict::accept(provider.clone())));
         }
         let mut roots = RootCertStore::empty();
         if let Some(path) = &self.ca_file {
@@ -129,7 +129,10 @@ impl ClientTlsConfig {
             tracing::warn!(
                 "no system CA certificates found: TLS servers cannot be verified (set tls.ca_file, SSL_CERT_FILE or SSL_CERT_DIR)"
             );
-            return Ok(Arc::new(NoRoots(provider.clone())));
+            return Ok(Arc::new(FixedVerdict::refuse(
+                provider.clone(),
+                "no trusted CA certificates: the system has none; set tls.ca_file, SSL_CERT_FILE or SSL_CERT_DIR",
+            )));
         }
         let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
             .build()
@@ -206,12 +209,35 @@ impl ServerCertVerifier for OverrideName {
     }
 }
 
-/// `insecure_skip_verify`: any certificate is accepted; the handshake signatures are still
-/// checked, so the connection is encrypted to whoever holds the presented certificate.
+/// A verifier without certificate chains: handshake signatures are checked with the provider's
+/// algorithms, and every server certificate gets the same verdict.
+/// * `insecure_skip_verify` ([`FixedVerdict::accept`]): any certificate is accepted, so the
+///   connection is encrypted to whoever holds the presented certificate;
+/// * no trusted roots at all (a system without CA certificates and no `ca_file`,
+///   [`FixedVerdict::refuse`]): every certificate is refused with an error that says why.
 #[derive(Debug)]
-struct AcceptAny(Arc<CryptoProvider>);
+struct FixedVerdict {
+    provider: Arc<CryptoProvider>,
+    refusal: Option<&'static str>,
+}
 
-impl ServerCertVerifier for AcceptAny {
+impl FixedVerdict {
+    fn accept(provider: Arc<CryptoProvider>) -> Self {
+        FixedVerdict {
+            provider,
+            refusal: None,
+        }
+    }
+
+    fn refuse(provider: Arc<CryptoProvider>, why: &'static str) -> Self {
+        FixedVerdict {
+            provider,
+            refusal: Some(why),
+        }
+    }
+}
+
+impl ServerCertVerifier for FixedVerdict {
     fn verify_server_cert(
         &self,
         _end_entity: &CertificateDer<'_>,
@@ -220,7 +246,10 @@ impl ServerCertVerifier for AcceptAny {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        match self.refusal {
+            None => Ok(ServerCertVerified::assertion()),
+            Some(why) => Err(rustls::Error::General(why.into())),
+        }
     }
 
     fn verify_tls12_signature(
@@ -233,7 +262,7 @@ impl ServerCertVerifier for AcceptAny {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -247,54 +276,14 @@ impl ServerCertVerifier for AcceptAny {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// No trusted roots at all (a system without CA certificates and no `ca_file`): every server
-/// certificate is refused with an error that says why.
-#[derive(Debug)]
-struct NoRoots(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for NoRoots {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Err(rustls::Error::General(
-            "no trusted CA certificates: the system has none; set tls.ca_file, SSL_CERT_FILE or SSL_CERT_DIR".into(),
-        ))
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        AcceptAny(self.0.clone()).verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        AcceptAny(self.0.clone()).verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
