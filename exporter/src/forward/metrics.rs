@@ -60,9 +60,4 @@ impl ForwardMetrics {
             .map(|(r, c)| (*r, c.load(Ordering::Relaxed)))
             .collect()
     }
-
-    /// Reads a counter.
-    pub fn get(c: &AtomicU64) -> u64 {
-        c.load(Ordering::Relaxed)
-    }
 }

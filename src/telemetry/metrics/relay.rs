@@ -2,30 +2,15 @@
 //! upstream forwarder (see the table in [`super`]).
 
 use super::receivers::ReceiverEntry;
-use super::text::{Render, Text, escape};
+use super::text::{Field, Render, Text};
 use profilink_exporter::ForwardMetrics;
-use std::fmt::Write;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
-    let labels: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-        .collect();
-    let _ = writeln!(out, "{name}{{{}}} {value}", labels.join(","));
-}
 
 /// Renders the item counters of every Sentry receiver and the forwarders' counters.
 pub fn render(
     receivers: &[ReceiverEntry],
     forwarders: &[(String, Arc<ForwardMetrics>)],
-    out: &mut String,
+    f: &mut Text<'_>,
 ) {
     let sentry: Vec<&ReceiverEntry> = receivers
         .iter()
@@ -33,28 +18,21 @@ pub fn render(
         .collect();
     if !sentry.is_empty() {
         let name = "profilink_receiver_dropped_items_total";
-        header(
-            out,
+        f.header(
             name,
             "counter",
             "Sentry items no pipeline consumes, dropped because the receiver has no upstream.",
         );
         for r in &sentry {
             for (t, n) in r.stats.sentry_items.dropped() {
-                sample(out, name, &[("receiver", &r.id), ("type", t)], n);
+                f.sample(name, &[("receiver", &r.id), ("type", t)], n);
             }
         }
         let name = "profilink_receiver_refused_items_total";
-        header(
-            out,
-            name,
-            "counter",
-            "Sentry items refused, by type and reason.",
-        );
+        f.header(name, "counter", "Sentry items refused, by type and reason.");
         for r in &sentry {
             for (t, reason, n) in r.stats.sentry_items.refused() {
-                sample(
-                    out,
+                f.sample(
                     name,
                     &[("receiver", &r.id), ("type", t), ("reason", reason)],
                     n,
@@ -65,8 +43,7 @@ pub fn render(
     if forwarders.is_empty() {
         return;
     }
-    type Get = fn(&ForwardMetrics) -> &AtomicU64;
-    let rows: [(&str, &str, &str, Get); 9] = [
+    let rows: [(&str, &str, &str, Field<ForwardMetrics>); 9] = [
         (
             "profilink_receiver_upstream_queued_requests_total",
             "counter",
@@ -123,21 +100,13 @@ pub fn render(
         ),
     ];
     for (name, kind, help, get) in rows {
-        header(out, name, kind, help);
-        for (id, m) in forwarders {
-            sample(out, name, &[("receiver", id)], ForwardMetrics::get(get(m)));
-        }
+        f.per_entry(kind, "receiver", forwarders, &[(name, help, get)]);
     }
     let name = "profilink_receiver_upstream_dropped_requests_total";
-    header(
-        out,
-        name,
-        "counter",
-        "Forwarded requests given up, by reason.",
-    );
+    f.header(name, "counter", "Forwarded requests given up, by reason.");
     for (id, m) in forwarders {
         for (reason, n) in m.dropped() {
-            sample(out, name, &[("receiver", id), ("reason", reason)], n);
+            f.sample(name, &[("receiver", id), ("reason", reason)], n);
         }
     }
 }
@@ -152,6 +121,6 @@ pub struct Relay<'a> {
 
 impl Render for Relay<'_> {
     fn render(&self, f: &mut Text<'_>) {
-        render(self.receivers, self.forwarders, f.out);
+        render(self.receivers, self.forwarders, f);
     }
 }
