@@ -49,23 +49,7 @@ service:
 
 /// The fixture shifted `k` rounds later.
 fn round(base: &ExportProfilesServiceRequest, k: u64) -> ExportProfilesServiceRequest {
-    let mut req = base.clone();
-    let shift = k * ROUND_NS;
-    for rp in &mut req.resource_profiles {
-        for sp in &mut rp.scope_profiles {
-            for p in &mut sp.profiles {
-                if p.time_unix_nano > 0 {
-                    p.time_unix_nano += shift;
-                }
-                for s in &mut p.samples {
-                    for t in &mut s.timestamps_unix_nano {
-                        *t += shift;
-                    }
-                }
-            }
-        }
-    }
-    req
+    shifted(base, k * ROUND_NS)
 }
 
 /// Where the single stop of a run happens.

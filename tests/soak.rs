@@ -21,7 +21,6 @@ use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use service_support::*;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -62,20 +61,6 @@ struct Flapping {
     chunks: Mutex<BTreeMap<String, ProfileChunk>>,
     changed_ids: AtomicU64,
     resends: AtomicU64,
-}
-
-fn decompress(encoding: &str, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    match encoding {
-        "gzip" => {
-            flate2::read::GzDecoder::new(body)
-                .read_to_end(&mut out)
-                .unwrap();
-        }
-        "zstd" => out = zstd::decode_all(body).unwrap(),
-        _ => out = body.to_vec(),
-    }
-    out
 }
 
 async fn envelope(
@@ -252,23 +237,7 @@ service:
 }
 
 fn round(base: &ExportProfilesServiceRequest, k: u64) -> ExportProfilesServiceRequest {
-    let mut req = base.clone();
-    let shift = k * ROUND_NS;
-    for rp in &mut req.resource_profiles {
-        for sp in &mut rp.scope_profiles {
-            for p in &mut sp.profiles {
-                if p.time_unix_nano > 0 {
-                    p.time_unix_nano += shift;
-                }
-                for s in &mut p.samples {
-                    for t in &mut s.timestamps_unix_nano {
-                        *t += shift;
-                    }
-                }
-            }
-        }
-    }
-    req
+    shifted(base, k * ROUND_NS)
 }
 
 /// A client's own copy of the fixture: its resources tagged so its sessions are its own.

@@ -302,7 +302,8 @@ pub struct SentryStandIn {
     pub addr: SocketAddr,
 }
 
-fn decompress(encoding: &str, body: &[u8]) -> Vec<u8> {
+/// A request body as received: gzip or zstd decoded by its `Content-Encoding`.
+pub fn decompress(encoding: &str, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     match encoding {
         "gzip" => {
@@ -620,6 +621,27 @@ pub fn expected_chunks(req: &ExportProfilesServiceRequest) -> Vec<ProfileChunk> 
         .iter()
         .flat_map(|rp| translate(req.dictionary.as_ref(), std::slice::from_ref(rp), &opts).chunks)
         .collect()
+}
+
+/// `base` with every profile and sample timestamp `shift_ns` later (unset profile times stay
+/// unset): one more round of the same agent.
+pub fn shifted(base: &ExportProfilesServiceRequest, shift_ns: u64) -> ExportProfilesServiceRequest {
+    let mut req = base.clone();
+    for rp in &mut req.resource_profiles {
+        for sp in &mut rp.scope_profiles {
+            for p in &mut sp.profiles {
+                if p.time_unix_nano > 0 {
+                    p.time_unix_nano += shift_ns;
+                }
+                for s in &mut p.samples {
+                    for t in &mut s.timestamps_unix_nano {
+                        *t += shift_ns;
+                    }
+                }
+            }
+        }
+    }
+    req
 }
 
 /// Writes a config file into `dir`.
