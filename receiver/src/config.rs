@@ -33,6 +33,13 @@ pub struct OtlpGrpcConfig {
     pub max_concurrent_streams: u32,
     /// Most connections open at once on this listener. Default 1024.
     pub max_connections: usize,
+    /// Longest time for one call, from its headers to its answer (reading the request message
+    /// included): a call not done within this ends with `CANCELLED` and its stream is freed, so
+    /// a request message sent at a byte per second cannot hold a stream and its buffer. A
+    /// client's shorter `grpc-timeout` wins. Default 1m; `0s`: none. (profilink's key: the
+    /// Collector's `configgrpc` has no server-side call timeout.)
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
 }
 
 /// `keepalive:` of the gRPC receiver.
@@ -84,6 +91,7 @@ impl Default for OtlpGrpcConfig {
             keepalive: GrpcKeepalive::default(),
             max_concurrent_streams: 100,
             max_connections: 1024,
+            request_timeout: Duration::from_secs(60),
             endpoint: "127.0.0.1:4317".into(),
             max_recv_msg_size_mib: 64,
             tls: None,

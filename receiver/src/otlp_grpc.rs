@@ -436,13 +436,17 @@ fn nonzero(d: Duration) -> Option<Duration> {
     (!d.is_zero()).then_some(d)
 }
 
-/// tonic's server with `keepalive.server_parameters` and `max_concurrent_streams`.
+/// tonic's server with `keepalive.server_parameters`, `max_concurrent_streams` and
+/// `request_timeout`.
 fn grpc_server(config: &OtlpGrpcConfig) -> Server {
     let params = &config.keepalive.server_parameters;
     let mut server = Server::builder()
         .http2_keepalive_interval(nonzero(params.time))
         .http2_keepalive_timeout(nonzero(params.timeout))
         .max_concurrent_streams(config.max_concurrent_streams.max(1));
+    if let Some(timeout) = nonzero(config.request_timeout) {
+        server = server.timeout(timeout);
+    }
     if let Some(age) = nonzero(params.max_connection_age) {
         server = server.max_connection_age(age);
         if let Some(grace) = nonzero(params.max_connection_age_grace) {

@@ -277,3 +277,78 @@ async fn grpc_idle_connections_are_closed_and_calls_still_answered() {
     );
     server.stop().await;
 }
+
+/// Opens one gRPC call over a raw HTTP/2 connection and sends its request message at one byte
+/// per 200 ms (a 64-byte message announced in the gRPC frame header, never completed); returns
+/// the `grpc-status` the server answered with and how long the call was held.
+async fn slow_grpc_call(addr: SocketAddr) -> (Option<String>, Duration) {
+    let start = Instant::now();
+    let tcp = TcpStream::connect(addr).await.expect("connects");
+    let (mut client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    let request = http::Request::post(format!(
+        "http://{addr}/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .expect("request");
+    let (response, mut body) = client.send_request(request, false).expect("sends headers");
+    // gRPC frame header: not compressed, 64-byte message; then the message a byte at a time.
+    body.send_data(vec![0, 0, 0, 0, 64].into(), false)
+        .expect("frame header");
+    let drip = async {
+        for _ in 0..64 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if body.send_data(vec![0x0a].into(), false).is_err() {
+                break;
+            }
+        }
+        std::future::pending::<()>().await
+    };
+    let answered = async {
+        let response = response.await.ok()?;
+        let in_headers = response.headers().get("grpc-status").cloned();
+        let status = match in_headers {
+            Some(s) => Some(s),
+            None => {
+                let mut rbody = response.into_body();
+                while rbody.data().await.is_some_and(|d| d.is_ok()) {}
+                rbody.trailers().await.ok()??.get("grpc-status").cloned()
+            }
+        };
+        status.map(|s| s.to_str().unwrap_or_default().to_string())
+    };
+    let status = tokio::select! {
+        status = answered => status,
+        _ = drip => None,
+        _ = tokio::time::sleep(Duration::from_secs(20)) => None,
+    };
+    (status, start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_sent_a_byte_at_a_time_end_at_the_request_timeout() {
+    let config = OtlpGrpcConfig {
+        request_timeout: Duration::from_secs(2),
+        ..OtlpGrpcConfig::default()
+    };
+    let server = start_grpc(config, 4).await;
+    let calls: Vec<_> = (0..SLOWLORIS)
+        .map(|_| tokio::spawn(slow_grpc_call(server.addr)))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Others are answered meanwhile.
+    let channel = grpc_channel(server.addr).await;
+    let status = grpc_raw_export(channel, b"\xff\xff garbage".to_vec(), None)
+        .await
+        .expect_err("garbage is refused");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    for call in calls {
+        let (status, held) = call.await.expect("slow call task");
+        // CANCELLED (1): tonic's server timeout.
+        assert_eq!(status.as_deref(), Some("1"), "held {held:?}");
+        assert!(held < Duration::from_secs(5), "slow call held for {held:?}");
+    }
+    server.stop().await;
+}
