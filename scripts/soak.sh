@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The fault soak (tests/soak.rs) for MINUTES against a release build: steady OTLP/gRPC load while
+# The fault soak (tests/soak.rs) for MINUTES against a release build: steady OTLP/gRPC load and
+# SDK envelopes to the sentry receiver while
 # the Sentry stand-in flaps (503, 429 with limits, resets, 30 s stalls), profilink is SIGKILLed
 # and restarted every minute and (as root) its queue's tmpfs fills up for 20 s every 5 minutes.
 # Ends with the test's one-line summary (`soak: ... lost=0 ...`); exit 1 when anything was

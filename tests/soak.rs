@@ -1,4 +1,5 @@
-//! Fault soak of the real binary: steady OTLP/gRPC load while the Sentry stand-in flaps
+//! Fault soak of the real binary: steady OTLP/gRPC load and SDK envelopes (profile chunks, to
+//! the `sentry` receiver) while the Sentry stand-in flaps
 //! (503s, 429 with `X-Sentry-Rate-Limits`, connection resets, stalls longer than the
 //! exporter's timeout), the process is SIGKILLed and restarted on a period, and (as root) the
 //! queue's file system runs out of space for a while. Afterwards every observation of every
@@ -207,7 +208,7 @@ struct Injected {
     disk_full: AtomicU64,
 }
 
-fn config(dir: &Path, grpc: &str, queue: &Path) -> PathBuf {
+fn config(dir: &Path, grpc: &str, envelopes: &str, queue: &Path) -> PathBuf {
     write_config(
         dir,
         "soak.yaml",
@@ -217,6 +218,8 @@ receivers:
   otlp:
     protocols:
       grpc: {{ endpoint: "{grpc}" }}
+  sentry:
+    endpoint: "{envelopes}"
 exporters:
   sentry:
     dsn: ${{env:TEST_SENTRY_DSN}}
@@ -228,6 +231,7 @@ exporters:
 service:
   pipelines:
     profiles: {{ receivers: [otlp], exporters: [sentry] }}
+    profiles/sdk: {{ receivers: [sentry], exporters: [sentry] }}
   telemetry:
     metrics: {{ address: none }}
 "#,
@@ -286,6 +290,8 @@ struct Accepted {
     ambiguous: Keys,
     requests: u64,
     retries: u64,
+    /// Of `requests`, envelopes to the `sentry` receiver.
+    envelopes: u64,
 }
 
 async fn send_until_accepted(
@@ -362,6 +368,68 @@ fn fill(fs: &Path) -> PathBuf {
     path
 }
 
+/// One round of an SDK's chunk: the fixture's chunk with its own chunk id, the client's own
+/// profiler id, and its samples `k` rounds of 7 s later (the chunk spans 6.3 s).
+fn sdk_chunk(base: &ProfileChunk, client: usize, k: u64) -> ProfileChunk {
+    let mut c = base.clone();
+    c.chunk_id = format!("{:016x}{:016x}", 0x5d4b_0000 + client as u64, k);
+    c.profiler_id = format!("{:016x}{:016x}", 0x5d4b_5e55_0000 + client as u64, 0u64);
+    for sample in &mut c.profile.samples {
+        sample.timestamp += 7.0 * k as f64;
+    }
+    c
+}
+
+fn sdk_envelope(c: &ProfileChunk) -> Vec<u8> {
+    let payload = c.to_json();
+    let mut body = format!(
+        "{{}}\n{{\"type\":\"profile_chunk\",\"platform\":\"{}\",\"length\":{}}}\n",
+        c.platform,
+        payload.len()
+    )
+    .into_bytes();
+    body.extend_from_slice(&payload);
+    body.push(b'\n');
+    body
+}
+
+/// Posts an envelope until it is answered 200; like `send_until_accepted`, says whether an
+/// earlier attempt may have been taken in before its answer was lost.
+async fn post_until_accepted(
+    http: &reqwest::Client,
+    addr: &str,
+    body: &[u8],
+    stop: &AtomicBool,
+) -> Option<(u64, bool)> {
+    let mut retries = 0;
+    let mut ambiguous = false;
+    loop {
+        if stop.load(Ordering::SeqCst) && retries > 200 {
+            return None;
+        }
+        let attempt = http
+            .post(format!("http://{addr}/api/42/envelope/"))
+            .header(
+                "x-sentry-auth",
+                format!("Sentry sentry_key={KEY}, sentry_version=7"),
+            )
+            .header("content-type", "application/x-sentry-envelope")
+            .body(body.to_vec())
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        match attempt {
+            Ok(r) if r.status() == 200 => return Some((retries, ambiguous)),
+            // An answer other than 200 (503: queue full) is a clean refusal.
+            Ok(_) => {}
+            // No answer: the request may have been persisted before the process died.
+            Err(_) => ambiguous = true,
+        }
+        retries += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn soak_faults_lose_nothing() {
     let seconds: u64 = std::env::var("PROFILINK_SOAK_SECONDS")
@@ -376,8 +444,8 @@ async fn soak_faults_lose_nothing() {
         .map_or_else(|| dir.path().join("queue"), |fs| fs.join("queue"));
     let (sentry, dsn) = start_flapping().await;
     *sentry.stall.lock().unwrap() = plan.stall;
-    let grpc = free_addr();
-    let cfg = config(dir.path(), &grpc, &queue);
+    let (grpc, envelopes) = (free_addr(), free_addr());
+    let cfg = config(dir.path(), &grpc, &envelopes, &queue);
     let args = ["run", "--config", cfg.to_str().unwrap()];
     let env = [("TEST_SENTRY_DSN", Some(dsn.as_str()))];
     let stderr_log = dir.path().join("profilink.stderr");
@@ -418,6 +486,46 @@ async fn soak_faults_lose_nothing() {
                 }
                 k += 1;
                 tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            acc
+        }));
+    }
+
+    // Load over the envelope endpoint: an SDK's chunks, one envelope every 500 ms.
+    let sdk_base = {
+        let raw = std::fs::read(fixtures().join("sentry/python/trace-chunk-00.envelope")).unwrap();
+        let env = Envelope::parse(&raw).unwrap();
+        let item = env
+            .profile_chunks()
+            .next()
+            .expect("the fixture has a chunk");
+        ProfileChunk::from_json(&item.payload).unwrap()
+    };
+    {
+        let envelopes = envelopes.clone();
+        let stop = stop.clone();
+        clients.push(tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            let mut acc = Accepted::default();
+            let mut k = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let chunk = sdk_chunk(&sdk_base, 0, k);
+                let body = sdk_envelope(&chunk);
+                if let Some((retries, ambiguous)) =
+                    post_until_accepted(&http, &envelopes, &body, &stop).await
+                {
+                    for (key, n) in keys(std::slice::from_ref(&chunk)) {
+                        *acc.keys.entry(key.clone()).or_default() += n;
+                        if ambiguous {
+                            *acc.ambiguous.entry(key).or_default() += n;
+                        }
+                    }
+                    acc.requests += 1;
+                    acc.retries += retries;
+                    acc.envelopes += 1;
+                }
+                k += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
             acc
         }));
@@ -506,6 +614,7 @@ async fn soak_faults_lose_nothing() {
         }
         accepted.requests += a.requests;
         accepted.retries += a.retries;
+        accepted.envelopes += a.envelopes;
     }
 
     // Drain: Sentry answers, windows go idle, everything queued is delivered.
@@ -592,12 +701,13 @@ async fn soak_faults_lose_nothing() {
         .sum();
     let m = |mode: Mode| injected.modes[mode as usize].load(Ordering::Relaxed);
     println!(
-        "soak: {}s, {} requests accepted ({} retries), faults: sigkill={} sentry_503={} sentry_429={} \
+        "soak: {}s, {} requests accepted ({} of them envelopes; {} retries), faults: sigkill={} sentry_503={} sentry_429={} \
          sentry_reset={} sentry_stall={} disk_full={}{}; observations accepted={} delivered={} \
          lost={} duplicated={} unexpected={} changed_chunk_ids={} identical_resends={} \
          sparse_dropped_in_last_summary={}; peak_rss={}MiB (bound {}MiB); unexpected_exits={}",
         plan.seconds,
         accepted.requests,
+        accepted.envelopes,
         accepted.retries,
         injected.kills.load(Ordering::Relaxed),
         m(Mode::Unavailable),
@@ -623,6 +733,7 @@ async fn soak_faults_lose_nothing() {
         unexpected_exits,
     );
     assert!(accepted.requests > 0, "no request was accepted");
+    assert!(accepted.envelopes > 0, "no envelope was accepted");
     assert!(
         injected.kills.load(Ordering::Relaxed) > 0,
         "the soak never killed profilink"
