@@ -358,3 +358,89 @@ async fn sentry_exporter_trusts_a_ca_that_is_only_in_ca_file() {
     assert_eq!(envelope.chunks[0].profiler_id, PROFILER_A);
     server.stop().await;
 }
+
+/// Forwards one envelope through a Sentry receiver's upstream forwarder with `tls`; returns
+/// whether it was sent within a few seconds.
+async fn forward_once(endpoint: String, tls: ClientTlsConfig, dir: &Path) -> bool {
+    use profilink_exporter::{ForwardConfig, ForwardQueueConfig, Forwarder};
+    use profilink_receiver::{ForwardRequest, Upstream};
+    use std::sync::atomic::Ordering;
+    let cfg = ForwardConfig {
+        endpoint,
+        tls,
+        timeout: Duration::from_secs(3),
+        sending_queue: ForwardQueueConfig {
+            storage: Some(dir.to_path_buf()),
+            ..Default::default()
+        },
+        retry_on_failure: quick_retry(),
+        ..Default::default()
+    };
+    let forwarder = Forwarder::start(cfg).await.expect("forwarder starts");
+    let payload = chunk(PROFILER_A, "python", T0, 5.0, 20.0).to_json();
+    let mut body = format!(
+        "{{}}\n{{\"type\":\"profile_chunk\",\"length\":{}}}\n",
+        payload.len()
+    )
+    .into_bytes();
+    body.extend_from_slice(&payload);
+    forwarder
+        .forward(ForwardRequest {
+            project_id: 42,
+            public_key: KEY.into(),
+            path: "/api/42/envelope/".into(),
+            query: None,
+            headers: vec![
+                (
+                    "x-sentry-auth".into(),
+                    format!("Sentry sentry_key={KEY}, sentry_version=7"),
+                ),
+                (
+                    "content-type".into(),
+                    "application/x-sentry-envelope".into(),
+                ),
+            ],
+            body: body.into(),
+        })
+        .await
+        .expect("queued");
+    let metrics = forwarder.metrics();
+    let until = tokio::time::Instant::now() + Duration::from_secs(4);
+    while metrics.sent.load(Ordering::Relaxed) == 0 && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    metrics.sent.load(Ordering::Relaxed) == 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_forwarder_presents_its_client_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("relay CA");
+    let clients = TestCa::new("client CA");
+    let mut tls = server_tls(&ca, dir.path());
+    tls.client_ca_file = Some(clients.write(dir.path(), "clients.pem"));
+    let mut server = start(Kind::Sentry, Some(tls)).await;
+    let endpoint = format!("https://localhost:{}", server.addr.port());
+    let trusted = ca_file(ca.write(dir.path(), "ca.pem"));
+
+    assert!(
+        !forward_once(endpoint.clone(), trusted.clone(), &dir.path().join("q1")).await,
+        "refused without a client certificate"
+    );
+    server.assert_no_batch();
+
+    let (cert, key) = clients.client("profilink").write(dir.path(), "client");
+    let with_cert = ClientTlsConfig {
+        cert_file: Some(cert),
+        key_file: Some(key),
+        ..trusted
+    };
+    assert!(forward_once(endpoint, with_cert, &dir.path().join("q2")).await);
+    let batch = server.next_batch().await;
+    let Payload::Sentry(envelope) = batch.payload else {
+        panic!("not a Sentry batch")
+    };
+    assert_eq!(envelope.project_id, 42);
+    assert_eq!(envelope.chunks[0].profiler_id, PROFILER_A);
+    server.stop().await;
+}

@@ -88,16 +88,10 @@ impl ForwardQueueConfig {
     }
 }
 
-/// TLS settings of the upstream client that can be honoured now (the Collector's `configtls`
-/// names).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ForwardTlsConfig {
-    /// Skip certificate verification (testing only).
-    pub insecure_skip_verify: bool,
-    /// A PEM file of CA certificates to trust in addition to the system roots.
-    pub ca_file: Option<PathBuf>,
-}
+/// TLS of the upstream client: the Collector's `configtls` client settings (`ca_file`,
+/// `ca_pem`, `cert_file`/`key_file` for mutual TLS, `insecure_skip_verify`, `min_version`,
+/// `server_name_override`, `include_system_ca_certs_pool`), as every other exporter takes them.
+pub type ForwardTlsConfig = profilink_tls::ClientTlsConfig;
 
 impl ForwardConfig {
     /// Checks what serde cannot: an endpoint that is an http(s) URL, a positive size.

@@ -93,24 +93,17 @@ impl std::fmt::Debug for Forwarder {
 }
 
 fn client(cfg: &ForwardConfig) -> Result<reqwest::Client, ExportError> {
-    let mut b = reqwest::Client::builder()
+    let rustls = cfg
+        .tls
+        .rustls_config(profilink_tls::ALPN_HTTP)
+        .map_err(|e| ExportError::Config(format!("tls: {e}")))?;
+    reqwest::Client::builder()
         .timeout(cfg.timeout)
         .connect_timeout(cfg.timeout.min(Duration::from_secs(10)))
         .pool_max_idle_per_host(cfg.num_consumers.max(1))
-        .tcp_nodelay(true);
-    if cfg.tls.insecure_skip_verify {
-        b = b.danger_accept_invalid_certs(true);
-    }
-    if let Some(path) = &cfg.tls.ca_file {
-        let pem = std::fs::read(path)
-            .map_err(|e| ExportError::Config(format!("tls.ca_file {}: {e}", path.display())))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem)
-            .map_err(|e| ExportError::Config(format!("tls.ca_file {}: {e}", path.display())))?;
-        for c in certs {
-            b = b.add_root_certificate(c);
-        }
-    }
-    b.build()
+        .tcp_nodelay(true)
+        .use_preconfigured_tls(rustls)
+        .build()
         .map_err(|e| ExportError::Config(format!("upstream HTTP client: {e}")))
 }
 

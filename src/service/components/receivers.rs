@@ -98,6 +98,7 @@ pub fn read_upstream(at: &str, value: &serde_json::Value) -> Result<ForwardConfi
     let cfg: ForwardConfig =
         serde_json::from_value(value.clone()).map_err(|e| format!("{at}.upstream: {e}"))?;
     cfg.validate().map_err(|e| format!("{at}.upstream.{e}"))?;
+    cfg.tls.check().map_err(|e| format!("{at}.upstream.{e}"))?;
     Ok(cfg)
 }
 
@@ -122,11 +123,20 @@ mod tests {
         );
         let e = read_upstream(
             "receivers.sentry",
-            &serde_json::json!({"endpoint": "https://x", "tls": {"cert_file": "c"}}),
+            &serde_json::json!({"endpoint": "https://x", "tls": {"ca_file": "./missing-ca.pem"}}),
         )
         .unwrap_err();
         assert!(
-            e.starts_with("receivers.sentry.upstream: unknown field `cert_file`"),
+            e.starts_with("receivers.sentry.upstream.tls.ca_file: cannot read ./missing-ca.pem"),
+            "{e}"
+        );
+        let e = read_upstream(
+            "receivers.sentry",
+            &serde_json::json!({"endpoint": "https://x", "tls": {"sni": "x"}}),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("receivers.sentry.upstream: unknown field `sni`"),
             "{e}"
         );
     }
