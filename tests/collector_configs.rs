@@ -38,10 +38,7 @@ impl Env {
             ("OUT_DIR", dir.join("out").display().to_string()),
         ];
         Env {
-            vars: vars
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            vars: vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         }
     }
 
@@ -84,7 +81,11 @@ fn every_ok_config_validates() {
     assert!(names.len() >= 6, "{names:?}");
     for name in names {
         let dir = tempfile::tempdir().unwrap();
-        let env = Env::new(dir.path(), &format!("http://{KEY}@127.0.0.1:9/42"), "127.0.0.1:9");
+        let env = Env::new(
+            dir.path(),
+            &format!("http://{KEY}@127.0.0.1:9/42"),
+            "127.0.0.1:9",
+        );
         let out = validate(dir.path(), &testdata(&name), &env);
         assert_eq!(
             out.status.code(),
@@ -92,7 +93,11 @@ fn every_ok_config_validates() {
             "{name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "config OK", "{name}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "config OK",
+            "{name}"
+        );
         // validate starts nothing and creates nothing (not even create_directory's directory).
         assert!(!dir.path().join("storage/created").exists(), "{name}");
         assert!(!dir.path().join("out").exists(), "{name}");
@@ -134,12 +139,19 @@ fn keys_profilink_cannot_honour_are_refused_by_name() {
     let names = configs("refuse_");
     assert_eq!(
         names,
-        expected.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>(),
+        expected
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect::<Vec<_>>(),
         "every refusal config has its expected line"
     );
     for (name, want) in expected {
         let dir = tempfile::tempdir().unwrap();
-        let env = Env::new(dir.path(), &format!("http://{KEY}@127.0.0.1:9/42"), "127.0.0.1:9");
+        let env = Env::new(
+            dir.path(),
+            &format!("http://{KEY}@127.0.0.1:9/42"),
+            "127.0.0.1:9",
+        );
         let out = validate(dir.path(), &testdata(name), &env);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
@@ -207,7 +219,10 @@ async fn otlp_receiver_settings_deliver_to_sentry() {
     ))
     .await;
     assert_eq!(status, 200);
-    assert!(text.contains("profilink_exporter_sent_chunks_total"), "{text}");
+    assert!(
+        text.contains("profilink_exporter_sent_chunks_total"),
+        "{text}"
+    );
 }
 
 /// Waits for `.envelope` files in `out` holding `n` samples in all.
@@ -227,7 +242,9 @@ fn wait_for_envelopes(p: &Profilink, out: &Path, n: usize) -> Vec<PathBuf> {
             .filter_map(|b| profilink_proto::sentry::Envelope::parse(&b).ok())
             .flat_map(|e| {
                 e.profile_chunks()
-                    .filter_map(|i| profilink_proto::sentry::ProfileChunk::from_json(&i.payload).ok())
+                    .filter_map(|i| {
+                        profilink_proto::sentry::ProfileChunk::from_json(&i.payload).ok()
+                    })
                     .collect::<Vec<_>>()
             })
             .map(|c| c.profile.samples.len())
@@ -248,7 +265,11 @@ fn wait_for_envelopes(p: &Profilink, out: &Path, n: usize) -> Vec<PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_storage_with_all_settings_holds_a_file_exporters_queue() {
     let dir = tempfile::tempdir().unwrap();
-    let env = Env::new(dir.path(), &format!("http://{KEY}@127.0.0.1:9/42"), "127.0.0.1:9");
+    let env = Env::new(
+        dir.path(),
+        &format!("http://{KEY}@127.0.0.1:9/42"),
+        "127.0.0.1:9",
+    );
     let created = Path::new(env.get("STORAGE_DIR")).join("created/otc");
     assert!(!created.exists());
     let p = run(dir.path(), "ok_file_storage_all_settings.yaml", &env);
@@ -271,7 +292,11 @@ async fn file_storage_with_all_settings_holds_a_file_exporters_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_otlp_receiver_over_http_writes_envelopes() {
     let dir = tempfile::tempdir().unwrap();
-    let env = Env::new(dir.path(), &format!("http://{KEY}@127.0.0.1:9/42"), "127.0.0.1:9");
+    let env = Env::new(
+        dir.path(),
+        &format!("http://{KEY}@127.0.0.1:9/42"),
+        "127.0.0.1:9",
+    );
     let mut p = run(dir.path(), "ok_otlpreceiver_default.yaml", &env);
     p.wait_port(env.get("HTTP_ENDPOINT"), Duration::from_secs(10));
     let req = otlp_fixture("ebpf-profile.pb");

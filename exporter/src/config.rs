@@ -26,8 +26,8 @@
 //!   file: { path: ./profilink-data }
 //! ```
 
-pub use crate::queue_config::{Overflow, QueueConfig, QueueSizer, SettingError};
 use crate::queue_config::consumers;
+pub use crate::queue_config::{Overflow, QueueConfig, QueueSizer, SettingError};
 pub use profilink_tls::ClientTlsConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;

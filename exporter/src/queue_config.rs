@@ -69,7 +69,7 @@ impl SettingError {
 }
 
 /// Capacity when neither `queue_size` (bytes) nor `max_size_mib` is given.
-pub const DEFAULT_QUEUE_MIB: u64 = 256;
+pub(crate) const DEFAULT_QUEUE_MIB: u64 = 256;
 
 /// `sending_queue`: the durable queue in front of the sender. Read the resolved values through
 /// [`capacity_bytes`](Self::capacity_bytes), [`overflow`](Self::overflow) and the exporter's
@@ -131,7 +131,7 @@ impl Default for QueueConfig {
 
 impl QueueConfig {
     /// Capacity in bytes: `queue_size` with `sizer: bytes`, else `max_size_mib` (default
-    /// [`DEFAULT_QUEUE_MIB`]).
+    /// 256 MiB).
     pub fn capacity_bytes(&self) -> u64 {
         match (self.sizer, self.queue_size) {
             (Some(QueueSizer::Bytes), Some(bytes)) => bytes,
@@ -291,27 +291,57 @@ mod tests {
     #[test]
     fn what_cannot_be_honoured_is_refused_by_key() {
         let cases = [
-            (r#"{"sizer": "requests"}"#, "sending_queue.sizer: requests is not available"),
-            (r#"{"sizer": "items", "queue_size": 10}"#, "sending_queue.sizer: items"),
-            (r#"{"queue_size": 5000}"#, "sending_queue.queue_size: counts requests without a sizer"),
-            (r#"{"sizer": "bytes", "queue_size": 0}"#, "sending_queue.queue_size: must be positive"),
+            (
+                r#"{"sizer": "requests"}"#,
+                "sending_queue.sizer: requests is not available",
+            ),
+            (
+                r#"{"sizer": "items", "queue_size": 10}"#,
+                "sending_queue.sizer: items",
+            ),
+            (
+                r#"{"queue_size": 5000}"#,
+                "sending_queue.queue_size: counts requests without a sizer",
+            ),
+            (
+                r#"{"sizer": "bytes", "queue_size": 0}"#,
+                "sending_queue.queue_size: must be positive",
+            ),
             (
                 r#"{"sizer": "bytes", "queue_size": 1000, "max_size_mib": 1}"#,
                 "sending_queue.queue_size: 1000 bytes disagrees with sending_queue.max_size_mib: 1",
             ),
-            (r#"{"block_on_overflow": true}"#, "sending_queue.block_on_overflow: true is not available"),
+            (
+                r#"{"block_on_overflow": true}"#,
+                "sending_queue.block_on_overflow: true is not available",
+            ),
             (
                 r#"{"block_on_overflow": false, "overflow": "drop_oldest"}"#,
                 "sending_queue.block_on_overflow: false (refuse new data when full) disagrees with sending_queue.overflow",
             ),
-            (r#"{"wait_for_result": true}"#, "sending_queue.wait_for_result: true"),
-            (r#"{"batch": {"min_size": 10}}"#, "sending_queue.batch: not available"),
-            (r#"{"num_consumers": 0}"#, "sending_queue.num_consumers: must be at least 1"),
-            (r#"{"max_size_mib": 0}"#, "sending_queue.max_size_mib: must be at least 1"),
+            (
+                r#"{"wait_for_result": true}"#,
+                "sending_queue.wait_for_result: true",
+            ),
+            (
+                r#"{"batch": {"min_size": 10}}"#,
+                "sending_queue.batch: not available",
+            ),
+            (
+                r#"{"num_consumers": 0}"#,
+                "sending_queue.num_consumers: must be at least 1",
+            ),
+            (
+                r#"{"max_size_mib": 0}"#,
+                "sending_queue.max_size_mib: must be at least 1",
+            ),
         ];
         for (json, want) in cases {
             let got = refused(json);
-            assert!(got.starts_with(want), "{json}: {got:?} should start with {want:?}");
+            assert!(
+                got.starts_with(want),
+                "{json}: {got:?} should start with {want:?}"
+            );
         }
     }
 

@@ -71,9 +71,7 @@ impl fmt::Display for ConfigError {
 
 impl Error for ConfigError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn Error + 'static))
+        self.source.as_deref().map(|e| e as &(dyn Error + 'static))
     }
 }
 

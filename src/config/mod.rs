@@ -29,7 +29,14 @@ pub const RECEIVER_TYPES: &[&str] = &["otlp", "sentry"];
 pub const PROCESSOR_TYPES: &[&str] = &["batch", "profile_sampling", "profile_linking"];
 /// Known exporter types: `otlp_grpc` is the Collector's current name of `otlp`, `otlphttp` its
 /// former name of `otlp_http`.
-pub const EXPORTER_TYPES: &[&str] = &["sentry", "otlp", "otlp_grpc", "otlp_http", "otlphttp", "file"];
+pub const EXPORTER_TYPES: &[&str] = &[
+    "sentry",
+    "otlp",
+    "otlp_grpc",
+    "otlp_http",
+    "otlphttp",
+    "file",
+];
 /// Known extension types.
 pub const EXTENSION_TYPES: &[&str] = &[
     "health_check",

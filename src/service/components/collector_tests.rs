@@ -45,7 +45,11 @@ fn collector_type_names_are_aliases() {
         let p = plan(&with_exporter(&format!("{ty}/back: {{}}"), "")).unwrap();
         match &p.components.exporters[&format!("{ty}/back")] {
             ExporterSpec::Otlp(c) => {
-                assert_eq!((c.protocol, c.endpoint.as_str()), (protocol, endpoint), "{ty}");
+                assert_eq!(
+                    (c.protocol, c.endpoint.as_str()),
+                    (protocol, endpoint),
+                    "{ty}"
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -55,7 +59,10 @@ fn collector_type_names_are_aliases() {
 #[test]
 fn include_metadata_is_accepted_as_a_boolean() {
     let p = plan(&with_exporter(&format!("sentry: {{ dsn: \"{DSN}\" }}"), "")).unwrap();
-    assert!(matches!(p.components.receivers["otlp"], ReceiverSpec::Otlp { .. }));
+    assert!(matches!(
+        p.components.receivers["otlp"],
+        ReceiverSpec::Otlp { .. }
+    ));
     let bad = with_exporter(&format!("sentry: {{ dsn: \"{DSN}\" }}"), "")
         .replace("include_metadata: true", "include_metadata: sometimes");
     let e = plan(&bad).unwrap_err().to_string();
@@ -81,11 +88,15 @@ fn sending_queue_takes_the_collectors_keys() {
     assert_eq!(c.sending_queue.capacity_bytes(), 1 << 20);
     let refused = [
         (
-            format!("sentry: {{ dsn: \"{DSN}\", num_consumers: 2, sending_queue: {{ num_consumers: 3 }} }}"),
+            format!(
+                "sentry: {{ dsn: \"{DSN}\", num_consumers: 2, sending_queue: {{ num_consumers: 3 }} }}"
+            ),
             "exporters.sentry.sending_queue.num_consumers: 3 disagrees with num_consumers: 2",
         ),
         (
-            format!("sentry: {{ dsn: \"{DSN}\", sending_queue: {{ sizer: requests, queue_size: 100 }} }}"),
+            format!(
+                "sentry: {{ dsn: \"{DSN}\", sending_queue: {{ sizer: requests, queue_size: 100 }} }}"
+            ),
             "exporters.sentry.sending_queue.sizer: requests is not available",
         ),
         (
@@ -93,7 +104,8 @@ fn sending_queue_takes_the_collectors_keys() {
             "exporters.file.sending_queue.queue_size: counts requests without a sizer",
         ),
         (
-            "file: { path: /tmp/profilink-f, sending_queue: { block_on_overflow: true } }".to_string(),
+            "file: { path: /tmp/profilink-f, sending_queue: { block_on_overflow: true } }"
+                .to_string(),
             "exporters.file.sending_queue.block_on_overflow: true is not available",
         ),
     ];

@@ -20,14 +20,14 @@
 //! (certificates, keys, CAs) are read here, so a bad one fails `profilink check` and the start
 //! with the key that names it.
 
+#[cfg(test)]
+mod collector_tests;
 mod exporters;
 mod extensions;
 mod plan;
 mod processors;
 mod receivers;
 mod storage;
-#[cfg(test)]
-mod collector_tests;
 #[cfg(test)]
 mod tests;
 

@@ -116,9 +116,8 @@ fn check_traces_pipeline(
     }
     for id in &p.exporters {
         if let Some(spec) = components.exporters.get(id) {
-            traces_exporter_config(spec).map_err(|e| {
-                ConfigError::at(format!("{at}.exporters"), format!("{id}: {e}"))
-            })?;
+            traces_exporter_config(spec)
+                .map_err(|e| ConfigError::at(format!("{at}.exporters"), format!("{id}: {e}")))?;
         }
     }
     Ok(())
@@ -140,7 +139,10 @@ fn check_extensions(config: &Config, components: &Components) -> Result<(), Conf
     if stores.len() > 1 {
         return Err(ConfigError::at(
             "service.extensions",
-            format!("only one profile_store may run, found {}", stores.join(", ")),
+            format!(
+                "only one profile_store may run, found {}",
+                stores.join(", ")
+            ),
         ));
     }
     if let Some(api) = apis.first()

@@ -184,7 +184,8 @@ pub fn resolve_queue_storage(
             format!("extension {storage:?} is not in service.extensions; add it there"),
         ));
     }
-    let dir: PathBuf = Path::new(&ext.directory).join(component_file_name("exporter", id, "profiles"));
+    let dir: PathBuf =
+        Path::new(&ext.directory).join(component_file_name("exporter", id, "profiles"));
     let mut queue = queue.clone();
     queue.insert(
         Value::from("storage"),
@@ -268,7 +269,10 @@ mod tests {
             path
         );
         let none = exporter("{dsn: x}");
-        assert_eq!(resolve_queue_storage("file", &none, &s, &started).unwrap(), none);
+        assert_eq!(
+            resolve_queue_storage("file", &none, &s, &started).unwrap(),
+            none
+        );
     }
 
     #[test]
@@ -324,7 +328,10 @@ mod tests {
             directory: dir.path().join("nope"),
             ..Default::default()
         };
-        let e = missing.check("extensions.file_storage").unwrap_err().to_string();
+        let e = missing
+            .check("extensions.file_storage")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("extensions.file_storage.directory: directory ")
                 && e.contains("create_directory: true"),
@@ -339,7 +346,13 @@ mod tests {
             directory_permissions: "rwx".into(),
             ..created
         };
-        let e = bad.check("extensions.file_storage").unwrap_err().to_string();
-        assert!(e.starts_with("extensions.file_storage.directory_permissions:"), "{e}");
+        let e = bad
+            .check("extensions.file_storage")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("extensions.file_storage.directory_permissions:"),
+            "{e}"
+        );
     }
 }
