@@ -10,13 +10,14 @@
 //!     compression: gzip   # gzip | zstd | none
 //!     compression_params: { level: 2 }   # gzip 1-9 (default 2), zstd 1-22 (default 3)
 //!     timeout: 30s
-//!     num_consumers: 4
+//!     num_consumers: 4   # or sending_queue.num_consumers (the Collector's level)
 //!     chunk_duration: 60s
 //!     chunk_idle_timeout: 10s
 //!     max_chunk_bytes: 8388608
 //!     sparse_threads: group   # group | drop
 //!     retry_on_failure: { enabled: true, initial_interval: 5s, max_interval: 30s, max_elapsed_time: 300s, multiplier: 1.5, randomization_factor: 0.5 }
 //!     sending_queue: { enabled: true, storage: ./profilink-data/queue, max_size_mib: 256, overflow: backpressure }
+//!     # or in the Collector's keys: { enabled: true, num_consumers: 4, sizer: bytes, queue_size: 268435456, block_on_overflow: false }
 //!     dead_letter_dir: null
 //!     routing: { attribute: service.name, dsns: { checkout: https://... } }
 //!     rate_limit_max_wait: 5m
@@ -25,6 +26,8 @@
 //!   file: { path: ./profilink-data }
 //! ```
 
+use crate::queue_config::consumers;
+pub use crate::queue_config::{Overflow, QueueConfig, QueueSizer, SettingError};
 pub use profilink_tls::ClientTlsConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -74,18 +77,6 @@ impl CompressionParams {
     }
 }
 
-/// What `export` does when the queue is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Overflow {
-    /// Refuse new data with [`crate::ExportError::Full`] so receivers answer
-    /// UNAVAILABLE / 429 and producers retry (default).
-    #[default]
-    Backpressure,
-    /// Drop the oldest queued chunks (counted, reported as `queue_overflow`).
-    DropOldest,
-}
-
 /// `retry_on_failure`: exponential backoff with jitter (OpenTelemetry Collector defaults).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -117,47 +108,6 @@ impl Default for RetryConfig {
             multiplier: 1.5,
             randomization_factor: 0.5,
         }
-    }
-}
-
-/// `sending_queue`: the durable queue in front of the sender.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct QueueConfig {
-    /// Persist to disk (default true). When false the queue lives in memory only and data
-    /// accepted but not yet delivered is lost on a crash.
-    pub enabled: bool,
-    /// Directory of the queue's segment files (default `./profilink-data/queue` for Sentry;
-    /// `<path>/.queue` for the file exporter).
-    pub storage: Option<PathBuf>,
-    /// Capacity in MiB of queued (unacknowledged) records (default 256).
-    pub max_size_mib: u64,
-    /// What happens when full (default `backpressure`).
-    pub overflow: Overflow,
-    /// fsync every append before acknowledging it (default true). Turning it off trades crash
-    /// safety on power loss for throughput; process crashes still lose nothing.
-    pub fsync: bool,
-    /// Segment file size at which a new segment starts (default 16 MiB).
-    pub segment_bytes: u64,
-}
-
-impl Default for QueueConfig {
-    fn default() -> Self {
-        QueueConfig {
-            enabled: true,
-            storage: None,
-            max_size_mib: 256,
-            overflow: Overflow::Backpressure,
-            fsync: true,
-            segment_bytes: 16 << 20,
-        }
-    }
-}
-
-impl QueueConfig {
-    /// Capacity in bytes.
-    pub fn capacity_bytes(&self) -> u64 {
-        self.max_size_mib.saturating_mul(1 << 20)
     }
 }
 
@@ -237,8 +187,9 @@ pub struct SentryExporterConfig {
     pub timeout: Duration,
     /// TLS to Sentry (private CAs, client certificates); system roots by default.
     pub tls: ClientTlsConfig,
-    /// Concurrent requests (default 4).
-    pub num_consumers: usize,
+    /// Concurrent requests (default 4); `sending_queue.num_consumers` is the Collector's
+    /// spelling (see [`consumers`](Self::consumers)).
+    pub num_consumers: Option<usize>,
     /// Longest sample span of an emitted chunk (default 60 s).
     #[serde(with = "humantime_serde")]
     pub chunk_duration: Duration,
@@ -292,7 +243,7 @@ impl Default for SentryExporterConfig {
             compression_params: CompressionParams::default(),
             timeout: Duration::from_secs(30),
             tls: ClientTlsConfig::default(),
-            num_consumers: 4,
+            num_consumers: None,
             chunk_duration: acc.chunk_duration,
             chunk_idle_timeout: acc.chunk_idle_timeout,
             max_chunk_bytes: acc.max_chunk_bytes,
@@ -328,6 +279,20 @@ impl SentryExporterConfig {
             .storage
             .clone()
             .unwrap_or_else(|| PathBuf::from("./profilink-data/queue"))
+    }
+
+    /// Concurrent requests: `num_consumers` or `sending_queue.num_consumers` (default 4).
+    /// Call [`check`](Self::check) first: when the two disagree this is the queue's.
+    pub fn consumers(&self) -> usize {
+        consumers(&self.sending_queue, self.num_consumers, 4)
+            .unwrap_or_else(|_| self.sending_queue.num_consumers.unwrap_or(4))
+    }
+
+    /// Refuses queue settings profilink cannot honour and keys that disagree (the error's key
+    /// is relative to the exporter's section).
+    pub fn check(&self) -> Result<(), SettingError> {
+        self.sending_queue.check()?;
+        consumers(&self.sending_queue, self.num_consumers, 4).map(|_| ())
     }
 }
 
@@ -403,7 +368,8 @@ pub struct FileExporterConfig {
     pub flush_on_shutdown: bool,
     /// Threads Relay would drop in a merged chunk: `group` (default) or `drop`.
     pub sparse_threads: SparseThreads,
-    /// The durable queue (default storage `<path>/.queue`).
+    /// The durable queue (default storage `<path>/.queue`); `sending_queue.num_consumers` sets
+    /// how many files are written at once (default 2).
     pub sending_queue: QueueConfig,
     /// Scheduler tick (default 100 ms).
     #[serde(with = "humantime_serde")]
@@ -447,5 +413,16 @@ impl FileExporterConfig {
             .storage
             .clone()
             .unwrap_or_else(|| self.path.join(".queue"))
+    }
+
+    /// Files written at once: `sending_queue.num_consumers` (default 2).
+    pub fn consumers(&self) -> usize {
+        self.sending_queue.num_consumers.unwrap_or(2)
+    }
+
+    /// Refuses queue settings profilink cannot honour (the error's key is relative to the
+    /// exporter's section).
+    pub fn check(&self) -> Result<(), SettingError> {
+        self.sending_queue.check()
     }
 }

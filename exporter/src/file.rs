@@ -171,6 +171,8 @@ impl FileExporter {
         cfg: FileExporterConfig,
         clock: SharedClock,
     ) -> Result<Self, ExportError> {
+        cfg.check()
+            .map_err(|e| ExportError::Config(format!("exporters.file.{e}")))?;
         let metrics = Arc::new(ExporterMetrics::default());
         let qdir = cfg.queue_dir();
         let qcfg = cfg.sending_queue.clone();
@@ -180,7 +182,7 @@ impl FileExporter {
         let ecfg = EngineConfig {
             accumulate: cfg.accumulate(),
             retry: Default::default(),
-            num_consumers: 2,
+            num_consumers: cfg.consumers(),
             tick: cfg.tick,
             observer: cfg.observer.clone(),
             flush_on_shutdown: cfg.flush_on_shutdown,

@@ -51,6 +51,7 @@ mod otlp;
 mod otlp_client;
 mod otlp_retry;
 mod queue;
+mod queue_config;
 mod retry;
 mod sentry;
 mod traces;
@@ -64,8 +65,8 @@ use thiserror::Error;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{
     AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, FileExporterConfig,
-    OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig, RetryConfig, RoutingConfig,
-    SentryExporterConfig, SparseThreads,
+    OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig, QueueSizer, RetryConfig,
+    RoutingConfig, SentryExporterConfig, SettingError, SparseThreads,
 };
 pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, write_atomic_with};
 pub use forward::{ForwardConfig, ForwardMetrics, ForwardQueueConfig, ForwardTlsConfig, Forwarder};

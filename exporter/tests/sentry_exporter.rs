@@ -516,7 +516,7 @@ async fn permanent_errors_are_not_retried_and_are_dead_lettered() {
     server.script(vec![Behaviour::status(413), Behaviour::status(400)]);
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&server, dir.path());
-    cfg.num_consumers = 1;
+    cfg.num_consumers = Some(1);
     cfg.dead_letter_dir = Some(dir.path().join("dead"));
     let exp = SentryExporter::start(cfg).await.unwrap();
     let metrics = exp.metrics();
@@ -688,7 +688,7 @@ async fn full_queue_applies_backpressure() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&server, dir.path());
     cfg.dsn = Some(format!("http://{KEY}@{dead_addr}/42"));
-    cfg.sending_queue.max_size_mib = 1;
+    cfg.sending_queue.max_size_mib = Some(1);
     let exp = SentryExporter::start(cfg).await.unwrap();
     let mut refused = None;
     for i in 0..200 {
@@ -720,9 +720,9 @@ async fn full_queue_drops_oldest_when_configured() {
     let (clock, shared) = manual();
     let mut cfg = config(&server, dir.path());
     cfg.dsn = Some(format!("http://{KEY}@{dead_addr}/42"));
-    cfg.sending_queue.max_size_mib = 1;
-    cfg.sending_queue.overflow = Overflow::DropOldest;
-    cfg.num_consumers = 1;
+    cfg.sending_queue.max_size_mib = Some(1);
+    cfg.sending_queue.overflow = Some(Overflow::DropOldest);
+    cfg.num_consumers = Some(1);
     // Failed sends wait far longer than the test's 440 simulated seconds, so chunks leave
     // the queue only by being dropped for room, never by running out of retries.
     cfg.retry_on_failure.initial_interval = Duration::from_secs(3600);
@@ -821,7 +821,17 @@ async fn config_reads_the_documented_yaml_shape() {
     });
     let cfg: SentryExporterConfig = serde_json::from_value(json).unwrap();
     assert_eq!(cfg.timeout, Duration::from_secs(5));
-    assert_eq!(cfg.sending_queue.overflow, Overflow::DropOldest);
+    assert_eq!(cfg.sending_queue.overflow(), Overflow::DropOldest);
+    assert_eq!(cfg.consumers(), 4);
+    // The same queue in the Collector's keys.
+    let collector: SentryExporterConfig = serde_json::from_value(serde_json::json!({
+        "dsn": "https://0123456789abcdef0123456789abcdef@o1.ingest.sentry.io/123",
+        "sending_queue": { "enabled": true, "num_consumers": 2, "sizer": "bytes", "queue_size": 268435456, "block_on_overflow": false }
+    }))
+    .unwrap();
+    collector.check().unwrap();
+    assert_eq!(collector.consumers(), 2);
+    assert_eq!(collector.sending_queue.capacity_bytes(), 256 << 20);
     assert_eq!(
         cfg.retry_on_failure.max_elapsed_time,
         Duration::from_secs(300)

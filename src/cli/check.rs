@@ -20,7 +20,7 @@ pub fn run(sources: &Sources) -> u8 {
             EXIT_OK
         }
         Err(e) => {
-            eprintln!("error: {}", one_line(&e.0));
+            eprintln!("error: {}", one_line(&e.to_string()));
             EXIT_USAGE
         }
     }

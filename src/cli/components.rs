@@ -47,9 +47,21 @@ const COMPONENTS: &[Component] = &[
         name: "otlp",
         stability: &[("profiles", "Alpha"), ("traces", "Alpha")],
     },
+    // The Collector's current name of its OTLP/gRPC exporter: the same as `otlp`.
+    Component {
+        kind: "exporters",
+        name: "otlp_grpc",
+        stability: &[("profiles", "Alpha"), ("traces", "Alpha")],
+    },
     Component {
         kind: "exporters",
         name: "otlp_http",
+        stability: &[("profiles", "Alpha"), ("traces", "Alpha")],
+    },
+    // The Collector's former name of `otlp_http`.
+    Component {
+        kind: "exporters",
+        name: "otlphttp",
         stability: &[("profiles", "Alpha"), ("traces", "Alpha")],
     },
     Component {
@@ -70,6 +82,11 @@ const COMPONENTS: &[Component] = &[
     Component {
         kind: "extensions",
         name: "flamegraph_api",
+        stability: &[("extension", "Alpha")],
+    },
+    Component {
+        kind: "extensions",
+        name: "file_storage",
         stability: &[("extension", "Alpha")],
     },
 ];

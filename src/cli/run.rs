@@ -40,7 +40,7 @@ pub fn run(config: Option<&Sources>) -> u8 {
     let plan = match plan {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {}", one_line(&e.0));
+            eprintln!("error: {}", one_line(&e.to_string()));
             return EXIT_USAGE;
         }
     };

@@ -18,6 +18,7 @@
 //! expanded again; a mapping or sequence read from a file is (nested references, at most
 //! [`MAX_DEPTH`] files deep).
 
+use super::ConfigError;
 use serde_yaml_ng::Value;
 use serde_yaml_ng::value::{Tag, TaggedValue};
 use std::io::Read;
@@ -35,30 +36,73 @@ pub struct Resolver<'a> {
     /// Reads an environment variable.
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// Reads a file (`${file:...}`); [`read_file`] in the binary.
-    pub file: &'a dyn Fn(&str) -> Result<String, String>,
+    pub file: &'a dyn Fn(&str) -> Result<String, FileError>,
+}
+
+/// Why a file could not be read ([`read_file`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// Opening or reading it failed.
+    #[error("cannot read {path}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is a directory, a device, ...
+    #[error("{path} is not a regular file")]
+    NotRegular {
+        /// The file.
+        path: String,
+    },
+    /// It is larger than [`MAX_FILE_BYTES`].
+    #[error("{path} is larger than {MAX_FILE_BYTES} bytes")]
+    TooLarge {
+        /// The file.
+        path: String,
+    },
+}
+
+impl FileError {
+    /// A [`ConfigError`] at `key` saying this (the I/O error kept as its source).
+    pub fn at(self, key: &str) -> ConfigError {
+        let message = self.to_string();
+        match self {
+            FileError::Io { source, .. } => ConfigError::at(key, message).with_source(source),
+            _ => ConfigError::at(key, message),
+        }
+    }
 }
 
 /// Reads a regular file of at most [`MAX_FILE_BYTES`] as UTF-8.
-pub fn read_file(path: &str) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read {path}: {e}"))?;
+pub fn read_file(path: &str) -> Result<String, FileError> {
+    let io = |source| FileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
-        return Err(format!("{path} is not a regular file"));
+        return Err(FileError::NotRegular {
+            path: path.to_owned(),
+        });
     }
     let mut text = String::new();
     file.take(MAX_FILE_BYTES + 1)
         .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {path}: {e}"))?;
+        .map_err(io)?;
     if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!("{path} is larger than {MAX_FILE_BYTES} bytes"));
+        return Err(FileError::TooLarge {
+            path: path.to_owned(),
+        });
     }
     Ok(text)
 }
 
 /// Expands references in every string of `value`; `path` names the key in errors.
-pub fn expand(value: &mut Value, path: &str, resolver: &Resolver<'_>) -> Result<(), String> {
+pub fn expand(value: &mut Value, path: &str, resolver: &Resolver<'_>) -> Result<(), ConfigError> {
     expand_at(value, path, resolver, 0)
 }
 
@@ -67,7 +111,7 @@ fn expand_at(
     path: &str,
     resolver: &Resolver<'_>,
     depth: usize,
-) -> Result<(), String> {
+) -> Result<(), ConfigError> {
     match value {
         Value::String(s) if s.contains('$') => {
             if let Some(reference) = whole_reference(s) {
@@ -76,8 +120,9 @@ fn expand_at(
                 if source == Source::File && matches!(value, Value::Mapping(_) | Value::Sequence(_))
                 {
                     if depth >= MAX_DEPTH {
-                        return Err(format!(
-                            "{path}: ${{file:...}} references nested more than {MAX_DEPTH} deep"
+                        return Err(ConfigError::at(
+                            path,
+                            format!("${{file:...}} references nested more than {MAX_DEPTH} deep"),
                         ));
                     }
                     expand_at(value, path, resolver, depth + 1)?;
@@ -142,12 +187,12 @@ fn resolve(
     reference: &str,
     path: &str,
     resolver: &Resolver<'_>,
-) -> Result<(String, Source), String> {
+) -> Result<(String, Source), ConfigError> {
     if let Some(file) = reference.strip_prefix("file:") {
         if file.is_empty() {
-            return Err(format!("{path}: ${{file:}} needs a path"));
+            return Err(ConfigError::at(path, "${file:} needs a path"));
         }
-        let mut text = (resolver.file)(file).map_err(|e| format!("{path}: {e}"))?;
+        let mut text = (resolver.file)(file).map_err(|e| e.at(path))?;
         if text.ends_with('\n') {
             text.pop();
             if text.ends_with('\r') {
@@ -161,9 +206,12 @@ fn resolve(
         None => match reference.split_once(':') {
             // `${NAME:-default}` is the env shorthand; any other `scheme:` is not resolved here.
             Some((scheme, rest)) if !rest.starts_with('-') => {
-                return Err(format!(
-                    "{path}: unsupported reference ${{{reference}}} (profilink resolves \
-                     ${{env:NAME}}, ${{env:NAME:-default}} and ${{file:PATH}}; not {scheme}:)"
+                return Err(ConfigError::at(
+                    path,
+                    format!(
+                        "unsupported reference ${{{reference}}} (profilink resolves \
+                         ${{env:NAME}}, ${{env:NAME:-default}} and ${{file:PATH}}; not {scheme}:)"
+                    ),
                 ));
             }
             _ => reference,
@@ -177,20 +225,26 @@ fn resolve(
         || name.as_bytes()[0].is_ascii_digit()
         || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
     {
-        return Err(format!(
-            "{path}: invalid variable reference ${{{reference}}}"
+        return Err(ConfigError::at(
+            path,
+            format!("invalid variable reference ${{{reference}}}"),
         ));
     }
     let value = match ((resolver.env)(name), default) {
         (Some(v), Some(d)) if v.is_empty() => d.to_owned(),
         (Some(v), _) => v,
         (None, Some(d)) => d.to_owned(),
-        (None, None) => return Err(format!("{path}: environment variable {name} is not set")),
+        (None, None) => {
+            return Err(ConfigError::at(
+                path,
+                format!("environment variable {name} is not set"),
+            ));
+        }
     };
     Ok((value, Source::Env))
 }
 
-fn expand_str(s: &str, path: &str, resolver: &Resolver<'_>) -> Result<String, String> {
+fn expand_str(s: &str, path: &str, resolver: &Resolver<'_>) -> Result<String, ConfigError> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find('$') {
@@ -202,7 +256,7 @@ fn expand_str(s: &str, path: &str, resolver: &Resolver<'_>) -> Result<String, St
         } else if let Some(body) = after.strip_prefix('{') {
             let end = body
                 .find('}')
-                .ok_or_else(|| format!("{path}: unterminated ${{ in {s:?}"))?;
+                .ok_or_else(|| ConfigError::at(path, format!("unterminated ${{ in {s:?}")))?;
             let (value, _) = resolve(&body[..end], path, resolver)?;
             out.push_str(&value);
             rest = &body[end + 1..];
@@ -232,12 +286,15 @@ mod tests {
         }
     }
 
-    fn file(path: &str) -> Result<String, String> {
+    fn file(path: &str) -> Result<String, FileError> {
         match path {
             "/secrets/token" => Ok("s3cret\n".into()),
             "/conf/exporters.yaml" => Ok("sentry: {dsn: '${env:DSN}'}\n".into()),
             "/conf/loop.yaml" => Ok("x: ${file:/conf/loop.yaml}\n".into()),
-            _ => Err(format!("cannot read {path}: not found")),
+            _ => Err(FileError::Io {
+                path: path.into(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "not found"),
+            }),
         }
     }
 
@@ -250,7 +307,8 @@ mod tests {
                 env: &env,
                 file: &file,
             },
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         Ok(v)
     }
 
@@ -332,11 +390,27 @@ mod tests {
 
     #[test]
     fn read_file_refuses_what_is_not_a_small_regular_file() {
-        assert!(read_file("/").unwrap_err().contains("not a regular file"));
+        assert!(
+            read_file("/")
+                .unwrap_err()
+                .to_string()
+                .contains("not a regular file")
+        );
+        let missing = read_file("/nonexistent/profilink").unwrap_err();
+        assert!(
+            std::error::Error::source(&missing).is_some(),
+            "the I/O error is kept"
+        );
+        let e = missing.at("exporters.sentry.dsn");
+        assert!(
+            e.to_string()
+                .starts_with("exporters.sentry.dsn: cannot read /nonexistent/profilink: "),
+            "{e}"
+        );
         let dir = tempfile_dir();
         let path = dir.join("t");
         std::fs::write(&path, "v\n").unwrap();
-        assert_eq!(read_file(path.to_str().unwrap()), Ok("v\n".into()));
+        assert_eq!(read_file(path.to_str().unwrap()).unwrap(), "v\n");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -10,9 +10,12 @@
 //! Component sections stay as YAML values here; [`typed`] reads one into the component's own
 //! config struct (owned by the receiver/exporter crates) when the pipeline is built.
 
+mod error;
 pub mod expand;
 pub mod flex;
 pub mod sources;
+
+pub use error::ConfigError;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -24,24 +27,25 @@ use std::path::Path;
 pub const RECEIVER_TYPES: &[&str] = &["otlp", "sentry"];
 /// Known processor types.
 pub const PROCESSOR_TYPES: &[&str] = &["batch", "profile_sampling", "profile_linking"];
-/// Known exporter types.
-pub const EXPORTER_TYPES: &[&str] = &["sentry", "otlp", "otlp_http", "file"];
+/// Known exporter types: `otlp_grpc` is the Collector's current name of `otlp`, `otlphttp` its
+/// former name of `otlp_http`.
+pub const EXPORTER_TYPES: &[&str] = &[
+    "sentry",
+    "otlp",
+    "otlp_grpc",
+    "otlp_http",
+    "otlphttp",
+    "file",
+];
 /// Known extension types.
-pub const EXTENSION_TYPES: &[&str] = &["health_check", "profile_store", "flamegraph_api"];
+pub const EXTENSION_TYPES: &[&str] = &[
+    "health_check",
+    "profile_store",
+    "flamegraph_api",
+    "file_storage",
+];
 /// Known pipeline signals.
 pub const SIGNALS: &[&str] = &["profiles", "traces"];
-
-/// A configuration error: one line naming the key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default)]
@@ -179,9 +183,10 @@ impl MetricsTelemetry {
                 }
                 "basic" | "normal" | "detailed" => {}
                 other => {
-                    return Err(ConfigError(format!(
-                        "{AT}.level: unknown level {other:?} (none, basic, normal, detailed)"
-                    )));
+                    return Err(ConfigError::at(
+                        format!("{AT}.level"),
+                        format!("unknown level {other:?} (none, basic, normal, detailed)"),
+                    ));
                 }
             }
         }
@@ -190,15 +195,17 @@ impl MetricsTelemetry {
             match (&reader.pull, &reader.periodic) {
                 (Some(pull), None) => pulls.push(&pull.exporter.prometheus),
                 (None, Some(_)) => {
-                    return Err(ConfigError(format!(
-                        "{AT}.readers[{i}].periodic: pushing profilink's own metrics is not \
-                         available; use a pull reader (Prometheus) and scrape it"
-                    )));
+                    return Err(ConfigError::at(
+                        format!("{AT}.readers[{i}].periodic"),
+                        "pushing profilink's own metrics is not available; use a pull reader \
+                         (Prometheus) and scrape it",
+                    ));
                 }
                 _ => {
-                    return Err(ConfigError(format!(
-                        "{AT}.readers[{i}]: give exactly one of pull, periodic"
-                    )));
+                    return Err(ConfigError::at(
+                        format!("{AT}.readers[{i}]"),
+                        "give exactly one of pull, periodic",
+                    ));
                 }
             }
         }
@@ -213,9 +220,10 @@ impl MetricsTelemetry {
                 self.address = format!("{host}:{}", p.port);
                 Ok(())
             }
-            _ => Err(ConfigError(format!(
-                "{AT}.readers: profilink serves one Prometheus endpoint; give one pull reader"
-            ))),
+            _ => Err(ConfigError::at(
+                format!("{AT}.readers"),
+                "profilink serves one Prometheus endpoint; give one pull reader",
+            )),
         }
     }
 }
@@ -282,7 +290,7 @@ pub fn typed<T: DeserializeOwned>(value: &Value, path: &str) -> Result<T, Config
         } else {
             format!("{path}.{inner}")
         };
-        ConfigError(format!("{at}: {}", e.into_inner()))
+        ConfigError::at(at, e.into_inner().to_string())
     })
 }
 
@@ -315,7 +323,7 @@ impl Config {
             env: &env,
             file: &expand::read_file,
         };
-        let tree = sources::merged_tree(sources, &resolver).map_err(ConfigError)?;
+        let tree = sources::merged_tree(sources, &resolver)?;
         Self::from_tree(tree, &resolver)
     }
 
@@ -325,7 +333,7 @@ impl Config {
         text: &str,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let tree = sources::parse_document(text).map_err(ConfigError)?;
+        let tree = sources::parse_document(text)?;
         Self::from_tree(
             tree,
             &expand::Resolver {
@@ -336,10 +344,10 @@ impl Config {
     }
 
     fn from_tree(mut tree: Value, resolver: &expand::Resolver<'_>) -> Result<Config, ConfigError> {
-        expand::expand(&mut tree, "", resolver).map_err(ConfigError)?;
+        expand::expand(&mut tree, "", resolver)?;
         let top: TopLevel = serde_path_to_error::deserialize(tree).map_err(|e| {
             let path = e.path().to_string();
-            ConfigError(format!("{path}: {}", e.into_inner()))
+            ConfigError::at(path, e.into_inner().to_string())
         })?;
         let mut service: Service = typed(&top.service, "service")?;
         service.telemetry.metrics.resolve()?;
@@ -364,35 +372,43 @@ impl Config {
         for (section, map, known) in sections {
             for id in map.keys() {
                 if !known.contains(&component_type(id)) {
-                    return Err(ConfigError(format!(
-                        "{section}.{id}: unknown {} type {:?} (known: {})",
-                        section.trim_end_matches('s'),
-                        component_type(id),
-                        known.join(", ")
-                    )));
+                    return Err(ConfigError::at(
+                        format!("{section}.{id}"),
+                        format!(
+                            "unknown {} type {:?} (known: {})",
+                            section.trim_end_matches('s'),
+                            component_type(id),
+                            known.join(", ")
+                        ),
+                    ));
                 }
             }
         }
         for id in &self.service.extensions {
             if !self.extensions.contains_key(id) {
-                return Err(ConfigError(format!(
-                    "service.extensions: extension {id:?} is not defined under extensions"
-                )));
+                return Err(ConfigError::at(
+                    "service.extensions",
+                    format!("extension {id:?} is not defined under extensions"),
+                ));
             }
         }
         if self.service.pipelines.is_empty() {
-            return Err(ConfigError(
-                "service.pipelines: at least one pipeline is required".into(),
+            return Err(ConfigError::at(
+                "service.pipelines",
+                "at least one pipeline is required",
             ));
         }
         for (name, p) in &self.service.pipelines {
             let at = format!("service.pipelines.{name}");
             if !SIGNALS.contains(&component_type(name)) {
-                return Err(ConfigError(format!(
-                    "{at}: unknown signal {:?} (known: {})",
-                    component_type(name),
-                    SIGNALS.join(", ")
-                )));
+                return Err(ConfigError::at(
+                    &at,
+                    format!(
+                        "unknown signal {:?} (known: {})",
+                        component_type(name),
+                        SIGNALS.join(", ")
+                    ),
+                ));
             }
             let refs: [(&str, &[String], &BTreeMap<String, Value>); 3] = [
                 ("receivers", &p.receivers, &self.receivers),
@@ -401,16 +417,20 @@ impl Config {
             ];
             for (section, ids, defined) in refs {
                 if section != "processors" && ids.is_empty() {
-                    return Err(ConfigError(format!(
-                        "{at}.{section}: at least one is required"
-                    )));
+                    return Err(ConfigError::at(
+                        format!("{at}.{section}"),
+                        "at least one is required",
+                    ));
                 }
                 for id in ids {
                     if !defined.contains_key(id) {
-                        return Err(ConfigError(format!(
-                            "{at}.{section}: {} {id:?} is not defined under {section}",
-                            section.trim_end_matches('s')
-                        )));
+                        return Err(ConfigError::at(
+                            format!("{at}.{section}"),
+                            format!(
+                                "{} {id:?} is not defined under {section}",
+                                section.trim_end_matches('s')
+                            ),
+                        ));
                     }
                 }
             }
@@ -483,7 +503,7 @@ service:
             ),
         ];
         for (text, expected) in cases {
-            let err = load(&text).unwrap_err().0;
+            let err = load(&text).unwrap_err().to_string();
             assert!(
                 err.contains(expected),
                 "{err:?} should contain {expected:?}"
@@ -502,7 +522,7 @@ service:
         let v: Value = serde_yaml_ng::from_str("{endpoint: x, bogus: 1}").unwrap();
         let err = typed::<Grpc>(&v, "receivers.otlp.protocols.grpc")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             err.starts_with("receivers.otlp.protocols.grpc.bogus: unknown field `bogus`"),
             "{err}"

@@ -12,7 +12,8 @@
 //! `--set KEY=VALUE` sets one key after the merge; KEY is a `::` path (`.` also separates
 //! when the key has no `::`), VALUE is YAML (`--set service::pipelines::profiles::exporters=[file]`).
 
-use super::expand::Resolver;
+use super::ConfigError;
+use super::expand::{FileError, Resolver};
 use serde_yaml_ng::{Mapping, Value};
 
 /// The `--config` and `--set` values of one command line.
@@ -36,26 +37,27 @@ impl Sources {
 
 /// Reads, parses and merges every source, then applies the `--set` overrides. The result is
 /// not expanded yet.
-pub fn merged_tree(sources: &Sources, resolver: &Resolver<'_>) -> Result<Value, String> {
+pub fn merged_tree(sources: &Sources, resolver: &Resolver<'_>) -> Result<Value, ConfigError> {
     if sources.configs.is_empty() {
-        return Err("no configuration given (--config)".into());
+        return Err(ConfigError::at("", "no configuration given (--config)"));
     }
     let mut tree = Value::Mapping(Mapping::new());
     for source in &sources.configs {
         let text = read_source(source, resolver)?;
-        let doc = parse_document(&text).map_err(|e| format!("{}: {e}", describe(source)))?;
+        let doc = parse_document(&text).map_err(|e| e.under(&describe(source)))?;
         merge(&mut tree, doc);
     }
     for set in &sources.sets {
+        let at = format!("--set {set}");
         let (key, value) = set
             .split_once('=')
-            .ok_or_else(|| format!("--set {set}: expected KEY=VALUE"))?;
+            .ok_or_else(|| ConfigError::at(&at, "expected KEY=VALUE"))?;
         let path = key_path(key.trim());
         if path.iter().any(|p| p.is_empty()) {
-            return Err(format!("--set {set}: empty key"));
+            return Err(ConfigError::at(&at, "empty key"));
         }
         let value: Value = serde_yaml_ng::from_str(value)
-            .map_err(|e| format!("--set {set}: invalid YAML value: {e}"))?;
+            .map_err(|e| ConfigError::at(&at, "invalid YAML value").with_source(e))?;
         let mut nested = value;
         for part in path.iter().rev() {
             let mut map = Mapping::new();
@@ -68,30 +70,40 @@ pub fn merged_tree(sources: &Sources, resolver: &Resolver<'_>) -> Result<Value, 
 }
 
 /// Parses one YAML document into a mapping (empty document: empty mapping), with `::` keys
-/// split into nested mappings.
-pub fn parse_document(text: &str) -> Result<Value, String> {
-    let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| format!("invalid YAML: {e}"))?;
+/// split into nested mappings. Errors have no key (the caller names the source); a parse
+/// error keeps the parser's error (with its line and column) as the source.
+pub fn parse_document(text: &str) -> Result<Value, ConfigError> {
+    let doc: Value = serde_yaml_ng::from_str(text)
+        .map_err(|e| ConfigError::at("", "invalid YAML").with_source(e))?;
     match doc {
         Value::Null => Ok(Value::Mapping(Mapping::new())),
         Value::Mapping(_) => Ok(split_keys(doc)),
-        _ => Err("the configuration must be a mapping at the top".into()),
+        _ => Err(ConfigError::at(
+            "",
+            "the configuration must be a mapping at the top",
+        )),
     }
 }
 
-fn read_source(source: &str, resolver: &Resolver<'_>) -> Result<String, String> {
+fn read_source(source: &str, resolver: &Resolver<'_>) -> Result<String, ConfigError> {
     if let Some(text) = source.strip_prefix("yaml:") {
         return Ok(text.to_owned());
     }
     if let Some(name) = source.strip_prefix("env:") {
-        return (resolver.env)(name)
-            .ok_or_else(|| format!("--config env:{name}: environment variable {name} is not set"));
+        return (resolver.env)(name).ok_or_else(|| {
+            ConfigError::at(
+                format!("--config env:{name}"),
+                format!("environment variable {name} is not set"),
+            )
+        });
     }
     let path = source.strip_prefix("file:").unwrap_or(source);
     if path != source || !has_scheme(source) {
-        return (resolver.file)(path).map_err(|e| format!("{path}: {e}"));
+        return (resolver.file)(path).map_err(|e: FileError| e.at(path));
     }
-    Err(format!(
-        "--config {source}: unsupported source (profilink reads PATH, file:PATH, env:NAME, yaml:TEXT)"
+    Err(ConfigError::at(
+        format!("--config {source}"),
+        "unsupported source (profilink reads PATH, file:PATH, env:NAME, yaml:TEXT)",
     ))
 }
 
@@ -181,14 +193,14 @@ mod tests {
         (name == "CONF").then(|| "exporters: {file: {path: /from/env}}".into())
     }
 
-    fn file(path: &str) -> Result<String, String> {
+    fn file(path: &str) -> Result<String, FileError> {
         match path {
             "base.yaml" => Ok("receivers: {otlp: {protocols: {grpc: {}, http: {}}}}\n\
                                exporters: {file: {path: /a, sparse_threads: drop}}\n\
                                service: {pipelines: {profiles: {receivers: [otlp], exporters: [file]}}}"
                 .into()),
             "over.yaml" => Ok("exporters::file::path: /b\nservice: {pipelines: {profiles: {exporters: [file, file]}}}".into()),
-            _ => Err("not found".into()),
+            _ => Err(FileError::NotRegular { path: path.into() }),
         }
     }
 
@@ -204,6 +216,7 @@ mod tests {
                 file: &file,
             },
         )
+        .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -255,7 +268,7 @@ mod tests {
     fn bad_sources_say_which() {
         assert_eq!(
             tree(&["nope.yaml"], &[]),
-            Err("nope.yaml: not found".into())
+            Err("nope.yaml: nope.yaml is not a regular file".into())
         );
         assert!(
             tree(&["https://x/c.yaml"], &[])
@@ -278,5 +291,10 @@ mod tests {
                 .contains("expected KEY=VALUE")
         );
         assert!(tree(&[], &[]).unwrap_err().contains("no configuration"));
+        assert!(
+            tree(&["yaml:a: [1"], &[])
+                .unwrap_err()
+                .starts_with("--config yaml:a: [1: invalid YAML: ")
+        );
     }
 }

@@ -22,6 +22,17 @@ pub enum ServiceError {
         #[source]
         source: StoreError,
     },
+    /// A `file_storage` extension's directory could not be created.
+    #[error("extensions.{id}: cannot create {}: {source}", path.display())]
+    FileStorage {
+        /// The extension id.
+        id: String,
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The task opening the `profile_store` failed.
     #[error("extensions.{id}: {source}")]
     StoreTask {
@@ -84,8 +95,8 @@ pub enum ServiceError {
         source: BindError,
     },
     /// A Sentry receiver's `upstream` is invalid (the message names the key).
-    #[error("{0}")]
-    Upstream(String),
+    #[error(transparent)]
+    Upstream(crate::config::ConfigError),
     /// A Sentry receiver's upstream forwarder could not start.
     #[error("{at}.upstream: cannot start: {source}")]
     Forwarder {

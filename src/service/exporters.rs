@@ -137,7 +137,7 @@ pub async fn build_exporters(
                     let e = SentryExporter::start(c.clone()).await.map_err(failed)?;
                     let m = e.metrics();
                     metrics.insert(id.clone(), m.clone());
-                    let on = c.sending_queue.overflow == Overflow::Backpressure;
+                    let on = c.sending_queue.overflow() == Overflow::Backpressure;
                     let routing = c.routing.as_ref().map(|r| r.attribute.clone());
                     let e = Exporter::new(id, Backpressure::new(e, m, on))
                         .with_routing_attribute(routing);
@@ -147,7 +147,7 @@ pub async fn build_exporters(
                     let e = FileExporter::start(c.clone()).await.map_err(failed)?;
                     let m = e.metrics();
                     metrics.insert(id.clone(), m.clone());
-                    let on = c.sending_queue.overflow == Overflow::Backpressure;
+                    let on = c.sending_queue.overflow() == Overflow::Backpressure;
                     let e = Exporter::new(id, Backpressure::new(e, m, on));
                     out.chunks.insert(id.clone(), Arc::new(e));
                 }

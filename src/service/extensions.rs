@@ -1,6 +1,7 @@
-//! Step 1 of the start: the extensions. The `profile_store` (opened first: exporters and
-//! pipelines feed it), then the HTTP extensions in `service.extensions` order: the
-//! `flamegraph_api` over the store and the `health_check`.
+//! Step 1 of the start: the extensions. The `file_storage` directories (created when
+//! `create_directory`), the `profile_store` (opened first: exporters and pipelines feed it),
+//! then the HTTP extensions in `service.extensions` order: the `flamegraph_api` over the store
+//! and the `health_check`.
 
 use super::components::{ExtensionSpec, Plan};
 use super::error::ServiceError;
@@ -22,6 +23,31 @@ pub struct RunningStore {
     pub writer: Arc<StoreWriter>,
     /// Applies the retention every [`RETENTION_EVERY`].
     pub retention: tokio::task::JoinHandle<()>,
+}
+
+/// Creates the directories of the `file_storage` extensions in `service.extensions` that
+/// say `create_directory` (with their `directory_permissions`, minus the umask), before the
+/// exporters open their queues under them.
+pub fn prepare_file_storage(plan: &Plan) -> Result<(), ServiceError> {
+    for id in &plan.config.service.extensions {
+        let Some(ExtensionSpec::FileStorage(c)) = plan.components.extensions.get(id) else {
+            continue;
+        };
+        if c.create_directory {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(c.permissions())
+                .create(&c.directory)
+                .map_err(|source| ServiceError::FileStorage {
+                    id: id.clone(),
+                    path: c.directory.clone(),
+                    source,
+                })?;
+        }
+        tracing::info!(extension = %id, directory = %c.directory.display(), "file storage for durable queues");
+    }
+    Ok(())
 }
 
 /// Opens the `profile_store` of `plan` (if it runs one) and starts its writer, retention task

@@ -2,8 +2,8 @@
 //! steps, runs them until a shutdown signal, and drains them.
 //!
 //! Start order:
-//! 1. extensions (`extensions.rs`): the `profile_store`, then `flamegraph_api` and
-//!    `health_check` (answering 503);
+//! 1. extensions (`extensions.rs`): the `file_storage` directories, the `profile_store`, then
+//!    `flamegraph_api` and `health_check` (answering 503);
 //! 2. exporters (`exporters.rs`): each opens and replays its durable queue;
 //! 3. pipelines (`pipelines.rs`): the processing stage of `profilink-processor`, one fan-out
 //!    per receiver id;
@@ -83,6 +83,7 @@ async fn start(
     receivers_rx: &watch::Receiver<bool>,
     telemetry_rx: &watch::Receiver<bool>,
 ) -> Result<Running, ServiceError> {
+    extensions::prepare_file_storage(plan)?;
     let store = extensions::open_store(plan).await?;
     let mut telemetry =
         extensions::build_extensions(plan, store.as_ref(), health, telemetry_rx).await?;

@@ -8,16 +8,18 @@ use tracing_subscriber::EnvFilter;
 /// Checks the level directive and the encoding.
 pub fn check(logs: &LogsTelemetry) -> Result<(), ConfigError> {
     EnvFilter::try_new(&logs.level).map_err(|e| {
-        ConfigError(format!(
-            "service.telemetry.logs.level: invalid level {:?}: {e}",
-            logs.level
-        ))
+        ConfigError::at(
+            "service.telemetry.logs.level",
+            format!("invalid level {:?}", logs.level),
+        )
+        .with_source(e)
     })?;
     match logs.encoding.as_str() {
         "console" | "json" => Ok(()),
-        other => Err(ConfigError(format!(
-            "service.telemetry.logs.encoding: unknown encoding {other:?} (known: console, json)"
-        ))),
+        other => Err(ConfigError::at(
+            "service.telemetry.logs.encoding",
+            format!("unknown encoding {other:?} (known: console, json)"),
+        )),
     }
 }
 

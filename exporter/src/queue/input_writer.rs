@@ -117,7 +117,7 @@ mod tests {
 
     fn open(dir: &std::path::Path, max_size_mib: u64) -> Arc<Queue> {
         let cfg = QueueConfig {
-            max_size_mib,
+            max_size_mib: Some(max_size_mib),
             ..QueueConfig::default()
         };
         let (q, _) = Queue::open(&cfg, dir, Arc::new(ExporterMetrics::default())).unwrap();

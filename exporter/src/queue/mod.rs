@@ -213,7 +213,7 @@ impl Queue {
             next_id: AtomicU64::new(max_id + 1),
             index: Mutex::new(index),
             capacity: cfg.capacity_bytes(),
-            overflow: cfg.overflow,
+            overflow: cfg.overflow(),
             metrics,
         };
         q.metrics

@@ -2,8 +2,8 @@ use super::*;
 
 fn cfg(max_mib: u64, overflow: Overflow) -> QueueConfig {
     QueueConfig {
-        max_size_mib: max_mib,
-        overflow,
+        max_size_mib: Some(max_mib),
+        overflow: Some(overflow),
         ..Default::default()
     }
 }

@@ -293,6 +293,8 @@ impl SentryExporter {
                 "exporters.sentry.dsn is required".into(),
             ));
         };
+        cfg.check()
+            .map_err(|e| ExportError::Config(format!("exporters.sentry.{e}")))?;
         let router = Router::new(dsn, cfg.routing.as_ref())?;
         let level = cfg
             .compression_params
@@ -302,7 +304,7 @@ impl SentryExporter {
             cfg.compression,
             level,
             cfg.timeout,
-            cfg.num_consumers,
+            cfg.consumers(),
             &cfg.tls,
         )?;
         let metrics = Arc::new(ExporterMetrics::default());
@@ -324,7 +326,7 @@ impl SentryExporter {
         let ecfg = EngineConfig {
             accumulate: cfg.accumulate(),
             retry: cfg.retry_on_failure.clone(),
-            num_consumers: cfg.num_consumers,
+            num_consumers: cfg.consumers(),
             tick: cfg.tick,
             observer: cfg.observer.clone(),
             flush_on_shutdown: cfg.flush_on_shutdown,

@@ -5,6 +5,7 @@ use crate::config::{ConfigError, component_type, typed};
 use profilink_exporter::Router;
 use profilink_exporter::{
     ClientTlsConfig, FileExporterConfig, OtlpExporterConfig, OtlpProtocol, SentryExporterConfig,
+    SettingError,
 };
 use profilink_exporter::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig};
 use serde_yaml_ng::Value;
@@ -18,7 +19,7 @@ use std::time::Duration;
 pub enum ExporterSpec {
     /// `sentry`.
     Sentry(SentryExporterConfig),
-    /// `otlp` / `otlp_http`.
+    /// `otlp` (alias `otlp_grpc`) / `otlp_http` (alias `otlphttp`).
     Otlp(OtlpExporterConfig),
     /// `file`.
     File(FileExporterConfig),
@@ -81,13 +82,14 @@ pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfi
     }
 }
 
-fn err(msg: String) -> ConfigError {
-    ConfigError(msg)
-}
-
 /// Reads the files of an exporter's `tls` at `at` (`exporters.otlp`).
 fn check_client_tls(at: &str, tls: &ClientTlsConfig) -> Result<(), ConfigError> {
-    tls.check().map_err(|e| err(format!("{at}.{e}")))
+    tls.check().map_err(|e| ConfigError::tls(at, e))
+}
+
+/// A setting error of the exporter at `at`, keyed under it.
+fn setting(at: &str, e: SettingError) -> ConfigError {
+    ConfigError::at(format!("{at}.{}", e.key), e.message)
 }
 
 /// Reads `exporters.<id>` (and parses the Sentry DSNs).
@@ -97,31 +99,34 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
         "sentry" => {
             let c: SentryExporterConfig = typed(value, &at)?;
             let Some(dsn) = c.dsn.as_deref() else {
-                return Err(err(format!("{at}.dsn: required")));
+                return Err(ConfigError::at(format!("{at}.dsn"), "required"));
             };
             if dsn.trim().is_empty() {
-                return Err(err(format!("{at}.dsn: is empty")));
+                return Err(ConfigError::at(format!("{at}.dsn"), "is empty"));
             }
-            if c.num_consumers == 0 {
-                return Err(err(format!("{at}.num_consumers: must be at least 1")));
-            }
+            c.check().map_err(|e| setting(&at, e))?;
             if let Err(e) = c.compression_params.level_for(c.compression) {
                 let detail = e.strip_prefix("compression_params.level ").unwrap_or(&e);
-                return Err(err(format!("{at}.compression_params.level: {detail}")));
+                return Err(ConfigError::at(
+                    format!("{at}.compression_params.level"),
+                    detail,
+                ));
             }
             if let Err(e) = Router::new(dsn, c.routing.as_ref()) {
                 let msg = e.to_string();
                 let msg = msg
                     .strip_prefix("invalid exporter configuration: ")
                     .unwrap_or(&msg);
-                return Err(err(format!("{at}.dsn: {msg}")));
+                return Err(ConfigError::at(format!("{at}.dsn"), msg));
             }
             check_client_tls(&at, &c.tls)?;
             Ok(ExporterSpec::Sentry(c))
         }
-        "otlp" | "otlp_http" => {
+        // `otlp_grpc` is the Collector's current name of its OTLP/gRPC exporter, `otlphttp` its
+        // former name of `otlp_http`.
+        "otlp" | "otlp_grpc" | "otlp_http" | "otlphttp" => {
             let mut c: OtlpExporterConfig = typed(value, &at)?;
-            if component_type(id) == "otlp_http" {
+            if matches!(component_type(id), "otlp_http" | "otlphttp") {
                 let map = value.as_mapping();
                 let has = |k: &str| map.is_some_and(|m| m.contains_key(k));
                 if !has("protocol") {
@@ -137,7 +142,7 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
                 c.timeout = Duration::from_secs(30);
             }
             if c.endpoint.trim().is_empty() {
-                return Err(err(format!("{at}.endpoint: is empty")));
+                return Err(ConfigError::at(format!("{at}.endpoint"), "is empty"));
             }
             check_client_tls(&at, &c.tls)?;
             Ok(ExporterSpec::Otlp(c))
@@ -145,12 +150,14 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
         "file" => {
             let c: FileExporterConfig = typed(value, &at)?;
             if c.path.as_os_str().is_empty() {
-                return Err(err(format!("{at}.path: is empty")));
+                return Err(ConfigError::at(format!("{at}.path"), "is empty"));
             }
+            c.check().map_err(|e| setting(&at, e))?;
             Ok(ExporterSpec::File(c))
         }
-        other => Err(err(format!(
-            "{at}: exporter type {other:?} is not available in this version of profilink"
-        ))),
+        other => Err(ConfigError::at(
+            at,
+            format!("exporter type {other:?} is not available in this version of profilink"),
+        )),
     }
 }

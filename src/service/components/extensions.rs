@@ -1,5 +1,6 @@
 //! `extensions.<id>`: [`ExtensionSpec`].
 
+use super::storage::FileStorageConfig;
 use crate::config::{ConfigError, component_type, typed};
 use crate::telemetry::health::HealthCheckConfig;
 use profilink_flamegraph::{ApiConfig, StoreConfig};
@@ -14,10 +15,9 @@ pub enum ExtensionSpec {
     ProfileStore(StoreConfig),
     /// `flamegraph_api`: Sentry's flamegraph API and the viewer over the store.
     FlamegraphApi(ApiConfig),
-}
-
-fn err(msg: String) -> ConfigError {
-    ConfigError(msg)
+    /// `file_storage`: a directory for the durable queues of the exporters whose
+    /// `sending_queue.storage` names it.
+    FileStorage(FileStorageConfig),
 }
 
 /// Reads `extensions.<id>`.
@@ -27,8 +27,14 @@ pub fn read_extension(id: &str, value: &Value) -> Result<ExtensionSpec, ConfigEr
         "health_check" => Ok(ExtensionSpec::HealthCheck(typed(value, &at)?)),
         "profile_store" => Ok(ExtensionSpec::ProfileStore(typed(value, &at)?)),
         "flamegraph_api" => Ok(ExtensionSpec::FlamegraphApi(typed(value, &at)?)),
-        other => Err(err(format!(
-            "{at}: extension type {other:?} is not available in this version of profilink"
-        ))),
+        "file_storage" => {
+            let c: FileStorageConfig = typed(value, &at)?;
+            c.check(&at)?;
+            Ok(ExtensionSpec::FileStorage(c))
+        }
+        other => Err(ConfigError::at(
+            at,
+            format!("extension type {other:?} is not available in this version of profilink"),
+        )),
     }
 }

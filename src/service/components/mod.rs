@@ -9,21 +9,25 @@
 //! | processors | `profile_sampling` | [`SamplingConfig`](profilink_processor::SamplingConfig) | `session_sample_rate` in `[0, 1]` |
 //! | processors | `profile_linking` | [`LinkingConfig`](profilink_processor::LinkingConfig) | join buffer (Sentry → OTLP) and span stamping (traces) |
 //! | exporters | `sentry` | [`SentryExporterConfig`](profilink_exporter::SentryExporterConfig) | `dsn` required and parsed here |
-//! | exporters | `otlp`, `otlp_http` | [`OtlpExporterConfig`](profilink_exporter::OtlpExporterConfig) | `otlp_http` defaults to `protocol: http`, `127.0.0.1:4318` |
+//! | exporters | `otlp` (alias `otlp_grpc`), `otlp_http` (alias `otlphttp`) | [`OtlpExporterConfig`](profilink_exporter::OtlpExporterConfig) | `otlp_http` defaults to `protocol: http`, `127.0.0.1:4318` |
 //! | exporters | `file` | [`FileExporterConfig`](profilink_exporter::FileExporterConfig) | |
 //! | extensions | `health_check` | [`HealthCheckConfig`](crate::telemetry::health::HealthCheckConfig) | |
 //! | extensions | `profile_store` | [`StoreConfig`](profilink_flamegraph::StoreConfig) | keeps every chunk of every pipeline |
 //! | extensions | `flamegraph_api` | [`ApiConfig`](profilink_flamegraph::ApiConfig) | needs a `profile_store` in `service.extensions` |
+//! | extensions | `file_storage` | [`FileStorageConfig`] | directory of the queues whose `sending_queue.storage` names it (see `storage.rs`) |
 //!
 //! Errors are one line naming the key, like the rest of the configuration's. `tls` files
 //! (certificates, keys, CAs) are read here, so a bad one fails `profilink check` and the start
 //! with the key that names it.
 
+#[cfg(test)]
+mod collector_tests;
 mod exporters;
 mod extensions;
 mod plan;
 mod processors;
 mod receivers;
+mod storage;
 #[cfg(test)]
 mod tests;
 
@@ -32,3 +36,4 @@ pub use extensions::{ExtensionSpec, read_extension};
 pub use plan::{Components, Plan, is_traces_pipeline};
 pub use processors::{BatchConfig, ProcessorSpec, read_processor};
 pub use receivers::{ReceiverSpec, read_receiver, read_upstream};
+pub use storage::{CompactionConfig, FileStorageConfig, component_file_name};

@@ -5,6 +5,7 @@ use super::exporters::{ExporterSpec, read_exporter, traces_exporter_config};
 use super::extensions::{ExtensionSpec, read_extension};
 use super::processors::{ProcessorSpec, read_processor};
 use super::receivers::{ReceiverSpec, read_receiver};
+use super::storage::resolve_queue_storage;
 use crate::config::{Config, ConfigError, component_type};
 use profilink_flamegraph::StoreConfig;
 use std::collections::BTreeMap;
@@ -32,10 +33,6 @@ pub struct Plan {
     pub components: Components,
 }
 
-fn err(msg: String) -> ConfigError {
-    ConfigError(msg)
-}
-
 /// A path made comparable without touching the disk: absolute (joined to the current
 /// directory), with `.` and `..` resolved lexically.
 fn normalized(p: &Path) -> PathBuf {
@@ -58,9 +55,21 @@ fn normalized(p: &Path) -> PathBuf {
 }
 
 impl Components {
-    /// Reads every section of `config` (used or not) into its typed config.
+    /// Reads every section of `config` (used or not) into its typed config. Extensions come
+    /// first: an exporter's `sending_queue.storage` may name a `file_storage` extension.
     pub fn read(config: &Config) -> Result<Components, ConfigError> {
         let mut c = Components::default();
+        for (id, v) in &config.extensions {
+            c.extensions.insert(id.clone(), read_extension(id, v)?);
+        }
+        let storages: BTreeMap<String, _> = c
+            .extensions
+            .iter()
+            .filter_map(|(id, e)| match e {
+                ExtensionSpec::FileStorage(s) => Some((id.clone(), s.clone())),
+                _ => None,
+            })
+            .collect();
         for (id, v) in &config.receivers {
             c.receivers.insert(id.clone(), read_receiver(id, v)?);
         }
@@ -68,10 +77,8 @@ impl Components {
             c.processors.insert(id.clone(), read_processor(id, v)?);
         }
         for (id, v) in &config.exporters {
-            c.exporters.insert(id.clone(), read_exporter(id, v)?);
-        }
-        for (id, v) in &config.extensions {
-            c.extensions.insert(id.clone(), read_extension(id, v)?);
+            let v = resolve_queue_storage(id, v, &storages, &config.service.extensions)?;
+            c.exporters.insert(id.clone(), read_exporter(id, &v)?);
         }
         Ok(c)
     }
@@ -90,9 +97,10 @@ fn check_traces_pipeline(
             components.receivers.get(id),
             Some(ReceiverSpec::Otlp { .. })
         ) {
-            return Err(err(format!(
-                "{at}.receivers: {id} cannot receive traces (use an otlp receiver)"
-            )));
+            return Err(ConfigError::at(
+                format!("{at}.receivers"),
+                format!("{id} cannot receive traces (use an otlp receiver)"),
+            ));
         }
     }
     for id in &p.processors {
@@ -100,14 +108,16 @@ fn check_traces_pipeline(
             components.processors.get(id),
             Some(ProcessorSpec::Sampling(_))
         ) {
-            return Err(err(format!(
-                "{at}.processors: {id} applies to profiles pipelines only"
-            )));
+            return Err(ConfigError::at(
+                format!("{at}.processors"),
+                format!("{id} applies to profiles pipelines only"),
+            ));
         }
     }
     for id in &p.exporters {
         if let Some(spec) = components.exporters.get(id) {
-            traces_exporter_config(spec).map_err(|e| err(format!("{at}.exporters: {id}: {e}")))?;
+            traces_exporter_config(spec)
+                .map_err(|e| ConfigError::at(format!("{at}.exporters"), format!("{id}: {e}")))?;
         }
     }
     Ok(())
@@ -121,23 +131,27 @@ fn check_extensions(config: &Config, components: &Components) -> Result<(), Conf
     for id in &config.service.extensions {
         match components.extensions.get(id) {
             // Undefined ids are reported by `Config` already.
-            None | Some(ExtensionSpec::HealthCheck(_)) => {}
+            None | Some(ExtensionSpec::HealthCheck(_) | ExtensionSpec::FileStorage(_)) => {}
             Some(ExtensionSpec::ProfileStore(_)) => stores.push(id.as_str()),
             Some(ExtensionSpec::FlamegraphApi(_)) => apis.push(id.as_str()),
         }
     }
     if stores.len() > 1 {
-        return Err(err(format!(
-            "service.extensions: only one profile_store may run, found {}",
-            stores.join(", ")
-        )));
+        return Err(ConfigError::at(
+            "service.extensions",
+            format!(
+                "only one profile_store may run, found {}",
+                stores.join(", ")
+            ),
+        ));
     }
     if let Some(api) = apis.first()
         && stores.is_empty()
     {
-        return Err(err(format!(
-            "service.extensions: {api} needs a profile_store extension in service.extensions"
-        )));
+        return Err(ConfigError::at(
+            "service.extensions",
+            format!("{api} needs a profile_store extension in service.extensions"),
+        ));
     }
     Ok(())
 }
@@ -152,10 +166,10 @@ impl Plan {
                 "profiles" => {}
                 "traces" => check_traces_pipeline(name, p, &components)?,
                 other => {
-                    return Err(err(format!(
-                        "service.pipelines.{name}: {other:?} pipelines are not available; use \
-                         profiles or traces"
-                    )));
+                    return Err(ConfigError::at(
+                        format!("service.pipelines.{name}"),
+                        format!("{other:?} pipelines are not available; use profiles or traces"),
+                    ));
                 }
             }
         }
@@ -163,8 +177,9 @@ impl Plan {
         check_extensions(&config, &components)?;
         let metrics = &config.service.telemetry.metrics.address;
         if metrics != "none" && metrics.trim().is_empty() {
-            return Err(err(
-                "service.telemetry.metrics.address: is empty (use `none` to disable)".into(),
+            return Err(ConfigError::at(
+                "service.telemetry.metrics.address",
+                "is empty (use `none` to disable)",
             ));
         }
         // Only exporters that run can collide.
@@ -182,11 +197,14 @@ impl Plan {
             if let Some(dir) = spec.queue_dir()
                 && let Some(other) = queues.insert(normalized(&dir), id)
             {
-                return Err(err(format!(
-                    "exporters.{id}.sending_queue.storage: {} is already the queue of \
-                         exporter {other:?}; each exporter needs its own directory",
-                    dir.display()
-                )));
+                return Err(ConfigError::at(
+                    format!("exporters.{id}.sending_queue.storage"),
+                    format!(
+                        "{} is already the queue of exporter {other:?}; each exporter needs its \
+                         own directory",
+                        dir.display()
+                    ),
+                ));
             }
         }
         Ok(Plan { config, components })

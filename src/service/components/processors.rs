@@ -5,10 +5,6 @@ use profilink_processor::SamplingConfig;
 pub use profilink_processor::{BatchConfig, ProcessorSpec};
 use serde_yaml_ng::Value;
 
-fn err(msg: String) -> ConfigError {
-    ConfigError(msg)
-}
-
 /// Reads `processors.<id>`.
 pub fn read_processor(id: &str, value: &Value) -> Result<ProcessorSpec, ConfigError> {
     let at = format!("processors.{id}");
@@ -18,15 +14,17 @@ pub fn read_processor(id: &str, value: &Value) -> Result<ProcessorSpec, ConfigEr
             let c: SamplingConfig = typed(value, &at)?;
             let r = c.session_sample_rate;
             if !(0.0..=1.0).contains(&r) {
-                return Err(err(format!(
-                    "{at}.session_sample_rate: must be between 0 and 1, got {r}"
-                )));
+                return Err(ConfigError::at(
+                    format!("{at}.session_sample_rate"),
+                    format!("must be between 0 and 1, got {r}"),
+                ));
             }
             Ok(ProcessorSpec::Sampling(c))
         }
         "profile_linking" => Ok(ProcessorSpec::Linking(typed(value, &at)?)),
-        other => Err(err(format!(
-            "{at}: processor type {other:?} is not available in this version of profilink"
-        ))),
+        other => Err(ConfigError::at(
+            at,
+            format!("processor type {other:?} is not available in this version of profilink"),
+        )),
     }
 }

@@ -23,19 +23,28 @@ pub enum ReceiverSpec {
     Sentry(SentryReceiverConfig),
 }
 
-fn err(msg: String) -> ConfigError {
-    ConfigError(msg)
-}
-
 /// Reads the files of a receiver's `tls` at `at` (`receivers.otlp.protocols.grpc`).
 fn check_server_tls(
     at: &str,
     tls: Option<&profilink_receiver::TlsConfig>,
 ) -> Result<(), ConfigError> {
     match tls {
-        Some(t) => t.check().map_err(|e| err(format!("{at}.{e}"))),
+        Some(t) => t.check().map_err(|e| ConfigError::tls(at, e)),
         None => Ok(()),
     }
+}
+
+/// A protocol's section without the Collector's `include_metadata` (checked to be a boolean):
+/// it makes client metadata (headers) available to the pipeline, and nothing in profilink reads
+/// client metadata, so it has no effect either way.
+fn without_include_metadata(value: &Value, path: &str) -> Result<Value, ConfigError> {
+    let mut value = value.clone();
+    if let Some(map) = value.as_mapping_mut()
+        && let Some(v) = map.remove("include_metadata")
+    {
+        typed::<bool>(&v, &format!("{path}.include_metadata"))?;
+    }
+    Ok(value)
 }
 
 /// Reads `receivers.<id>`.
@@ -56,49 +65,60 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
                 let path = format!("{at}.protocols.{name}");
                 match name.as_str() {
                     "grpc" => {
-                        let c = typed::<OtlpGrpcConfig>(v, &path)?;
+                        let v = without_include_metadata(v, &path)?;
+                        let c = typed::<OtlpGrpcConfig>(&v, &path)?;
                         check_server_tls(&path, c.tls.as_ref())?;
                         grpc = Some(c);
                     }
                     "http" => {
-                        let c = typed::<OtlpHttpConfig>(v, &path)?;
+                        let v = without_include_metadata(v, &path)?;
+                        let c = typed::<OtlpHttpConfig>(&v, &path)?;
                         check_server_tls(&path, c.tls.as_ref())?;
                         http = Some(c);
                     }
                     other => {
-                        return Err(err(format!(
-                            "{path}: unknown protocol {other:?} (known: grpc, http)"
-                        )));
+                        return Err(ConfigError::at(
+                            path,
+                            format!("unknown protocol {other:?} (known: grpc, http)"),
+                        ));
                     }
                 }
             }
             if grpc.is_none() && http.is_none() {
-                return Err(err(format!(
-                    "{at}.protocols: at least one of grpc, http is required"
-                )));
+                return Err(ConfigError::at(
+                    format!("{at}.protocols"),
+                    "at least one of grpc, http is required",
+                ));
             }
             Ok(ReceiverSpec::Otlp { grpc, http })
         }
         "sentry" => {
             let c: SentryReceiverConfig = typed(value, &at)?;
             if let Some(u) = &c.upstream {
-                read_upstream(&at, u).map_err(err)?;
+                read_upstream(&at, u)?;
             }
             check_server_tls(&at, c.tls.as_ref())?;
             Ok(ReceiverSpec::Sentry(c))
         }
-        other => Err(err(format!(
-            "{at}: receiver type {other:?} is not available in this version of profilink"
-        ))),
+        other => Err(ConfigError::at(
+            at,
+            format!("receiver type {other:?} is not available in this version of profilink"),
+        )),
     }
 }
 
 /// Types and checks `receivers.<id>.upstream`; the error names the key.
-pub fn read_upstream(at: &str, value: &serde_json::Value) -> Result<ForwardConfig, String> {
-    let cfg: ForwardConfig =
-        serde_json::from_value(value.clone()).map_err(|e| format!("{at}.upstream: {e}"))?;
-    cfg.validate().map_err(|e| format!("{at}.upstream.{e}"))?;
-    cfg.tls.check().map_err(|e| format!("{at}.upstream.{e}"))?;
+pub fn read_upstream(at: &str, value: &serde_json::Value) -> Result<ForwardConfig, ConfigError> {
+    let cfg: ForwardConfig = serde_json::from_value(value.clone())
+        .map_err(|e| ConfigError::at(format!("{at}.upstream"), e.to_string()))?;
+    // `validate` says `<key>: <problem>` of a key under `upstream`.
+    cfg.validate().map_err(|e| match e.split_once(": ") {
+        Some((key, problem)) => ConfigError::at(format!("{at}.upstream.{key}"), problem),
+        None => ConfigError::at(format!("{at}.upstream"), e),
+    })?;
+    cfg.tls
+        .check()
+        .map_err(|e| ConfigError::tls(&format!("{at}.upstream"), e))?;
     Ok(cfg)
 }
 
@@ -115,8 +135,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.timeout, Duration::from_secs(10));
-        let e =
-            read_upstream("receivers.sentry", &serde_json::json!({"timeout": "10s"})).unwrap_err();
+        let e = read_upstream("receivers.sentry", &serde_json::json!({"timeout": "10s"}))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "receivers.sentry.upstream.endpoint: required (the upstream Sentry or Relay base URL)"
@@ -125,7 +146,8 @@ mod tests {
             "receivers.sentry",
             &serde_json::json!({"endpoint": "https://x", "tls": {"ca_file": "./missing-ca.pem"}}),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.starts_with("receivers.sentry.upstream.tls.ca_file: cannot read ./missing-ca.pem"),
             "{e}"
@@ -134,7 +156,8 @@ mod tests {
             "receivers.sentry",
             &serde_json::json!({"endpoint": "https://x", "tls": {"sni": "x"}}),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.starts_with("receivers.sentry.upstream: unknown field `sni`"),
             "{e}"

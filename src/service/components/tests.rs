@@ -100,7 +100,7 @@ fn traces_pipelines_are_checked() {
         ),
     ];
     for (text, expected) in cases {
-        let e = plan(&text).unwrap_err().0;
+        let e = plan(&text).unwrap_err().to_string();
         assert!(e.contains(expected), "{e:?} should contain {expected:?}");
     }
 }
@@ -131,16 +131,16 @@ fn store_and_flamegraph_extensions() {
         "  profile_store: {}\n  flamegraph_api: {}\n",
         "health_check, flamegraph_api",
     );
-    let e = plan(&text).unwrap_err().0;
+    let e = plan(&text).unwrap_err().to_string();
     assert!(e.contains("flamegraph_api needs a profile_store"), "{e}");
     let text = with(
         "  profile_store: {}\n  profile_store/2: {}\n",
         "profile_store, profile_store/2",
     );
-    let e = plan(&text).unwrap_err().0;
+    let e = plan(&text).unwrap_err().to_string();
     assert!(e.contains("only one profile_store"), "{e}");
     let text = with("  profile_store: { retention: soon }\n", "profile_store");
-    let e = plan(&text).unwrap_err().0;
+    let e = plan(&text).unwrap_err().to_string();
     assert!(e.starts_with("extensions.profile_store.retention"), "{e}");
     // Configured but not listed: not run.
     let text = with("  profile_store: {}\n", "health_check");
@@ -189,7 +189,7 @@ fn errors_name_the_key() {
             ),
         ];
     for (text, expected) in cases {
-        let e = plan(&text).unwrap_err().0;
+        let e = plan(&text).unwrap_err().to_string();
         assert!(e.contains(expected), "{e:?} should contain {expected:?}");
         assert!(!e.contains('\n'), "one line: {e:?}");
     }
