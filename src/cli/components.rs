@@ -72,6 +72,16 @@ const COMPONENTS: &[Component] = &[
         name: "flamegraph_api",
         stability: &[("extension", "Alpha")],
     },
+    Component {
+        kind: "extensions",
+        name: "bearertokenauth",
+        stability: &[("extension", "Beta")],
+    },
+    Component {
+        kind: "extensions",
+        name: "pprof",
+        stability: &[("extension", "Beta")],
+    },
 ];
 
 /// The listing as YAML.

@@ -27,7 +27,13 @@ pub const PROCESSOR_TYPES: &[&str] = &["batch", "profile_sampling", "profile_lin
 /// Known exporter types.
 pub const EXPORTER_TYPES: &[&str] = &["sentry", "otlp", "otlp_http", "file"];
 /// Known extension types.
-pub const EXTENSION_TYPES: &[&str] = &["health_check", "profile_store", "flamegraph_api"];
+pub const EXTENSION_TYPES: &[&str] = &[
+    "health_check",
+    "profile_store",
+    "flamegraph_api",
+    "bearertokenauth",
+    "pprof",
+];
 /// Known pipeline signals.
 pub const SIGNALS: &[&str] = &["profiles", "traces"];
 

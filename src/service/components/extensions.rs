@@ -1,8 +1,10 @@
 //! `extensions.<id>`: [`ExtensionSpec`].
 
 use crate::config::{ConfigError, component_type, typed};
+use crate::pprof::PprofConfig;
 use crate::telemetry::health::HealthCheckConfig;
 use profilink_flamegraph::{ApiConfig, StoreConfig};
+use profilink_receiver::auth::{BearerTokenAuth, BearerTokenAuthConfig};
 use serde_yaml_ng::Value;
 
 /// An extension's typed config.
@@ -14,6 +16,10 @@ pub enum ExtensionSpec {
     ProfileStore(StoreConfig),
     /// `flamegraph_api`: Sentry's flamegraph API and the viewer over the store.
     FlamegraphApi(ApiConfig),
+    /// `bearertokenauth`: the authenticator `auth:` settings of receivers and exporters name.
+    BearerTokenAuth(BearerTokenAuthConfig),
+    /// `pprof`: CPU profiles of profilink itself.
+    Pprof(PprofConfig),
 }
 
 fn err(msg: String) -> ConfigError {
@@ -27,6 +33,20 @@ pub fn read_extension(id: &str, value: &Value) -> Result<ExtensionSpec, ConfigEr
         "health_check" => Ok(ExtensionSpec::HealthCheck(typed(value, &at)?)),
         "profile_store" => Ok(ExtensionSpec::ProfileStore(typed(value, &at)?)),
         "flamegraph_api" => Ok(ExtensionSpec::FlamegraphApi(typed(value, &at)?)),
+        "bearertokenauth" => {
+            let c: BearerTokenAuthConfig = typed(value, &at)?;
+            c.validate().map_err(|e| err(format!("{at}.{e}")))?;
+            // The token file is read now, so a missing one fails `check` with its key.
+            if c.filename.is_some() {
+                BearerTokenAuth::new(&c).map_err(|e| err(format!("{at}.filename: {e}")))?;
+            }
+            Ok(ExtensionSpec::BearerTokenAuth(c))
+        }
+        "pprof" => {
+            let c: PprofConfig = typed(value, &at)?;
+            c.validate().map_err(|e| err(format!("{at}.{e}")))?;
+            Ok(ExtensionSpec::Pprof(c))
+        }
         other => Err(err(format!(
             "{at}: extension type {other:?} is not available in this version of profilink"
         ))),

@@ -14,11 +14,16 @@
 //! | extensions | `health_check` | [`HealthCheckConfig`](crate::telemetry::health::HealthCheckConfig) | |
 //! | extensions | `profile_store` | [`StoreConfig`](profilink_flamegraph::StoreConfig) | keeps every chunk of every pipeline |
 //! | extensions | `flamegraph_api` | [`ApiConfig`](profilink_flamegraph::ApiConfig) | needs a `profile_store` in `service.extensions` |
+//! | extensions | `bearertokenauth` | [`BearerTokenAuthConfig`](profilink_receiver::auth::BearerTokenAuthConfig) | named by `auth.authenticator` of receivers and exporters (`auth.rs`) |
+//! | extensions | `pprof` | [`PprofConfig`](crate::pprof::PprofConfig) | at most one runs |
 //!
 //! Errors are one line naming the key, like the rest of the configuration's. `tls` files
 //! (certificates, keys, CAs) are read here, so a bad one fails `profilink check` and the start
 //! with the key that names it.
 
+mod auth;
+#[cfg(test)]
+mod auth_tests;
 mod exporters;
 mod extensions;
 mod plan;
