@@ -3,6 +3,8 @@
 //! Every field has a default, so `{}` is a valid config; unknown keys are errors (typos surface
 //! at start-up instead of being ignored).
 
+use crate::auth::{AuthSettings, Authenticator};
+use crate::cors::CorsConfig;
 use crate::http_server::HttpServerSettings;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -25,8 +27,16 @@ pub struct OtlpGrpcConfig {
     pub max_recv_msg_size_mib: usize,
     /// TLS; plaintext (h2c) when absent.
     pub tls: Option<TlsConfig>,
-    /// When set, requests must carry metadata `authorization: Bearer <token>`.
+    /// When set, requests must carry metadata `authorization: Bearer <token>` (shorthand for
+    /// a `bearertokenauth` extension with this one token; excludes `auth`).
     pub bearer_token: Option<String>,
+    /// `auth: { authenticator: bearertokenauth[/name] }`: requests must pass that extension's
+    /// check (`UNAUTHENTICATED` otherwise).
+    pub auth: Option<AuthSettings>,
+    /// The authenticator `auth` names, resolved by the service (not read from the YAML). A
+    /// listener with `auth` but without it refuses to start.
+    #[serde(skip)]
+    pub authenticator: Option<Authenticator>,
     /// `keepalive.server_parameters` (the Collector's `configgrpc` keys).
     pub keepalive: GrpcKeepalive,
     /// Most concurrent calls (HTTP/2 streams) per connection. Default 100.
@@ -96,6 +106,8 @@ impl Default for OtlpGrpcConfig {
             max_recv_msg_size_mib: 64,
             tls: None,
             bearer_token: None,
+            auth: None,
+            authenticator: None,
         }
     }
 }
@@ -117,8 +129,19 @@ pub struct OtlpHttpConfig {
     pub max_request_body_size_mib: usize,
     /// TLS; plaintext when absent.
     pub tls: Option<TlsConfig>,
-    /// When set, requests must carry `Authorization: Bearer <token>`.
+    /// When set, requests must carry `Authorization: Bearer <token>` (shorthand for a
+    /// `bearertokenauth` extension with this one token; excludes `auth`).
     pub bearer_token: Option<String>,
+    /// `auth: { authenticator: bearertokenauth[/name] }`: requests must pass that extension's
+    /// check (401 otherwise).
+    pub auth: Option<AuthSettings>,
+    /// The authenticator `auth` names, resolved by the service (not read from the YAML). A
+    /// listener with `auth` but without it refuses to start.
+    #[serde(skip)]
+    pub authenticator: Option<Authenticator>,
+    /// Cross-origin requests from browsers (`allowed_origins`, `allowed_headers`, `max_age`;
+    /// see [`crate::cors`]). Off unless an origin is allowed.
+    pub cors: Option<CorsConfig>,
     /// Longest time to read a whole request (headers and body). Default 1m; `0s`: none.
     #[serde(with = "humantime_serde")]
     pub read_timeout: Duration,
@@ -150,6 +173,9 @@ impl Default for OtlpHttpConfig {
             max_request_body_size_mib: 64,
             tls: None,
             bearer_token: None,
+            auth: None,
+            authenticator: None,
+            cors: None,
         }
     }
 }
@@ -277,6 +303,23 @@ mod tests {
         assert!(s.key_allowed(7, "b"));
         assert!(s.key_allowed(8, "b"));
         assert!(serde_json::from_str::<OtlpGrpcConfig>(r#"{"endpoit":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn auth_and_cors_parse_with_collector_names() {
+        let g: OtlpGrpcConfig =
+            serde_json::from_str(r#"{"auth":{"authenticator":"bearertokenauth/in"}}"#).unwrap();
+        assert_eq!(g.auth.unwrap().authenticator, "bearertokenauth/in");
+        assert!(g.authenticator.is_none());
+        // Resolved by the service only.
+        assert!(serde_json::from_str::<OtlpGrpcConfig>(r#"{"authenticator":"x"}"#).is_err());
+        let h: OtlpHttpConfig = serde_json::from_str(
+            r#"{"auth":{"authenticator":"bearertokenauth"},
+                "cors":{"allowed_origins":["https://*.example.com"],"max_age":60}}"#,
+        )
+        .unwrap();
+        assert_eq!(h.cors.unwrap().max_age, 60);
+        assert!(serde_json::from_str::<SentryReceiverConfig>(r#"{"auth":{}}"#).is_err());
     }
 
     #[test]

@@ -51,7 +51,7 @@
 //! | corrupt compressed body | `INTERNAL` (tonic, as grpc-go) | 400 |
 //! | unsupported `Content-Encoding` | `UNIMPLEMENTED` (tonic) | 400 (as the Collector) |
 //! | unsupported `Content-Type` | — | 415 |
-//! | missing/wrong bearer token (when configured) | `UNAUTHENTICATED` | 401 |
+//! | missing/wrong token (`auth` or `bearer_token` configured) | `UNAUTHENTICATED` | 401 |
 //! | pipeline full ([`ConsumeError::Full`]) | `UNAVAILABLE` + `google.rpc.RetryInfo` | 503 + `Retry-After` (+ `RetryInfo` detail) |
 //! | pipeline rejected ([`ConsumeError::Rejected`]) | `INVALID_ARGUMENT` | 400 |
 //! | pipeline failed ([`ConsumeError::Internal`]) | `UNAVAILABLE` | 503 |
@@ -91,11 +91,12 @@
 //! | other HTTP method | 405 (`OPTIONS` answers CORS preflights) |
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod batch;
-pub mod bearer;
 pub mod chunk_door;
 pub mod config;
 pub mod connections;
+pub mod cors;
 pub mod decompress;
 pub mod http_server;
 pub mod item_stats;

@@ -12,8 +12,9 @@
 //!   permanent for the right reason);
 //! * a message over the size limit is `RESOURCE_EXHAUSTED` (tonic says `OUT_OF_RANGE`, which
 //!   OTLP clients retry);
-//! * bearer auth and the consumer's [`Consumer::check_ready`] are checked on the headers, before
-//!   the body is read, so refused requests cost no decoding.
+//! * authentication (`auth`, `bearer_token`; see [`crate::auth`]) and the consumer's
+//!   [`Consumer::check_ready`] are checked on the headers, before the body is read, so refused
+//!   requests cost no decoding; a failed check is `UNAUTHENTICATED`, counted as refused.
 //!
 //! When the consumer does not take traces ([`Consumer::accepts_traces`] is false),
 //! `TraceService/Export` answers `UNIMPLEMENTED` ("unknown service"), as a Collector whose
@@ -25,6 +26,7 @@
 //! [`TraceService`](trace_service_server::TraceService) traits for callers that mount it in
 //! their own tonic server.
 
+use crate::auth::ListenerAuth;
 use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpGrpcConfig;
 use crate::connections::{self, ConnectionLimits};
@@ -161,7 +163,7 @@ pub fn consume_status(error: &ConsumeError) -> Status {
 /// Settings the export services share: auth, size limit, compression.
 #[derive(Debug, Clone)]
 struct GrpcSettings {
-    bearer_token: Option<Arc<str>>,
+    auth: ListenerAuth,
     max_decoding_message_size: usize,
     encodings: EnabledCompressionEncodings,
 }
@@ -172,20 +174,20 @@ impl GrpcSettings {
         encodings.enable(CompressionEncoding::Gzip);
         encodings.enable(CompressionEncoding::Zstd);
         GrpcSettings {
-            bearer_token: config.bearer_token.as_deref().map(Arc::from),
+            auth: ListenerAuth::new(
+                config.auth.as_ref(),
+                config.authenticator.as_ref(),
+                config.bearer_token.as_deref(),
+            ),
             max_decoding_message_size: config.max_recv_msg_size(),
             encodings,
         }
     }
 
-    /// Bearer auth and the consumer's readiness, on the headers alone.
+    /// Authentication and the consumer's readiness, on the headers alone.
     fn precheck<C: Consumer>(&self, headers: &http::HeaderMap, consumer: &C) -> Result<(), Status> {
-        if let Some(token) = &self.bearer_token
-            && !crate::bearer::authorized(headers, token)
-        {
-            return Err(Status::unauthenticated(
-                "missing or invalid bearer token in `authorization` metadata",
-            ));
+        if let Err(failure) = self.auth.check(headers) {
+            return Err(Status::unauthenticated(failure.to_string()));
         }
         consumer.check_ready().map_err(|e| consume_status(&e))
     }
@@ -391,9 +393,12 @@ where
     C: Consumer,
     F: Future<Output = ()> + Send + 'static,
 {
+    let service = OtlpGrpcService::new(config, consumer, stats);
+    if let Some(e) = service.settings.auth.start_error() {
+        return Err(ReceiverError::Config(e));
+    }
     let listener = server::bind(&config.endpoint).await?;
     let local_addr = server::local_addr(&listener, &config.endpoint)?;
-    let service = OtlpGrpcService::new(config, consumer, stats);
     let traces = service.traces();
     let router = grpc_server(config).add_service(service).add_service(traces);
     let limits = grpc_connection_limits(config);

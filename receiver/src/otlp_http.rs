@@ -12,11 +12,16 @@
 //! * Errors carry a `google.rpc.Status` in the request's format (protobuf, or JSON
 //!   `{"code":3,"message":"…"}`); a full pipeline is 503 with `Retry-After` and a
 //!   `google.rpc.RetryInfo` detail.
+//! * Authentication (`auth`, `bearer_token`; see [`crate::auth`]) comes first: a failed check
+//!   is 401 with `WWW-Authenticate`, counted as refused.
+//! * `cors` ([`crate::cors`]): preflights are answered before authentication, and responses to
+//!   allowed origins carry `Access-Control-Allow-Origin`.
 //! * Other paths: 404; other methods on the path: 405 with `Allow: POST`.
 //! * `/v1/traces` when the consumer does not take traces ([`Consumer::accepts_traces`] is
 //!   false): 404 for every method, before authentication, as a Collector whose traces pipelines
 //!   do not use the receiver; not counted.
 
+use crate::auth::ListenerAuth;
 use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpHttpConfig;
 use crate::decompress::{self, BodyError, Encoding};
@@ -89,11 +94,12 @@ struct HttpState<C> {
     consumer: Arc<C>,
     stats: Arc<Stats>,
     limit: usize,
-    bearer_token: Option<String>,
+    auth: ListenerAuth,
 }
 
-/// The OTLP/HTTP routes (`POST /v1development/profiles`, `POST /v1/traces`, 404 elsewhere), for
-/// serving alone ([`serve_otlp_http`]) or merged into another router.
+/// The OTLP/HTTP routes (`POST /v1development/profiles`, `POST /v1/traces`, 404 elsewhere), with
+/// the `cors` layer when configured, for serving alone ([`serve_otlp_http`]) or merged into
+/// another router. A config whose `auth` was not resolved refuses every request.
 pub fn otlp_http_router<C: Consumer>(
     config: &OtlpHttpConfig,
     consumer: Arc<C>,
@@ -103,9 +109,9 @@ pub fn otlp_http_router<C: Consumer>(
         consumer,
         stats,
         limit: config.max_request_body_size(),
-        bearer_token: config.bearer_token.clone(),
+        auth: listener_auth(config),
     });
-    Router::new()
+    let router = Router::new()
         .route(
             Profiles::HTTP_PATH,
             post(handle::<Profiles, C>).fallback(other_method::<Profiles, C>),
@@ -114,7 +120,19 @@ pub fn otlp_http_router<C: Consumer>(
             Traces::HTTP_PATH,
             post(handle::<Traces, C>).fallback(other_method::<Traces, C>),
         )
-        .with_state(state)
+        .with_state(state);
+    match config.cors.as_ref().and_then(|c| c.layer()) {
+        Some(cors) => router.layer(cors),
+        None => router,
+    }
+}
+
+fn listener_auth(config: &OtlpHttpConfig) -> ListenerAuth {
+    ListenerAuth::new(
+        config.auth.as_ref(),
+        config.authenticator.as_ref(),
+        config.bearer_token.as_deref(),
+    )
 }
 
 /// Binds `config.endpoint` and serves OTLP/HTTP (TLS when configured) until `shutdown`
@@ -129,6 +147,9 @@ where
     C: Consumer,
     F: Future<Output = ()> + Send + 'static,
 {
+    if let Some(e) = listener_auth(config).start_error() {
+        return Err(ReceiverError::Config(e));
+    }
     let router = otlp_http_router(config, consumer, stats);
     server::bind_and_serve(
         &config.endpoint,
@@ -189,13 +210,13 @@ async fn read_request<C: Consumer>(
     parts: &Parts,
     body: &mut Body,
 ) -> Result<(Format, Vec<u8>), Response> {
-    if let Some(token) = &state.bearer_token
-        && !crate::bearer::authorized(&parts.headers, token)
-    {
+    if let Err(failure) = state.auth.check(&parts.headers) {
+        let challenge = HeaderValue::from_str(state.auth.scheme())
+            .unwrap_or(HeaderValue::from_static("Bearer"));
         return Err((
             StatusCode::UNAUTHORIZED,
-            [(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))],
-            "missing or invalid bearer token",
+            [(WWW_AUTHENTICATE, challenge)],
+            failure.to_string(),
         )
             .into_response());
     }

@@ -31,6 +31,10 @@ pub enum ReceiverError {
     /// The TLS certificate or key could not be loaded.
     #[error("TLS: {0}")]
     Tls(String),
+    /// The listener's configuration cannot be served (an `auth` whose authenticator was not
+    /// resolved).
+    #[error("configuration: {0}")]
+    Config(String),
     /// The server failed while running (or its task panicked).
     #[error("server error: {0}")]
     Serve(#[source] Box<dyn std::error::Error + Send + Sync>),

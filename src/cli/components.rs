@@ -89,6 +89,16 @@ const COMPONENTS: &[Component] = &[
         name: "file_storage",
         stability: &[("extension", "Alpha")],
     },
+    Component {
+        kind: "extensions",
+        name: "bearertokenauth",
+        stability: &[("extension", "Beta")],
+    },
+    Component {
+        kind: "extensions",
+        name: "pprof",
+        stability: &[("extension", "Beta")],
+    },
 ];
 
 /// The listing as YAML.

@@ -35,6 +35,16 @@ impl ConfigError {
         self
     }
 
+    /// An error from a one-line `<key>: <message>` text (the form component checks such as
+    /// `validate()` return): split at the first `": "`; without one the text is the message.
+    pub fn line(text: impl Into<String>) -> ConfigError {
+        let text = text.into();
+        match text.split_once(": ") {
+            Some((key, message)) if !key.contains(' ') => ConfigError::at(key, message),
+            _ => ConfigError::at("", text),
+        }
+    }
+
     /// The key path (or source) the error is about; empty when it is about no one key.
     pub fn key(&self) -> &str {
         &self.key
@@ -104,6 +114,10 @@ mod tests {
         assert_eq!(e.source().unwrap().to_string(), "not found");
         assert_eq!(e.key(), "k");
         assert_eq!(e.message(), "cannot read /x");
+        let e = ConfigError::line("extensions.pprof.endpoint: required");
+        assert_eq!((e.key(), e.message()), ("extensions.pprof.endpoint", "required"));
+        let e = ConfigError::line("no key here: a message");
+        assert_eq!((e.key(), e.to_string().as_str()), ("", "no key here: a message"));
         let e = ConfigError::at("", "no configuration given");
         assert_eq!(e.to_string(), "no configuration given");
         let e = ConfigError::at("sizer", "x").under("exporters.sentry.sending_queue");

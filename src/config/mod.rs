@@ -43,6 +43,8 @@ pub const EXTENSION_TYPES: &[&str] = &[
     "profile_store",
     "flamegraph_api",
     "file_storage",
+    "bearertokenauth",
+    "pprof",
 ];
 /// Known pipeline signals.
 pub const SIGNALS: &[&str] = &["profiles", "traces"];

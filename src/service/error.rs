@@ -5,6 +5,7 @@ use crate::telemetry::http::BindError;
 use profilink_exporter::ExportError;
 use profilink_flamegraph::StoreError;
 use profilink_receiver::ReceiverError;
+use profilink_receiver::auth::TokenFileError;
 use std::path::PathBuf;
 
 /// Why the service could not start. Its message is one line naming the configuration key of
@@ -60,6 +61,18 @@ pub enum ServiceError {
         #[source]
         source: BindError,
     },
+    /// A `bearertokenauth` extension could not read its token file.
+    #[error("extensions.{id}.filename: {source}")]
+    Authenticator {
+        /// The extension id.
+        id: String,
+        /// Why.
+        #[source]
+        source: TokenFileError,
+    },
+    /// An `auth` setting could not be served (the message names the key).
+    #[error("{0}")]
+    Auth(String),
     /// An exporter could not start (e.g. its queue directory cannot be written).
     #[error("exporters.{id}: cannot start: {source}")]
     Exporter {

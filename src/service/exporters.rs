@@ -4,6 +4,7 @@
 //! instance of its own. One chunk exporter per pipeline also offers its merged chunks to the
 //! `profile_store` (see [`observed_exporters`]).
 
+use super::auth::{Authenticators, with_exporter_auth};
 use super::components::{ExporterSpec, Plan, is_traces_pipeline, traces_exporter_config};
 use super::error::ServiceError;
 use super::extensions::RunningStore;
@@ -92,10 +93,12 @@ pub fn observed_exporters(plan: &Plan) -> BTreeSet<String> {
     observed
 }
 
-/// Starts every exporter the pipelines of `plan` list.
+/// Starts every exporter the pipelines of `plan` list (an OTLP exporter with the header of its
+/// `auth` from `auths`).
 pub async fn build_exporters(
     plan: &Plan,
     store: Option<&RunningStore>,
+    auths: &Authenticators,
 ) -> Result<Exporters, ServiceError> {
     let observed = match store {
         Some(_) => observed_exporters(plan),
@@ -105,7 +108,7 @@ pub async fn build_exporters(
     let mut metrics = BTreeMap::new();
     for (name, p) in &plan.config.service.pipelines {
         for id in &p.exporters {
-            let spec = &plan.components.exporters[id];
+            let spec = &with_exporter_auth(id, &plan.components.exporters[id], plan, auths)?;
             if is_traces_pipeline(name) {
                 if !out.traces.contains_key(id) {
                     let (e, m) = start_traces(id, spec).await?;

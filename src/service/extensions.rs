@@ -1,11 +1,13 @@
 //! Step 1 of the start: the extensions. The `file_storage` directories (created when
 //! `create_directory`), the `profile_store` (opened first: exporters and pipelines feed it),
-//! then the HTTP extensions in `service.extensions` order: the `flamegraph_api` over the store
-//! and the `health_check`.
+//! then the HTTP extensions in `service.extensions` order: the `flamegraph_api` over the store,
+//! the `health_check` and the `pprof` extension. (The `bearertokenauth` authenticators start in
+//! `auth.rs`.)
 
 use super::components::{ExtensionSpec, Plan};
 use super::error::ServiceError;
 use super::stop::waiter;
+use crate::pprof::Pprof;
 use crate::telemetry::health::{self, Health};
 use crate::telemetry::http::HttpServer;
 use profilink_flamegraph::ProfileStore;
@@ -124,4 +126,27 @@ pub async fn build_extensions(
         }
     }
     Ok(servers)
+}
+
+/// Starts the `pprof` extension of `plan`, if it runs one (at most one: see the plan's
+/// checks), serving until `stop` says stop.
+pub async fn start_pprof(
+    plan: &Plan,
+    stop: &watch::Receiver<bool>,
+) -> Result<Option<Pprof>, ServiceError> {
+    for id in &plan.config.service.extensions {
+        if let Some(ExtensionSpec::Pprof(c)) = plan.components.extensions.get(id) {
+            let pprof =
+                Pprof::start(c, stop)
+                    .await
+                    .map_err(|source| ServiceError::ExtensionEndpoint {
+                        id: id.clone(),
+                        source,
+                    })?;
+            let addr = pprof.local_addr();
+            tracing::info!(extension = %id, address = %addr, "CPU profiles of profilink at http://{addr}/debug/pprof/profile?seconds=30");
+            return Ok(Some(pprof));
+        }
+    }
+    Ok(None)
 }

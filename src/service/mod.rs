@@ -2,8 +2,9 @@
 //! steps, runs them until a shutdown signal, and drains them.
 //!
 //! Start order:
-//! 1. extensions (`extensions.rs`): the `file_storage` directories, the `profile_store`, then
-//!    `flamegraph_api` and `health_check` (answering 503);
+//! 1. extensions (`extensions.rs`): the `file_storage` directories, the `bearertokenauth`
+//!    authenticators (`auth.rs`), the `profile_store`, then `flamegraph_api`, `health_check`
+//!    (answering 503) and `pprof`;
 //! 2. exporters (`exporters.rs`): each opens and replays its durable queue;
 //! 3. pipelines (`pipelines.rs`): the processing stage of `profilink-processor`, one fan-out
 //!    per receiver id;
@@ -17,6 +18,7 @@
 //! accumulated sessions are flushed into the queues and sent until the deadline, and whatever
 //! is left stays queued for the next start. Finally the telemetry endpoints stop.
 
+mod auth;
 pub mod components;
 pub mod default_config;
 mod error;
@@ -84,10 +86,12 @@ async fn start(
     telemetry_rx: &watch::Receiver<bool>,
 ) -> Result<Running, ServiceError> {
     extensions::prepare_file_storage(plan)?;
+    let auths = auth::start_authenticators(plan, telemetry_rx)?;
     let store = extensions::open_store(plan).await?;
     let mut telemetry =
         extensions::build_extensions(plan, store.as_ref(), health, telemetry_rx).await?;
-    let exporters = exporters::build_exporters(plan, store.as_ref()).await?;
+    let pprof = extensions::start_pprof(plan, telemetry_rx).await?;
+    let exporters = exporters::build_exporters(plan, store.as_ref(), &auths).await?;
     let pipelines = pipelines::build_pipelines(plan, &exporters, store.as_ref(), receivers_rx);
     let forwarders = forward::start_forwarders(plan).await?;
     let stats = receivers::receiver_stats(&pipelines.fanouts);
@@ -100,9 +104,15 @@ async fn start(
         &forwarders,
     ));
     telemetry.extend(registry::serve_metrics(plan, options, registry.clone(), telemetry_rx).await?);
-    let receivers =
-        receivers::build_receivers(plan, &pipelines.fanouts, &stats, &forwarders, receivers_rx)
-            .await?;
+    let receivers = receivers::build_receivers(
+        plan,
+        &pipelines.fanouts,
+        &stats,
+        &forwarders,
+        &auths,
+        receivers_rx,
+    )
+    .await?;
     Ok(Running {
         receivers,
         pipelines,
@@ -110,6 +120,7 @@ async fn start(
         forwarders,
         store,
         telemetry,
+        pprof,
         registry,
     })
 }

@@ -1,6 +1,7 @@
 //! Step 5 of the start: the receivers. One instance per receiver id, feeding its [`Fanout`];
 //! an `otlp` receiver listens on each protocol it enables.
 
+use super::auth::{Authenticators, with_receiver_auth};
 use super::components::{Plan, ReceiverSpec};
 use super::error::ServiceError;
 use super::stop::waiter;
@@ -35,13 +36,15 @@ pub fn transports(spec: &ReceiverSpec) -> Vec<&'static str> {
     }
 }
 
-/// Starts every receiver (a Sentry receiver with its upstream forwarder from `forwarders`);
-/// they stop accepting once `stop` says stop.
+/// Starts every receiver (a Sentry receiver with its upstream forwarder from `forwarders`, an
+/// OTLP listener with the authenticator its `auth` names from `auths`); they stop accepting
+/// once `stop` says stop.
 pub async fn build_receivers(
     plan: &Plan,
     fanouts: &[(String, Arc<Fanout>)],
     stats: &BTreeMap<String, Arc<Stats>>,
     forwarders: &BTreeMap<String, Arc<Forwarder>>,
+    auths: &Authenticators,
     stop: &watch::Receiver<bool>,
 ) -> Result<Vec<(String, ServerHandle)>, ServiceError> {
     let mut receivers = Vec::new();
@@ -49,7 +52,7 @@ pub async fn build_receivers(
         let s = stats[id].clone();
         let failed = |at: String| move |source| ServiceError::Receiver { at, source };
         let mut handles = Vec::new();
-        match &plan.components.receivers[id] {
+        match &with_receiver_auth(&plan.components.receivers[id], auths) {
             ReceiverSpec::Otlp { grpc, http } => {
                 if let Some(c) = grpc {
                     let h = serve_otlp_grpc(c, fanout.clone(), s.clone(), waiter(stop))

@@ -5,6 +5,7 @@
 use super::exporters::Exporters;
 use super::extensions::RunningStore;
 use super::pipelines::Pipelines;
+use crate::pprof::Pprof;
 use crate::telemetry::http::HttpServer;
 use crate::telemetry::metrics::Registry;
 use profilink_exporter::Forwarder;
@@ -30,6 +31,8 @@ pub struct Running {
     pub store: Option<RunningStore>,
     /// The extensions' and `/metrics` HTTP servers.
     pub telemetry: Vec<HttpServer>,
+    /// The `pprof` extension, when it runs (its `save_to_file` profile is written last).
+    pub pprof: Option<Pprof>,
     /// What `/metrics` reports (and the run summary).
     pub registry: Arc<Registry>,
 }
@@ -81,6 +84,7 @@ impl Running {
             forwarders,
             store,
             telemetry,
+            pprof,
             registry,
         } = self;
         let _ = stop_receivers.send(true);
@@ -152,6 +156,9 @@ impl Running {
             s.retention.abort();
         }
         crate::telemetry::summary::log_run_summary(&registry);
+        if let Some(p) = pprof {
+            p.finish().await;
+        }
         drop(telemetry);
     }
 }

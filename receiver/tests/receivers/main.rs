@@ -1,5 +1,6 @@
 //! Integration tests of the receivers with real clients over 127.0.0.1 (one test binary).
 
+mod auth;
 mod backpressure;
 mod common;
 mod hardening;

@@ -2,8 +2,10 @@
 
 use super::storage::FileStorageConfig;
 use crate::config::{ConfigError, component_type, typed};
+use crate::pprof::PprofConfig;
 use crate::telemetry::health::HealthCheckConfig;
 use profilink_flamegraph::{ApiConfig, StoreConfig};
+use profilink_receiver::auth::{BearerTokenAuth, BearerTokenAuthConfig};
 use serde_yaml_ng::Value;
 
 /// An extension's typed config.
@@ -18,6 +20,14 @@ pub enum ExtensionSpec {
     /// `file_storage`: a directory for the durable queues of the exporters whose
     /// `sending_queue.storage` names it.
     FileStorage(FileStorageConfig),
+    /// `bearertokenauth`: the authenticator `auth:` settings of receivers and exporters name.
+    BearerTokenAuth(BearerTokenAuthConfig),
+    /// `pprof`: CPU profiles of profilink itself.
+    Pprof(PprofConfig),
+}
+
+fn err(msg: String) -> ConfigError {
+    ConfigError::line(msg)
 }
 
 /// Reads `extensions.<id>`.
@@ -31,6 +41,20 @@ pub fn read_extension(id: &str, value: &Value) -> Result<ExtensionSpec, ConfigEr
             let c: FileStorageConfig = typed(value, &at)?;
             c.check(&at)?;
             Ok(ExtensionSpec::FileStorage(c))
+        }
+        "bearertokenauth" => {
+            let c: BearerTokenAuthConfig = typed(value, &at)?;
+            c.validate().map_err(|e| err(format!("{at}.{e}")))?;
+            // The token file is read now, so a missing one fails `check` with its key.
+            if c.filename.is_some() {
+                BearerTokenAuth::new(&c).map_err(|e| err(format!("{at}.filename: {e}")))?;
+            }
+            Ok(ExtensionSpec::BearerTokenAuth(c))
+        }
+        "pprof" => {
+            let c: PprofConfig = typed(value, &at)?;
+            c.validate().map_err(|e| err(format!("{at}.{e}")))?;
+            Ok(ExtensionSpec::Pprof(c))
         }
         other => Err(ConfigError::at(
             at,

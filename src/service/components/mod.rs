@@ -15,6 +15,8 @@
 //! | extensions | `profile_store` | [`StoreConfig`](profilink_flamegraph::StoreConfig) | keeps every chunk of every pipeline |
 //! | extensions | `flamegraph_api` | [`ApiConfig`](profilink_flamegraph::ApiConfig) | needs a `profile_store` in `service.extensions` |
 //! | extensions | `file_storage` | [`FileStorageConfig`] | directory of the queues whose `sending_queue.storage` names it (see `storage.rs`) |
+//! | extensions | `bearertokenauth` | [`BearerTokenAuthConfig`](profilink_receiver::auth::BearerTokenAuthConfig) | named by `auth.authenticator` of receivers and exporters (`auth.rs`) |
+//! | extensions | `pprof` | [`PprofConfig`](crate::pprof::PprofConfig) | at most one runs |
 //!
 //! Errors are one line naming the key, like the rest of the configuration's. `tls` files
 //! (certificates, keys, CAs) are read here, so a bad one fails `profilink check` and the start
@@ -22,6 +24,9 @@
 
 #[cfg(test)]
 mod collector_tests;
+mod auth;
+#[cfg(test)]
+mod auth_tests;
 mod exporters;
 mod extensions;
 mod plan;

@@ -1,6 +1,7 @@
 //! [`Plan`]: a configuration with its typed [`Components`], and the checks that need the typed
 //! values.
 
+use super::auth::{check_auth, read_exporter_auth};
 use super::exporters::{ExporterSpec, read_exporter, traces_exporter_config};
 use super::extensions::{ExtensionSpec, read_extension};
 use super::processors::{ProcessorSpec, read_processor};
@@ -8,6 +9,7 @@ use super::receivers::{ReceiverSpec, read_receiver};
 use super::storage::resolve_queue_storage;
 use crate::config::{Config, ConfigError, component_type};
 use profilink_flamegraph::StoreConfig;
+use profilink_receiver::auth::AuthSettings;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
@@ -22,6 +24,8 @@ pub struct Components {
     pub exporters: BTreeMap<String, ExporterSpec>,
     /// Extensions by id.
     pub extensions: BTreeMap<String, ExtensionSpec>,
+    /// `auth` of the OTLP exporters that have one, by exporter id.
+    pub exporter_auth: BTreeMap<String, AuthSettings>,
 }
 
 /// A checked configuration, ready to run: the configuration and its typed components.
@@ -78,7 +82,11 @@ impl Components {
         }
         for (id, v) in &config.exporters {
             let v = resolve_queue_storage(id, v, &storages, &config.service.extensions)?;
+            let (v, auth) = read_exporter_auth(id, &v)?;
             c.exporters.insert(id.clone(), read_exporter(id, &v)?);
+            if let Some(auth) = auth {
+                c.exporter_auth.insert(id.clone(), auth);
+            }
         }
         Ok(c)
     }
@@ -124,26 +132,33 @@ fn check_traces_pipeline(
 }
 
 /// Checks the extensions listed in `service.extensions`: each is configured, at most one
-/// `profile_store` runs, and a `flamegraph_api` has a `profile_store` to serve.
+/// `profile_store` and one `pprof` run (the process has one CPU profiler), and a
+/// `flamegraph_api` has a `profile_store` to serve.
 fn check_extensions(config: &Config, components: &Components) -> Result<(), ConfigError> {
     let mut stores = Vec::new();
     let mut apis = Vec::new();
+    let mut pprofs = Vec::new();
     for id in &config.service.extensions {
         match components.extensions.get(id) {
             // Undefined ids are reported by `Config` already.
-            None | Some(ExtensionSpec::HealthCheck(_) | ExtensionSpec::FileStorage(_)) => {}
+            None
+            | Some(
+                ExtensionSpec::HealthCheck(_)
+                | ExtensionSpec::FileStorage(_)
+                | ExtensionSpec::BearerTokenAuth(_),
+            ) => {}
             Some(ExtensionSpec::ProfileStore(_)) => stores.push(id.as_str()),
             Some(ExtensionSpec::FlamegraphApi(_)) => apis.push(id.as_str()),
+            Some(ExtensionSpec::Pprof(_)) => pprofs.push(id.as_str()),
         }
     }
-    if stores.len() > 1 {
-        return Err(ConfigError::at(
-            "service.extensions",
-            format!(
-                "only one profile_store may run, found {}",
-                stores.join(", ")
-            ),
-        ));
+    for (kind, ids) in [("profile_store", &stores), ("pprof", &pprofs)] {
+        if ids.len() > 1 {
+            return Err(ConfigError::at(
+                "service.extensions",
+                format!("only one {kind} may run, found {}", ids.join(", ")),
+            ));
+        }
     }
     if let Some(api) = apis.first()
         && stores.is_empty()
@@ -175,6 +190,7 @@ impl Plan {
         }
         crate::telemetry::logs::check(&config.service.telemetry.logs)?;
         check_extensions(&config, &components)?;
+        check_auth(&config, &components)?;
         let metrics = &config.service.telemetry.metrics.address;
         if metrics != "none" && metrics.trim().is_empty() {
             return Err(ConfigError::at(

@@ -47,6 +47,17 @@ fn without_include_metadata(value: &Value, path: &str) -> Result<Value, ConfigEr
     Ok(value)
 }
 
+/// `bearer_token` is the shorthand of an `auth` with one token: not both.
+fn check_one_auth(at: &str, bearer_token: bool, auth: bool) -> Result<(), ConfigError> {
+    if bearer_token && auth {
+        return Err(ConfigError::at(
+            format!("{at}.bearer_token"),
+            "set either bearer_token or auth, not both",
+        ));
+    }
+    Ok(())
+}
+
 /// Reads `receivers.<id>`.
 pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigError> {
     let at = format!("receivers.{id}");
@@ -68,12 +79,18 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
                         let v = without_include_metadata(v, &path)?;
                         let c = typed::<OtlpGrpcConfig>(&v, &path)?;
                         check_server_tls(&path, c.tls.as_ref())?;
+                        check_one_auth(&path, c.bearer_token.is_some(), c.auth.is_some())?;
                         grpc = Some(c);
                     }
                     "http" => {
                         let v = without_include_metadata(v, &path)?;
                         let c = typed::<OtlpHttpConfig>(&v, &path)?;
                         check_server_tls(&path, c.tls.as_ref())?;
+                        check_one_auth(&path, c.bearer_token.is_some(), c.auth.is_some())?;
+                        if let Some(cors) = &c.cors {
+                            cors.validate()
+                                .map_err(|e| ConfigError::line(format!("{path}.cors.{e}")))?;
+                        }
                         http = Some(c);
                     }
                     other => {
@@ -93,6 +110,13 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
             Ok(ReceiverSpec::Otlp { grpc, http })
         }
         "sentry" => {
+            if value.as_mapping().is_some_and(|m| m.contains_key("auth")) {
+                return Err(ConfigError::at(
+                    format!("{at}.auth"),
+                    "not available on the sentry receiver: Sentry SDKs authenticate with their \
+                     DSN's public key (limit the keys with allowed_keys)",
+                ));
+            }
             let c: SentryReceiverConfig = typed(value, &at)?;
             if let Some(u) = &c.upstream {
                 read_upstream(&at, u)?;

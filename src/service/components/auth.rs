@@ -1,0 +1,95 @@
+//! `auth:` settings: on `otlp` receiver protocols (server side) and `otlp`/`otlp_http` exporters
+//! (client side), naming a `bearertokenauth` extension. Read here ([`read_exporter_auth`]) and
+//! checked against the extensions ([`check_auth`]).
+
+use super::extensions::ExtensionSpec;
+use super::plan::Components;
+use super::receivers::ReceiverSpec;
+use crate::config::{Config, ConfigError, component_type, typed};
+use profilink_receiver::auth::AuthSettings;
+use serde_yaml_ng::Value;
+
+fn err(msg: String) -> ConfigError {
+    ConfigError::line(msg)
+}
+
+/// `exporters.<id>.auth` of an OTLP exporter, and the exporter's value without it (the
+/// exporter's own config does not know the key). Other exporter types with `auth` are an
+/// error that says how they authenticate.
+pub fn read_exporter_auth(
+    id: &str,
+    value: &Value,
+) -> Result<(Value, Option<AuthSettings>), ConfigError> {
+    let at = format!("exporters.{id}.auth");
+    let Some(auth) = value.as_mapping().and_then(|m| m.get("auth")) else {
+        return Ok((value.clone(), None));
+    };
+    match component_type(id) {
+        "otlp" | "otlp_http" => {}
+        "sentry" => {
+            return Err(err(format!(
+                "{at}: not available on the sentry exporter, which authenticates with the key \
+                 of its dsn"
+            )));
+        }
+        other => {
+            return Err(err(format!("{at}: not available on the {other} exporter")));
+        }
+    }
+    let settings: AuthSettings = typed(auth, &at)?;
+    let mut rest = value.clone();
+    if let Some(m) = rest.as_mapping_mut() {
+        m.remove("auth");
+    }
+    Ok((rest, Some(settings)))
+}
+
+/// The `auth` settings of every configured component, with the key they are at.
+fn references(components: &Components) -> Vec<(String, &AuthSettings)> {
+    let mut out = Vec::new();
+    for (id, spec) in &components.receivers {
+        if let ReceiverSpec::Otlp { grpc, http } = spec {
+            if let Some(a) = grpc.as_ref().and_then(|g| g.auth.as_ref()) {
+                out.push((format!("receivers.{id}.protocols.grpc.auth"), a));
+            }
+            if let Some(a) = http.as_ref().and_then(|h| h.auth.as_ref()) {
+                out.push((format!("receivers.{id}.protocols.http.auth"), a));
+            }
+        }
+    }
+    for (id, a) in &components.exporter_auth {
+        out.push((format!("exporters.{id}.auth"), a));
+    }
+    out
+}
+
+/// Each `auth.authenticator` names a `bearertokenauth` extension that is configured and listed
+/// in `service.extensions` (the Collector only resolves running extensions). The error names
+/// the key.
+pub fn check_auth(config: &Config, components: &Components) -> Result<(), ConfigError> {
+    for (at, settings) in references(components) {
+        let id = &settings.authenticator;
+        let at = format!("{at}.authenticator");
+        match components.extensions.get(id) {
+            None => {
+                return Err(err(format!(
+                    "{at}: {id:?} is not configured under extensions (add a bearertokenauth \
+                     extension with that id)"
+                )));
+            }
+            Some(ExtensionSpec::BearerTokenAuth(_)) => {}
+            Some(_) => {
+                return Err(err(format!(
+                    "{at}: extensions.{id} is not an authenticator (use a bearertokenauth \
+                     extension)"
+                )));
+            }
+        }
+        if !config.service.extensions.contains(id) {
+            return Err(err(format!(
+                "{at}: {id} is not listed in service.extensions"
+            )));
+        }
+    }
+    Ok(())
+}
