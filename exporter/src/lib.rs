@@ -40,6 +40,7 @@
 mod accumulate;
 mod clock;
 mod config;
+mod durations;
 mod engine;
 mod file;
 mod forward;
@@ -71,6 +72,9 @@ pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, wr
 pub use forward::{ForwardConfig, ForwardMetrics, ForwardQueueConfig, ForwardTlsConfig, Forwarder};
 pub use http::tls_handshake_failures;
 pub use merge::{content_checksum, merged_chunk_id};
+pub use durations::{
+    AttemptDurations, AttemptOutcome, DURATION_BOUNDS, DurationHistogram, HistogramSnapshot,
+};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
