@@ -68,13 +68,13 @@ pub use config::{
     OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig, RetryConfig, RoutingConfig,
     SentryExporterConfig, SparseThreads,
 };
+pub use durations::{
+    AttemptDurations, AttemptOutcome, DURATION_BOUNDS, DurationHistogram, HistogramSnapshot,
+};
 pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, write_atomic_with};
 pub use forward::{ForwardConfig, ForwardMetrics, ForwardQueueConfig, ForwardTlsConfig, Forwarder};
 pub use http::tls_handshake_failures;
 pub use merge::{content_checksum, merged_chunk_id};
-pub use durations::{
-    AttemptDurations, AttemptOutcome, DURATION_BOUNDS, DurationHistogram, HistogramSnapshot,
-};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;

@@ -90,10 +90,10 @@ pub use text::{Family, Render, Text, escape, scrape, scrape_f64};
 
 use axum::Router;
 use axum::routing::get;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::DescriptorEncoder;
 use profilink_exporter::TracesMetrics;
 use profilink_processor::{JoinMetrics, ServiceCounters, StampCounters, StoreCounters};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
 use std::sync::Arc;
 
 /// The `Content-Type` of `/metrics`: the OpenMetrics text format.

@@ -13,7 +13,7 @@
 use super::exporters::ExporterEntry;
 use super::receivers::ReceiverEntry;
 use super::text::{Render, Text};
-use profilink_exporter::{AttemptDurations, TracesMetrics};
+use profilink_exporter::{AttemptDurations, MetricsSnapshot, TracesMetrics, TracesMetricsSnapshot};
 use std::sync::Arc;
 
 /// The `otelcol_*` families and the duration histograms, as one [`Render`] section.
@@ -37,6 +37,8 @@ impl Render for Otelcol<'_> {
 }
 
 type Count = fn(&profilink_receiver::CountersSnapshot) -> u64;
+type ProfilesCount = fn(&MetricsSnapshot) -> u64;
+type SpansCount = fn(&TracesMetricsSnapshot) -> u64;
 
 impl Otelcol<'_> {
     fn receivers(&self, f: &mut Text<'_>) {
@@ -84,7 +86,11 @@ impl Otelcol<'_> {
         for (name, help, get) in families {
             f.header(name, "counter", help);
             for (r, s) in &rows {
-                f.sample(name, &[("receiver", &r.id), ("transport", r.transport)], get(s));
+                f.sample(
+                    name,
+                    &[("receiver", &r.id), ("transport", r.transport)],
+                    get(s),
+                );
             }
         }
         let name = "otelcol_receiver_requests_total";
@@ -111,7 +117,7 @@ impl Otelcol<'_> {
             .iter()
             .map(|e| (e.id.as_str(), e.metrics.snapshot()))
             .collect();
-        let counters: [(&str, &str, fn(&profilink_exporter::MetricsSnapshot) -> u64); 3] = [
+        let counters: [(&str, &str, ProfilesCount); 3] = [
             (
                 "otelcol_exporter_sent_profile_samples_total",
                 "Number of profile samples successfully sent to destination.",
@@ -140,8 +146,7 @@ impl Otelcol<'_> {
             .map(|(id, m)| (id.as_str(), m.snapshot()))
             .collect();
         if !traces.is_empty() {
-            let counters: [(&str, &str, fn(&profilink_exporter::TracesMetricsSnapshot) -> u64);
-                3] = [
+            let counters: [(&str, &str, SpansCount); 3] = [
                 (
                     "otelcol_exporter_sent_spans_total",
                     "Number of spans successfully sent to destination.",

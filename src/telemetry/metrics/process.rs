@@ -49,7 +49,11 @@ impl Render for Process {
         f.sample_f64(name, &[], mark_start().elapsed().as_secs_f64());
         if let Some(cpu) = cpu_seconds() {
             let name = "otelcol_process_cpu_seconds_total";
-            f.header(name, "counter", "Total CPU user and system time in seconds.");
+            f.header(
+                name,
+                "counter",
+                "Total CPU user and system time in seconds.",
+            );
             f.sample_f64(name, &[], cpu);
         }
         if let Some(rss) = resident_memory_bytes() {

@@ -153,35 +153,84 @@ fn serves_the_collector_names_from_the_same_counters() {
     let l = [("receiver", "otlp"), ("transport", "http")];
     let e = [("exporter", "sentry/eu")];
     let get = |name: &str, labels: &[(&str, &str)]| scrape(&text, name, labels);
-    assert_eq!(get("otelcol_receiver_accepted_profile_samples_total", &l), Some(40));
-    assert_eq!(get("otelcol_receiver_refused_profile_samples_total", &l), Some(7));
-    assert_eq!(get("otelcol_receiver_failed_profile_samples_total", &l), Some(0));
+    assert_eq!(
+        get("otelcol_receiver_accepted_profile_samples_total", &l),
+        Some(40)
+    );
+    assert_eq!(
+        get("otelcol_receiver_refused_profile_samples_total", &l),
+        Some(7)
+    );
+    assert_eq!(
+        get("otelcol_receiver_failed_profile_samples_total", &l),
+        Some(0)
+    );
     assert_eq!(get("otelcol_receiver_accepted_spans_total", &l), Some(0));
     let outcome = |o| [l[0], l[1], ("outcome", o)];
-    assert_eq!(get("otelcol_receiver_requests_total", &outcome("success")), Some(1));
-    assert_eq!(get("otelcol_receiver_requests_total", &outcome("refused")), Some(1));
-    assert_eq!(get("otelcol_exporter_sent_profile_samples_total", &e), Some(30));
+    assert_eq!(
+        get("otelcol_receiver_requests_total", &outcome("success")),
+        Some(1)
+    );
+    assert_eq!(
+        get("otelcol_receiver_requests_total", &outcome("refused")),
+        Some(1)
+    );
+    assert_eq!(
+        get("otelcol_exporter_sent_profile_samples_total", &e),
+        Some(30)
+    );
     // Given up after sending failed; the queue overflow never failed a send.
-    assert_eq!(get("otelcol_exporter_send_failed_profile_samples_total", &e), Some(12));
-    assert_eq!(get("otelcol_exporter_enqueue_failed_profile_samples_total", &e), Some(9));
+    assert_eq!(
+        get("otelcol_exporter_send_failed_profile_samples_total", &e),
+        Some(12)
+    );
+    assert_eq!(
+        get("otelcol_exporter_enqueue_failed_profile_samples_total", &e),
+        Some(9)
+    );
     assert_eq!(get("otelcol_exporter_send_failed_spans_total", &e), Some(4));
     assert_eq!(get("profilink_exporter_failed_attempts_total", &e), Some(5));
-    assert_eq!(get("profilink_exporter_send_failed_chunks_total", &e), Some(5));
+    assert_eq!(
+        get("profilink_exporter_send_failed_chunks_total", &e),
+        Some(5)
+    );
     let q = [e[0], ("data_type", "profiles")];
     assert_eq!(get("otelcol_exporter_queue_capacity", &q), Some(1024));
     assert_eq!(get("otelcol_exporter_queue_size", &q), Some(0));
     // The traces instance has no byte bound here: no queue gauges for it.
     assert_eq!(
-        get("otelcol_exporter_queue_capacity", &[e[0], ("data_type", "traces")]),
+        get(
+            "otelcol_exporter_queue_capacity",
+            &[e[0], ("data_type", "traces")]
+        ),
         None
     );
     let h = "otel_sdk_exporter_operation_duration_seconds";
     assert_eq!(get(&format!("{h}_count"), &q), Some(2));
-    let net = [e[0], ("data_type", "profiles"), ("error_type", "network_error")];
+    let net = [
+        e[0],
+        ("data_type", "profiles"),
+        ("error_type", "network_error"),
+    ];
     assert_eq!(get(&format!("{h}_count"), &net), Some(1));
-    assert_eq!(get(&format!("{h}_bucket"), &[net[0], net[1], net[2], ("le", "10.0")]), Some(0));
-    assert_eq!(get(&format!("{h}_bucket"), &[net[0], net[1], net[2], ("le", "+Inf")]), Some(1));
-    assert_eq!(get(&format!("{h}_bucket"), &[q[0], q[1], ("le", "0.05")]), Some(1));
+    assert_eq!(
+        get(
+            &format!("{h}_bucket"),
+            &[net[0], net[1], net[2], ("le", "10.0")]
+        ),
+        Some(0)
+    );
+    assert_eq!(
+        get(
+            &format!("{h}_bucket"),
+            &[net[0], net[1], net[2], ("le", "+Inf")]
+        ),
+        Some(1)
+    );
+    assert_eq!(
+        get(&format!("{h}_bucket"), &[q[0], q[1], ("le", "0.05")]),
+        Some(1)
+    );
     assert!((scrape_f64(&text, &format!("{h}_sum"), &q).unwrap() - 20.03).abs() < 1e-6);
     // No failures of a kind: no series for it.
     assert!(!text.contains("error_type=\"rate_limited\""));

@@ -8,10 +8,10 @@
 //! named without it, as OpenMetrics wants); a name ending in `_bytes` or `_seconds` (before
 //! `_total`) carries that unit (`# UNIT`).
 
+use profilink_exporter::HistogramSnapshot;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
-use profilink_exporter::HistogramSnapshot;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -142,9 +142,7 @@ fn descriptor(name: &str, kind: MetricType) -> (&str, Option<Unit>) {
 fn encode_value(m: &mut MetricEncoder<'_>, kind: MetricType, v: &Value) -> std::fmt::Result {
     match (kind, v) {
         (MetricType::Counter, Value::Int(n)) => m.encode_counter::<NoLabelSet, _, u64>(n, None),
-        (MetricType::Counter, Value::Float(x)) => {
-            m.encode_counter::<NoLabelSet, _, f64>(x, None)
-        }
+        (MetricType::Counter, Value::Float(x)) => m.encode_counter::<NoLabelSet, _, f64>(x, None),
         (_, Value::Int(n)) => m.encode_gauge(n),
         (_, Value::Float(x)) => m.encode_gauge(x),
         (_, Value::Histogram(h)) => {
