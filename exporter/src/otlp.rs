@@ -184,12 +184,15 @@ impl OtlpExporter {
                 a.abort();
             }
             let mut rx = self.rx.lock().await;
-            let mut left = 0u64;
-            while rx.try_recv().is_ok() {
+            let (mut left, mut samples) = (0u64, 0u64);
+            while let Ok(req) = rx.try_recv() {
                 left += 1;
+                samples += profile_counts(&req.resource_profiles).samples;
             }
             if left > 0 {
                 self.metrics.add_dropped(DiscardReason::NetworkError, left);
+                self.metrics
+                    .add_dropped_samples(DiscardReason::NetworkError, samples);
                 tracing::warn!(
                     requests = left,
                     "OTLP exporter shut down with unsent requests"
