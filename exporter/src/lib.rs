@@ -40,6 +40,7 @@
 mod accumulate;
 mod clock;
 mod config;
+mod durations;
 mod engine;
 mod file;
 mod forward;
@@ -67,6 +68,9 @@ pub use config::{
     AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, FileExporterConfig,
     OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig, QueueSizer, RetryConfig,
     RoutingConfig, SentryExporterConfig, SettingError, SparseThreads,
+};
+pub use durations::{
+    AttemptDurations, AttemptOutcome, DURATION_BOUNDS, DurationHistogram, HistogramSnapshot,
 };
 pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, write_atomic_with};
 pub use forward::{ForwardConfig, ForwardMetrics, ForwardQueueConfig, ForwardTlsConfig, Forwarder};

@@ -1,6 +1,7 @@
 //! Exporter counters: plain atomics, read by the service's `/metrics` endpoint via
 //! [`ExporterMetrics::snapshot`].
 
+use crate::durations::AttemptDurations;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -97,7 +98,10 @@ pub fn sub(gauge: &AtomicU64, n: u64) {
 pub struct ExporterMetrics {
     /// Chunks (or OTLP requests) delivered.
     pub sent_chunks: AtomicU64,
-    /// Delivery attempts that failed (any reason, retried or not).
+    /// Delivery attempts that failed (any reason, retried or not): one per failed attempt,
+    /// so a chunk delivered on its third attempt adds 2. Served as
+    /// `profilink_exporter_failed_attempts_total`; what was given up is in the drop counters
+    /// ([`ExporterMetrics::add_dropped`], [`MetricsSnapshot::send_failed_samples`]).
     pub send_failed_chunks: AtomicU64,
     /// Retries scheduled.
     pub retries: AtomicU64,
@@ -116,6 +120,8 @@ pub struct ExporterMetrics {
     pub corrupt_records: AtomicU64,
     /// `export` calls refused because the queue was full.
     pub refused_full: AtomicU64,
+    /// Samples in `export` calls refused because the queue was full.
+    pub refused_full_samples: AtomicU64,
     /// Envelopes written to the dead-letter directory.
     pub dead_lettered: AtomicU64,
     /// Client reports sent.
@@ -140,6 +146,8 @@ pub struct ExporterMetrics {
     pub sparse_samples_grouped: AtomicU64,
     /// Threads whose samples were moved into group threads.
     pub sparse_threads_grouped: AtomicU64,
+    /// How long each delivery attempt took, by outcome.
+    pub attempt_durations: AttemptDurations,
 }
 
 /// A copy of the counters at one instant.
@@ -167,6 +175,8 @@ pub struct MetricsSnapshot {
     pub corrupt_records: u64,
     /// See [`ExporterMetrics::refused_full`].
     pub refused_full: u64,
+    /// See [`ExporterMetrics::refused_full_samples`].
+    pub refused_full_samples: u64,
     /// See [`ExporterMetrics::dead_lettered`].
     pub dead_lettered: u64,
     /// See [`ExporterMetrics::client_reports_sent`].
@@ -197,6 +207,19 @@ impl MetricsSnapshot {
     /// Dropped count for one reason.
     pub fn dropped(&self, reason: DiscardReason) -> u64 {
         count_for(&self.dropped, reason)
+    }
+
+    /// Samples given up after delivery failed: refused for good, retries exhausted, or rate
+    /// limited for too long; each chunk's samples once, however many attempts it took. What
+    /// the Collector counts as `otelcol_exporter_send_failed_*` (its retry sender gives up
+    /// before its obsreport sender counts). Samples dropped from a full queue
+    /// (`queue_overflow`) never failed a send and are not included.
+    pub fn send_failed_samples(&self) -> u64 {
+        self.dropped_samples
+            .iter()
+            .filter(|(r, _)| *r != DiscardReason::QueueOverflow)
+            .map(|(_, n)| n)
+            .sum()
     }
 }
 
@@ -240,6 +263,7 @@ impl ExporterMetrics {
             merged_chunks: get(&self.merged_chunks),
             corrupt_records: get(&self.corrupt_records),
             refused_full: get(&self.refused_full),
+            refused_full_samples: get(&self.refused_full_samples),
             dead_lettered: get(&self.dead_lettered),
             client_reports_sent: get(&self.client_reports_sent),
             partial_successes: get(&self.partial_successes),

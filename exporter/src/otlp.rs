@@ -8,12 +8,13 @@
 
 use crate::ExportError;
 use crate::config::{OtlpExporterConfig, OtlpProtocol};
+use crate::durations::AttemptOutcome;
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::otlp_client::{OtlpClient, note_partial};
 use crate::otlp_retry::{Next, after_failure};
 use crate::retry::Backoff;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
-use profilink_proto::signal::Profiles;
+use profilink_proto::signal::{Profiles, profile_counts};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, mpsc};
@@ -29,10 +30,20 @@ impl Shared {
     async fn send_with_retry(&self, req: ExportProfilesServiceRequest) {
         let retry = &self.cfg.retry_on_failure;
         let mut backoff = Backoff::new(retry);
+        let samples = profile_counts(&req.resource_profiles).samples;
         loop {
-            let error = match self.client.attempt(&req).await {
+            let started = Instant::now();
+            let attempt = self.client.attempt(&req).await;
+            let outcome = attempt
+                .as_ref()
+                .map_or_else(AttemptOutcome::of_error, |_| AttemptOutcome::Success);
+            self.metrics
+                .attempt_durations
+                .record(outcome, started.elapsed());
+            let error = match attempt {
                 Ok(partial) => {
                     ExporterMetrics::add(&self.metrics.sent_chunks, 1);
+                    ExporterMetrics::add(&self.metrics.sent_samples, samples);
                     if let Some(rejected) =
                         note_partial::<Profiles>(partial.as_ref(), self.client.destination())
                     {
@@ -52,6 +63,7 @@ impl Shared {
                 }
                 Next::GiveUp(reason, message) => {
                     self.metrics.add_dropped(reason, 1);
+                    self.metrics.add_dropped_samples(reason, samples);
                     tracing::warn!(%message, reason = reason.as_str(), "OTLP export failed; request dropped");
                     return;
                 }
@@ -132,13 +144,16 @@ impl OtlpExporter {
         let Some(tx) = &self.tx else {
             return Err(ExportError::Closed);
         };
+        let samples = profile_counts(&req.resource_profiles).samples;
         match tx.try_send(req) {
             Ok(()) => {
                 ExporterMetrics::add(&self.metrics.accepted_chunks, 1);
+                ExporterMetrics::add(&self.metrics.accepted_samples, samples);
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Full(_)) => {
                 ExporterMetrics::add(&self.metrics.refused_full, 1);
+                ExporterMetrics::add(&self.metrics.refused_full_samples, samples);
                 Err(ExportError::Full {
                     retry_after: Duration::from_secs(1),
                 })
@@ -169,12 +184,15 @@ impl OtlpExporter {
                 a.abort();
             }
             let mut rx = self.rx.lock().await;
-            let mut left = 0u64;
-            while rx.try_recv().is_ok() {
+            let (mut left, mut samples) = (0u64, 0u64);
+            while let Ok(req) = rx.try_recv() {
                 left += 1;
+                samples += profile_counts(&req.resource_profiles).samples;
             }
             if left > 0 {
                 self.metrics.add_dropped(DiscardReason::NetworkError, left);
+                self.metrics
+                    .add_dropped_samples(DiscardReason::NetworkError, samples);
                 tracing::warn!(
                     requests = left,
                     "OTLP exporter shut down with unsent requests"

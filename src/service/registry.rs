@@ -27,6 +27,7 @@ pub fn registry(
     stats: &BTreeMap<String, Arc<Stats>>,
     forwarders: &BTreeMap<String, Arc<Forwarder>>,
 ) -> Registry {
+    metrics::mark_start();
     let receivers = stats
         .iter()
         .flat_map(|(id, s)| {

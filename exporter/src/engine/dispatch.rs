@@ -4,10 +4,24 @@
 
 use super::sink::{Delivery, Sink};
 use super::state::{Core, Outcome, ReadyItem};
+use crate::durations::AttemptOutcome;
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::ReadyMeta;
 use crate::retry::Backoff;
 use std::time::{Duration, Instant};
+
+/// How a delivery attempt ended, for the attempt-duration histograms.
+fn attempt_outcome(delivery: &Delivery) -> AttemptOutcome {
+    match delivery {
+        Delivery::Delivered => AttemptOutcome::Success,
+        Delivery::RateLimited => AttemptOutcome::RateLimited,
+        Delivery::Retry {
+            reason: DiscardReason::NetworkError,
+            ..
+        } => AttemptOutcome::NetworkError,
+        Delivery::Retry { .. } | Delivery::Permanent { .. } => AttemptOutcome::SendError,
+    }
+}
 
 impl<S: Sink> Core<S> {
     pub(super) fn add_ready(&mut self, meta: ReadyMeta) {
@@ -57,10 +71,18 @@ impl<S: Sink> Core<S> {
             let meta = item.meta.clone();
             let queue = self.queue.clone();
             let sink = self.sink.clone();
+            let metrics = self.metrics.clone();
             let handle = self.inflight.spawn(async move {
                 let read = tokio::task::spawn_blocking(move || queue.read_ready(id)).await;
                 let outcome = match read {
-                    Ok(Ok(Some((_, json)))) => Outcome::Sent(sink.deliver(meta, json).await),
+                    Ok(Ok(Some((_, json)))) => {
+                        let started = Instant::now();
+                        let delivery = sink.deliver(meta, json).await;
+                        metrics
+                            .attempt_durations
+                            .record(attempt_outcome(&delivery), started.elapsed());
+                        Outcome::Sent(delivery)
+                    }
                     Ok(Ok(None)) => Outcome::Gone,
                     Ok(Err(e)) => Outcome::Unreadable(e.to_string()),
                     Err(e) => Outcome::Unreadable(e.to_string()),

@@ -129,6 +129,8 @@ impl<S: Sink> Engine<S> {
             Ok(v) => v,
             Err(QueueError::Full { .. }) => {
                 ExporterMetrics::add(&self.metrics.refused_full, 1);
+                let samples: usize = chunks.iter().map(|(_, c)| c.profile.samples.len()).sum();
+                ExporterMetrics::add(&self.metrics.refused_full_samples, samples as u64);
                 return Err(ExportError::Full {
                     retry_after: Duration::from_secs(1),
                 });

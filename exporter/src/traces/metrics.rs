@@ -2,6 +2,7 @@
 //! [`crate::ExporterMetrics`]: plain atomics, copied by [`TracesMetrics::snapshot`]; drop
 //! reasons are the client-report names of [`DiscardReason`].
 
+use crate::durations::AttemptDurations;
 use crate::metrics::{self, DiscardReason, ReasonCounters, count_for, get};
 use serde::Serialize;
 use std::sync::atomic::AtomicU64;
@@ -48,6 +49,8 @@ pub struct TracesMetrics {
     /// Queue capacity in requests.
     pub queue_capacity_requests: AtomicU64,
     dropped: ReasonCounters,
+    /// How long each delivery attempt took, by outcome.
+    pub attempt_durations: AttemptDurations,
 }
 
 /// A copy of the counters at one instant. See [`TracesMetrics`] for the meaning of each field.

@@ -9,6 +9,7 @@ use super::queue::Item;
 use crate::ExportError;
 use crate::clock::SharedClock;
 use crate::config::{Compression, RetryConfig};
+use crate::durations::AttemptOutcome;
 use crate::http::RateLimits;
 use crate::otlp_client::{OtlpClient, note_partial, partial_from_body, post};
 use crate::otlp_retry::{AttemptError, Next, after_failure};
@@ -321,7 +322,17 @@ impl Sender {
         let mut backoff = Backoff::new(&self.retry);
         loop {
             self.wait_rate_limit().await;
-            match self.attempt(&item.req).await {
+            let started = Instant::now();
+            let attempt = self.attempt(&item.req).await;
+            let outcome = match &attempt {
+                Attempt::Delivered(_) => AttemptOutcome::Success,
+                Attempt::RateLimited => AttemptOutcome::RateLimited,
+                Attempt::Failed(e) => AttemptOutcome::of_error(e),
+            };
+            self.metrics
+                .attempt_durations
+                .record(outcome, started.elapsed());
+            match attempt {
                 Attempt::Delivered(partial) => {
                     TracesMetrics::add(&self.metrics.sent_requests, 1);
                     TracesMetrics::add(&self.metrics.sent_spans, item.spans);

@@ -19,7 +19,7 @@ type ExporterField = fn(&profilink_exporter::MetricsSnapshot) -> u64;
 impl Render for Vec<ExporterEntry> {
     fn render(&self, f: &mut Text<'_>) {
         let exporters: Vec<_> = self.iter().map(|e| (e, e.metrics.snapshot())).collect();
-        let exporter_families: [(&str, &str, &str, ExporterField); 15] = [
+        let exporter_families: [(&str, &str, &str, ExporterField); 16] = [
             (
                 "profilink_exporter_accepted_chunks_total",
                 "counter",
@@ -39,9 +39,15 @@ impl Render for Vec<ExporterEntry> {
                 |s| s.sent_chunks,
             ),
             (
+                "profilink_exporter_failed_attempts_total",
+                "counter",
+                "Delivery attempts that failed (retried or not): one per attempt.",
+                |s| s.send_failed_chunks,
+            ),
+            (
                 "profilink_exporter_send_failed_chunks_total",
                 "counter",
-                "Delivery attempts that failed (retried or not).",
+                "Deprecated: the old name of profilink_exporter_failed_attempts_total (failed attempts, not chunks given up; see otelcol_exporter_send_failed_profile_samples_total).",
                 |s| s.send_failed_chunks,
             ),
             (
@@ -172,6 +178,11 @@ impl Render for Vec<(String, Arc<TracesMetrics>)> {
                     "profilink_traces_exporter_send_failed_spans_total",
                     "Spans a traces exporter gave up on.",
                     |m| &m.send_failed_spans,
+                ),
+                (
+                    "profilink_traces_exporter_failed_attempts_total",
+                    "Delivery attempts of a traces exporter that failed (retried or not).",
+                    |m| &m.failed_attempts,
                 ),
                 (
                     "profilink_traces_exporter_retries_total",

@@ -1,9 +1,24 @@
-//! Self-telemetry in the Prometheus text format (version 0.0.4), served at
-//! `http://<service.telemetry.metrics.address>/metrics`, named like the Collector's own
-//! metrics with a `profilink_` prefix.
+//! Self-telemetry in the OpenMetrics text format (encoded by `prometheus-client` through its
+//! [`Collector`] trait, which reads the components' atomics at every scrape), served at
+//! `http://<service.telemetry.metrics.address>/metrics`: the OpenTelemetry Collector's own
+//! names for what profilink shares with it ([`Otelcol`]), and profilink's `profilink_*` for
+//! everything (the shared concepts under both names for one release). Counters are listed
+//! with the `_total` their samples carry.
 //!
 //! | metric | type | labels | meaning |
 //! |---|---|---|---|
+//! | `otelcol_receiver_{accepted,refused}_profile_samples_total` | counter | `receiver`, `transport` | observations pushed into the pipeline / refused (invalid, or the pipeline refused) |
+//! | `otelcol_receiver_failed_profile_samples_total` | counter | `receiver`, `transport` | always 0 (every error counts as refused) |
+//! | `otelcol_receiver_{accepted,refused,failed}_spans_total` | counter | `receiver`, `transport` | the same for spans, when a traces pipeline runs |
+//! | `otelcol_receiver_requests_total` | counter | `receiver`, `transport`, `outcome` | requests: `success`, `refused`, `failure` (0) |
+//! | `otelcol_exporter_sent_profile_samples_total` | counter | `exporter` | samples delivered |
+//! | `otelcol_exporter_send_failed_profile_samples_total` | counter | `exporter` | samples given up after sending failed (once per sample, after retries; not `queue_overflow`) |
+//! | `otelcol_exporter_enqueue_failed_profile_samples_total` | counter | `exporter` | samples refused by a full queue |
+//! | `otelcol_exporter_{sent,send_failed,enqueue_failed}_spans_total` | counter | `exporter` | the same for traces instances |
+//! | `otelcol_exporter_queue_{size,capacity}` | gauge | `exporter`, `data_type` | sending queues with a byte bound, in bytes |
+//! | `otelcol_process_uptime_total`, `otelcol_process_cpu_seconds_total` | counter | | seconds since start; user + system CPU seconds (Linux) |
+//! | `otelcol_process_memory_rss` | gauge | | resident set size in bytes (Linux) |
+//! | `otel_sdk_exporter_operation_duration_seconds` | histogram | `exporter`, `data_type`, `error_type` (failures) | duration of every delivery attempt |
 //! | `profilink_receiver_accepted_samples_total` | counter | `receiver`, `transport` | observations (one timestamp or one value) accepted |
 //! | `profilink_receiver_refused_samples_total` | counter | `receiver`, `transport` | observations refused (invalid, or the pipeline refused) |
 //! | `profilink_receiver_accepted_profiles_total` | counter | `receiver`, `transport` | OTLP profiles / Sentry chunks and V1 profiles accepted |
@@ -14,7 +29,8 @@
 //! | `profilink_exporter_accepted_chunks_total` | counter | `exporter` | chunks (OTLP: requests) accepted by `export` |
 //! | `profilink_exporter_refused_full_total` | counter | `exporter` | `export` calls refused because the queue was full |
 //! | `profilink_exporter_sent_chunks_total` | counter | `exporter` | chunks (OTLP: requests) delivered |
-//! | `profilink_exporter_send_failed_chunks_total` | counter | `exporter` | failed delivery attempts |
+//! | `profilink_exporter_failed_attempts_total` | counter | `exporter` | failed delivery attempts (one per attempt, retried or not) |
+//! | `profilink_exporter_send_failed_chunks_total` | counter | `exporter` | deprecated old name of `profilink_exporter_failed_attempts_total` |
 //! | `profilink_exporter_retries_total` | counter | `exporter` | retries scheduled |
 //! | `profilink_exporter_rate_limited_total` | counter | `exporter` | responses that imposed a rate limit |
 //! | `profilink_exporter_dropped_chunks_total` | counter | `exporter`, `reason` | chunks given up (`ratelimit_backoff`, `queue_overflow`, `network_error`, `send_error`) |
@@ -42,7 +58,7 @@
 //! | `profilink_join_dropped_requests_total` | counter | `pipeline` | linked requests dropped while OTLP exporters refused |
 //! | `profilink_join_held_bytes`, `profilink_join_held_chunks`, `profilink_join_kept_spans` | gauge | `pipeline` | the join buffer's size |
 //! | `profilink_traces_exporter_{accepted,refused,sent,send_failed}_spans_total` | counter | `exporter` | spans through the traces instance of an exporter (`refused`: its queue was full) |
-//! | `profilink_traces_exporter_{retries,rate_limited}_total` | counter | `exporter` | retries and rate-limiting responses of a traces exporter |
+//! | `profilink_traces_exporter_{failed_attempts,retries,rate_limited}_total` | counter | `exporter` | failed attempts, retries and rate-limiting responses of a traces exporter |
 //! | `profilink_traces_exporter_queue_size_bytes` | gauge | `exporter` | traces queued in memory |
 //! | `profilink_linking_stamped_spans_total` | counter | `pipeline`, `source` | spans given `sentry.profiler_id`: from their linked `samples` or derived from their `resource` |
 //! | `profilink_linking_thread_ids_total` | counter | `pipeline` | spans given `thread.id` from their linked samples |
@@ -57,6 +73,7 @@
 //! | `profilink_build_info` | gauge | `version` | always 1 |
 
 mod exporters;
+mod otelcol;
 mod pipelines;
 mod process;
 mod receivers;
@@ -66,15 +83,21 @@ mod tests;
 mod text;
 
 pub use exporters::ExporterEntry;
-pub use process::resident_memory_bytes;
+pub use otelcol::Otelcol;
+pub use process::{cpu_seconds, mark_start, resident_memory_bytes};
 pub use receivers::ReceiverEntry;
-pub use text::{Render, Text, escape, scrape};
+pub use text::{Family, Render, Text, escape, scrape, scrape_f64};
 
 use axum::Router;
 use axum::routing::get;
 use profilink_exporter::TracesMetrics;
 use profilink_processor::{JoinMetrics, ServiceCounters, StampCounters, StoreCounters};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
 use std::sync::Arc;
+
+/// The `Content-Type` of `/metrics`: the OpenMetrics text format.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Everything `/metrics` reports.
 #[derive(Debug, Default, Clone)]
@@ -98,15 +121,24 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Renders every metric in the Prometheus text format.
-    pub fn render(&self) -> String {
-        let mut out = String::with_capacity(8192);
-        let mut f = Text { out: &mut out };
+    /// Reads every counter into its metric family.
+    pub fn families(&self) -> Vec<Family> {
+        let mut families = Vec::with_capacity(128);
+        let mut f = Text {
+            families: &mut families,
+        };
         let relay = relay::Relay {
             receivers: &self.receivers,
             forwarders: &self.forwarders,
         };
+        let otelcol = Otelcol {
+            receivers: &self.receivers,
+            exporters: &self.exporters,
+            traces_exporters: &self.traces_exporters,
+            traces: !self.stamping.is_empty(),
+        };
         let mut sections: Vec<&dyn Render> = vec![
+            &otelcol,
             &self.receivers,
             &self.exporters,
             &*self.counters,
@@ -125,22 +157,43 @@ impl Registry {
         for s in sections {
             s.render(&mut f);
         }
-        out
+        families
+    }
+
+    /// Renders every metric in the OpenMetrics text format, as `/metrics` serves it.
+    pub fn render(&self) -> String {
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(self.clone()));
+        encode(&registry)
     }
 }
 
-/// The router serving `GET /metrics`.
+impl Collector for Registry {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        text::encode(&self.families(), &mut encoder)
+    }
+}
+
+/// Encodes `registry` in the OpenMetrics text format.
+fn encode(registry: &prometheus_client::registry::Registry) -> String {
+    let mut out = String::with_capacity(16384);
+    // Writing into a String cannot fail, and the families hold nothing the encoder refuses.
+    let _ = prometheus_client::encoding::text::encode(&mut out, registry);
+    out
+}
+
+/// The router serving `GET /metrics`: `registry`, read at every scrape through
+/// `prometheus-client`'s [`Collector`].
 pub fn router(registry: Arc<Registry>) -> Router {
+    process::mark_start();
+    let mut exposition = prometheus_client::registry::Registry::default();
+    exposition.register_collector(Box::new(registry));
+    let exposition = Arc::new(exposition);
     Router::new().route(
         "/metrics",
         get(move || {
-            let registry = registry.clone();
-            async move {
-                (
-                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-                    registry.render(),
-                )
-            }
+            let exposition = exposition.clone();
+            async move { ([("content-type", CONTENT_TYPE)], encode(&exposition)) }
         }),
     )
 }

@@ -68,7 +68,7 @@ fn renders_and_scrapes() {
         ),
         Some(3)
     );
-    assert!(text.contains("# TYPE profilink_receiver_accepted_samples_total counter\n"));
+    assert!(text.contains("# TYPE profilink_receiver_accepted_samples counter\n"));
     assert!(
         text.contains(
             "profilink_receiver_accepted_samples_total{receiver=\"otlp\",transport=\"grpc\"} 189\n"
@@ -108,4 +108,138 @@ fn renders_and_scrapes() {
         Some(2)
     );
     assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+#[test]
+fn serves_the_collector_names_from_the_same_counters() {
+    let stats = Arc::new(Stats::default());
+    stats.otlp_http.accept(1, 40);
+    stats.otlp_http.refuse(1, 7);
+    stats.otlp_http.request_accepted();
+    stats.otlp_http.request_refused();
+    let m = Arc::new(ExporterMetrics::default());
+    ExporterMetrics::add(&m.sent_samples, 30);
+    ExporterMetrics::add(&m.send_failed_chunks, 5);
+    ExporterMetrics::add(&m.refused_full_samples, 9);
+    ExporterMetrics::add(&m.queue_capacity_bytes, 1024);
+    m.add_dropped_samples(profilink_exporter::DiscardReason::SendError, 10);
+    m.add_dropped_samples(profilink_exporter::DiscardReason::NetworkError, 2);
+    m.add_dropped_samples(profilink_exporter::DiscardReason::QueueOverflow, 100);
+    m.attempt_durations.record(
+        profilink_exporter::AttemptOutcome::Success,
+        std::time::Duration::from_millis(30),
+    );
+    m.attempt_durations.record(
+        profilink_exporter::AttemptOutcome::NetworkError,
+        std::time::Duration::from_secs(20),
+    );
+    let traces = Arc::new(TracesMetrics::default());
+    traces.add_dropped(profilink_exporter::DiscardReason::SendError, 4);
+    let r = Registry {
+        receivers: vec![ReceiverEntry {
+            id: "otlp".into(),
+            transport: "http",
+            stats,
+        }],
+        exporters: vec![ExporterEntry {
+            id: "sentry/eu".into(),
+            metrics: m,
+        }],
+        traces_exporters: vec![("sentry/eu".into(), traces)],
+        stamping: vec![("traces".into(), Arc::new(StampCounters::default()))],
+        ..Registry::default()
+    };
+    let text = r.render();
+    let l = [("receiver", "otlp"), ("transport", "http")];
+    let e = [("exporter", "sentry/eu")];
+    let get = |name: &str, labels: &[(&str, &str)]| scrape(&text, name, labels);
+    assert_eq!(
+        get("otelcol_receiver_accepted_profile_samples_total", &l),
+        Some(40)
+    );
+    assert_eq!(
+        get("otelcol_receiver_refused_profile_samples_total", &l),
+        Some(7)
+    );
+    assert_eq!(
+        get("otelcol_receiver_failed_profile_samples_total", &l),
+        Some(0)
+    );
+    assert_eq!(get("otelcol_receiver_accepted_spans_total", &l), Some(0));
+    let outcome = |o| [l[0], l[1], ("outcome", o)];
+    assert_eq!(
+        get("otelcol_receiver_requests_total", &outcome("success")),
+        Some(1)
+    );
+    assert_eq!(
+        get("otelcol_receiver_requests_total", &outcome("refused")),
+        Some(1)
+    );
+    assert_eq!(
+        get("otelcol_exporter_sent_profile_samples_total", &e),
+        Some(30)
+    );
+    // Given up after sending failed; the queue overflow never failed a send.
+    assert_eq!(
+        get("otelcol_exporter_send_failed_profile_samples_total", &e),
+        Some(12)
+    );
+    assert_eq!(
+        get("otelcol_exporter_enqueue_failed_profile_samples_total", &e),
+        Some(9)
+    );
+    assert_eq!(get("otelcol_exporter_send_failed_spans_total", &e), Some(4));
+    assert_eq!(get("profilink_exporter_failed_attempts_total", &e), Some(5));
+    assert_eq!(
+        get("profilink_exporter_send_failed_chunks_total", &e),
+        Some(5)
+    );
+    let q = [e[0], ("data_type", "profiles")];
+    assert_eq!(get("otelcol_exporter_queue_capacity", &q), Some(1024));
+    assert_eq!(get("otelcol_exporter_queue_size", &q), Some(0));
+    // The traces instance has no byte bound here: no queue gauges for it.
+    assert_eq!(
+        get(
+            "otelcol_exporter_queue_capacity",
+            &[e[0], ("data_type", "traces")]
+        ),
+        None
+    );
+    let h = "otel_sdk_exporter_operation_duration_seconds";
+    assert_eq!(get(&format!("{h}_count"), &q), Some(2));
+    let net = [
+        e[0],
+        ("data_type", "profiles"),
+        ("error_type", "network_error"),
+    ];
+    assert_eq!(get(&format!("{h}_count"), &net), Some(1));
+    assert_eq!(
+        get(
+            &format!("{h}_bucket"),
+            &[net[0], net[1], net[2], ("le", "10.0")]
+        ),
+        Some(0)
+    );
+    assert_eq!(
+        get(
+            &format!("{h}_bucket"),
+            &[net[0], net[1], net[2], ("le", "+Inf")]
+        ),
+        Some(1)
+    );
+    assert_eq!(
+        get(&format!("{h}_bucket"), &[q[0], q[1], ("le", "0.05")]),
+        Some(1)
+    );
+    assert!((scrape_f64(&text, &format!("{h}_sum"), &q).unwrap() - 20.03).abs() < 1e-6);
+    // No failures of a kind: no series for it.
+    assert!(!text.contains("error_type=\"rate_limited\""));
+    assert!(scrape_f64(&text, "otelcol_process_uptime_total", &[]).is_some());
+    assert!(text.contains("# TYPE otelcol_exporter_sent_profile_samples counter\n"));
+    assert!(text.contains(&format!("# TYPE {h} histogram\n# UNIT {h} seconds\n")));
+    assert!(text.ends_with("# EOF\n"));
+    // Every family once.
+    let types: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE ")).collect();
+    let unique: std::collections::BTreeSet<&str> = types.iter().copied().collect();
+    assert_eq!(types.len(), unique.len());
 }
