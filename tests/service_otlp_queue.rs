@@ -120,7 +120,11 @@ async fn accepted_chunks_survive_sigkill_while_the_otlp_backend_is_down() {
     loop {
         let (_, text) = get_text(&format!("http://{metrics}/metrics")).await;
         let translated = scrape(&text, "profilink_translated_profiles_total", &[]);
-        let held = scrape(&text, "profilink_join_held_chunks", &[("pipeline", "profiles")]);
+        let held = scrape(
+            &text,
+            "profilink_join_held_chunks",
+            &[("pipeline", "profiles")],
+        );
         let queued = scrape(&text, "profilink_queue_size_bytes", &e).unwrap_or(0);
         if translated == Some(sent.len() as u64) && held == Some(0) && queued > 0 && queued == last
         {

@@ -11,7 +11,9 @@ use profilink_exporter::{
     QueueSizer, RetryConfig, SendingQueueConfig, TracesExporter, TracesExporterConfig,
 };
 use profilink_proto::otlp::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span};
-use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, ResourceProfiles, ScopeProfiles};
+use profilink_proto::otlp::{
+    ExportProfilesServiceRequest, Profile, ResourceProfiles, ScopeProfiles,
+};
 use prost::Message;
 use std::path::Path;
 use std::time::Duration;

@@ -275,10 +275,7 @@ impl<T: Queued> SendQueue<T> {
     fn push_now(&self, values: Vec<(T, u64)>) -> Result<(), (PushError, Vec<(T, u64)>)> {
         let n = values.len();
         let Some(log) = &self.log else {
-            let sizes: Vec<u64> = values
-                .iter()
-                .map(|(v, _)| v.encoded_len() as u64)
-                .collect();
+            let sizes: Vec<u64> = values.iter().map(|(v, _)| v.encoded_len() as u64).collect();
             let mut st = lock(&self.state);
             if let Err(e) = self.check(&st, n, sizes.iter().sum()) {
                 return Err((e, values));

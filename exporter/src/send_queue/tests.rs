@@ -155,10 +155,7 @@ async fn block_on_overflow_waits_for_room_then_for_close() {
     let blocked = tokio::spawn(async move { q3.push_all(vec![msg("c", 0)]).await });
     tokio::time::sleep(Duration::from_millis(50)).await;
     q.close();
-    assert!(matches!(
-        blocked.await.unwrap(),
-        Err(PushError::Closed)
-    ));
+    assert!(matches!(blocked.await.unwrap(), Err(PushError::Closed)));
 }
 
 #[tokio::test]
@@ -201,12 +198,20 @@ async fn unreadable_records_are_refused_and_counted_never_a_panic() {
     assert_eq!(pop_name(&q).await.1, "ok");
     let corrupt = q.pop().await.unwrap().unwrap_err();
     assert_eq!((corrupt.id, corrupt.items), (2, 2));
-    assert!(corrupt.error.contains("does not decode"), "{}", corrupt.error);
+    assert!(
+        corrupt.error.contains("does not decode"),
+        "{}",
+        corrupt.error
+    );
     q.ack(corrupt.id).await.unwrap();
     q.ack(1).await.unwrap();
     drop(q);
     let (_, rec) = open(Some(dir.path()), limits(None, 1 << 20));
-    assert_eq!((rec.requests, rec.corrupt), (0, 0), "refused records are removed");
+    assert_eq!(
+        (rec.requests, rec.corrupt),
+        (0, 0),
+        "refused records are removed"
+    );
 }
 
 #[test]
