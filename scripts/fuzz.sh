@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(otlp_request otlp_json envelope chunk_roundtrip queue_record decompress config_yaml otlp_structured)
+TARGETS=(otlp_request otlp_json envelope chunk_roundtrip queue_record otlp_queue_record decompress config_yaml otlp_structured)
 CARGO_FUZZ_VERSION=0.13.2
 
 usage() {
@@ -58,6 +58,12 @@ seed() {
       done
       for f in fuzz/seeds/chunk_roundtrip/*; do
         { printf '\003'; cat "$f"; } >"$dir/$(basename "$f")"
+      done ;;
+    otlp_queue_record)
+      # OTLP profiles requests as records to build (mode 1) and as raw record bodies (mode 0).
+      for f in tests/fixtures/otlp/*.pb; do
+        { printf '\001'; cat "$f"; } >"$dir/$(basename "$f" .pb)"
+        { printf '\000\001P\003\000\000\000\000\000\000\000'; cat "$f"; } >"$dir/$(basename "$f" .pb)-record"
       done ;;
     decompress)
       # gzip bombs: 16 MiB of zeros, raw mode (byte 0 = 1: gzip), limits 1 KiB and 64 MiB.

@@ -22,7 +22,8 @@
 //!     routing: { attribute: service.name, dsns: { checkout: https://... } }
 //!     rate_limit_max_wait: 5m
 //!     tls: { ca_file: /etc/ssl/private-ca.pem }
-//!   otlp: { endpoint: 127.0.0.1:4317, protocol: grpc, compression: gzip, timeout: 5s, tls: { insecure: true } }
+//!   otlp: { endpoint: 127.0.0.1:4317, protocol: grpc, compression: gzip, timeout: 5s, tls: { insecure: true },
+//!           sending_queue: { storage: ./profilink-data/otlp-queue, queue_size: 1000, num_consumers: 4 } }
 //!   file: { path: ./profilink-data }
 //! ```
 
@@ -325,12 +326,28 @@ pub struct OtlpExporterConfig {
     pub tls: ClientTlsConfig,
     /// Backoff for retryable failures.
     pub retry_on_failure: RetryConfig,
-    /// Concurrent requests (default 4).
+    /// Concurrent requests (default 4); `sending_queue.num_consumers` wins when set.
     pub num_consumers: usize,
-    /// Requests held in memory while waiting to be sent (default 1000).
+    /// Requests waiting to be sent (default 1000); `sending_queue.queue_size` wins when set.
     pub queue_size: usize,
+    /// The sending queue: in memory, or durable with `storage` (the Collector's
+    /// `sending_queue` keys).
+    pub sending_queue: crate::send_queue::SendingQueueConfig,
     /// Extra request headers / gRPC metadata.
     pub headers: BTreeMap<String, String>,
+}
+
+impl OtlpExporterConfig {
+    /// `sending_queue` with the exporter-level aliases (`queue_size`, `num_consumers`) folded
+    /// in where it leaves them unset: the queue settings of this exporter's traces instance.
+    pub fn effective_sending_queue(&self) -> crate::send_queue::SendingQueueConfig {
+        let mut q = self.sending_queue.clone();
+        if q.sizer == crate::send_queue::QueueSizer::Requests {
+            q.queue_size.get_or_insert(self.queue_size as u64);
+        }
+        q.num_consumers.get_or_insert(self.num_consumers);
+        q
+    }
 }
 
 impl Default for OtlpExporterConfig {
@@ -344,6 +361,7 @@ impl Default for OtlpExporterConfig {
             retry_on_failure: RetryConfig::default(),
             num_consumers: 4,
             queue_size: 1000,
+            sending_queue: Default::default(),
             headers: BTreeMap::new(),
         }
     }

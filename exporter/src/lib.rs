@@ -9,7 +9,8 @@
 //! * [`FileExporter`]: the same accumulation and queue, writing `<chunk_id>.envelope` files
 //!   atomically ([`write_atomic`]).
 //! * [`OtlpExporter`]: OTLP gRPC or HTTP with the OTLP retry rules and partial-success
-//!   accounting.
+//!   accounting, behind a sending queue that is in memory or, with `sending_queue.storage`,
+//!   durable ([`SendingQueueConfig`]).
 //! * [`Forwarder`]: the Sentry receiver's `upstream`: what SDKs send, passed on as received
 //!   to their Sentry or Relay through a durable queue, in order per project, with retries and
 //!   upstream rate limits handed back to the SDKs.
@@ -33,7 +34,7 @@
 //! Inside (private modules): `engine` is the delivery engine shared by the Sentry and file
 //! exporters (durable queue → accumulator → ready log → concurrent deliveries), `queue` the
 //! durable queue (segment logs and record formats), `accumulate` and `merge` the chunk
-//! accumulation, `retry` the backoff, `http` the transports' shared clients,
+//! accumulation, `send_queue` the OTLP exporters' sending queue, `retry` the backoff, `http` the transports' shared clients,
 //! `sentry`/`file`/`otlp`/`traces` the exporters.
 #![warn(missing_docs)]
 
@@ -54,6 +55,7 @@ mod otlp_retry;
 mod queue;
 mod queue_config;
 mod retry;
+mod send_queue;
 mod sentry;
 mod traces;
 
@@ -79,6 +81,7 @@ pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
+pub use send_queue::SendingQueueConfig;
 pub use sentry::SentryExporter;
 pub use sentry::routing::{Route, Router};
 pub use traces::{
@@ -97,6 +100,9 @@ pub mod testing {
     pub use crate::queue::consumed::decode as decode_consumed;
     pub use crate::queue::decode_ready;
     pub use crate::queue::input::{ChunkInfo, decode as decode_input, encode_batch, encode_legacy};
+    pub use crate::send_queue::record::{
+        Queued, decode as decode_otlp_record, encode as encode_otlp_record,
+    };
 }
 
 /// The SDK name profilink reports (`sdk.name`, `sentry_client`).

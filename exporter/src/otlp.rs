@@ -3,7 +3,9 @@
 //! [`crate::otlp_client`]; the retry rules are [`crate::otlp_retry`]'s.
 //!
 //! Partial successes are never retried; they are logged (`rejected_profiles` and the message)
-//! and counted. Requests wait in a bounded in-memory queue (`queue_size`); `export` answers
+//! and counted. Requests wait in the exporter's sending queue ([`crate::send_queue`]): in
+//! memory, or durable with `sending_queue.storage` (persisted before `export` returns,
+//! removed once delivered or given up, replayed at start); `export` answers
 //! [`ExportError::Full`] when it is full.
 
 use crate::ExportError;
@@ -13,12 +15,20 @@ use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::otlp_client::{OtlpClient, note_partial};
 use crate::otlp_retry::{Next, after_failure};
 use crate::retry::Backoff;
+use crate::send_queue::record::Queued;
+use crate::send_queue::{PushError, SendQueue};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::signal::{Profiles, profile_counts};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
+
+impl Queued for ExportProfilesServiceRequest {
+    const KIND: u8 = b'P';
+}
+
+type Queue = SendQueue<ExportProfilesServiceRequest>;
 
 struct Shared {
     client: OtlpClient<Profiles>,
@@ -74,8 +84,7 @@ impl Shared {
 
 /// Sends OTLP profiles requests. See the module docs.
 pub struct OtlpExporter {
-    tx: Option<mpsc::Sender<ExportProfilesServiceRequest>>,
-    rx: Arc<Mutex<mpsc::Receiver<ExportProfilesServiceRequest>>>,
+    queue: Arc<Queue>,
     workers: Vec<JoinHandle<()>>,
     metrics: Arc<ExporterMetrics>,
 }
@@ -88,9 +97,44 @@ impl Drop for OtlpExporter {
     }
 }
 
+/// One sender: takes the oldest request, sends it (with retries), removes it from the queue.
+async fn consume(queue: Arc<Queue>, shared: Arc<Shared>) {
+    while let Some(next) = queue.pop().await {
+        let id = match next {
+            Ok(claimed) => {
+                shared.send_with_retry(claimed.value).await;
+                claimed.id
+            }
+            Err(corrupt) => {
+                ExporterMetrics::add(&shared.metrics.corrupt_records, 1);
+                tracing::warn!(
+                    id = corrupt.id,
+                    error = %corrupt.error,
+                    "OTLP sending queue: a queued request does not read; it is removed"
+                );
+                corrupt.id
+            }
+        };
+        // Same poll as the outcome above (no await in between for an in-memory queue), so a
+        // shutdown's abort never counts a request twice.
+        if let Err(e) = queue.ack(id).await {
+            tracing::warn!(error = %e, "OTLP sending queue: removing a sent request failed; it will be sent again after a restart");
+        }
+        shared
+            .metrics
+            .queue_size_bytes
+            .store(queue.bytes(), Ordering::Relaxed);
+    }
+}
+
 impl OtlpExporter {
-    /// Builds the client (connections are made lazily) and starts `num_consumers` senders.
+    /// Builds the client (connections are made lazily), opens the sending queue (replaying
+    /// what an earlier run left in `sending_queue.storage`) and starts the senders
+    /// (`sending_queue.num_consumers`, else `num_consumers`).
     pub async fn start(cfg: OtlpExporterConfig) -> Result<Self, ExportError> {
+        let q = &cfg.sending_queue;
+        let limits = q.limits(cfg.queue_size as u64)?;
+        let consumers = q.consumers(cfg.num_consumers);
         let client = match cfg.protocol {
             OtlpProtocol::Grpc => OtlpClient::grpc(
                 &cfg.endpoint,
@@ -104,61 +148,73 @@ impl OtlpExporter {
                 cfg.compression,
                 cfg.timeout,
                 &cfg.headers,
-                cfg.num_consumers,
+                consumers,
                 &cfg.tls,
             )?,
         };
         let metrics = Arc::new(ExporterMetrics::default());
-        let (tx, rx) = mpsc::channel(cfg.queue_size.max(1));
-        let rx = Arc::new(Mutex::new(rx));
+        let dir = q.dir("profiles");
+        let fsync = q.fsync;
+        let (queue, recovered) =
+            tokio::task::spawn_blocking(move || Queue::open(dir.as_deref(), fsync, limits))
+                .await??;
+        let queue = Arc::new(queue);
+        metrics
+            .queue_capacity_bytes
+            .store(limits.max_bytes, Ordering::Relaxed);
+        metrics
+            .queue_size_bytes
+            .store(queue.bytes(), Ordering::Relaxed);
+        ExporterMetrics::add(&metrics.corrupt_records, recovered.corrupt);
+        if let Some(dir) = queue.dir() {
+            tracing::info!(
+                dir = %dir.display(),
+                requests = recovered.requests,
+                samples = recovered.items,
+                corrupt = recovered.corrupt,
+                "OTLP sending queue opened"
+            );
+        }
         let shared = Arc::new(Shared {
             client,
             cfg: cfg.clone(),
             metrics: metrics.clone(),
         });
-        let workers = (0..cfg.num_consumers.max(1))
-            .map(|_| {
-                let rx = rx.clone();
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    loop {
-                        let next = rx.lock().await.recv().await;
-                        match next {
-                            Some(req) => shared.send_with_retry(req).await,
-                            None => return,
-                        }
-                    }
-                })
-            })
+        let workers = (0..consumers)
+            .map(|_| tokio::spawn(consume(queue.clone(), shared.clone())))
             .collect();
         Ok(OtlpExporter {
-            tx: Some(tx),
-            rx,
+            queue,
             workers,
             metrics,
         })
     }
 
-    /// Queues a request; [`ExportError::Full`] when `queue_size` requests are waiting.
+    /// Queues a request (durably, with storage); [`ExportError::Full`] when the queue is full
+    /// (unless `block_on_overflow`, which waits for room).
     pub async fn export(&self, req: ExportProfilesServiceRequest) -> Result<(), ExportError> {
-        let Some(tx) = &self.tx else {
-            return Err(ExportError::Closed);
-        };
         let samples = profile_counts(&req.resource_profiles).samples;
-        match tx.try_send(req) {
+        match self.queue.push_all(vec![(req, samples)]).await {
             Ok(()) => {
                 ExporterMetrics::add(&self.metrics.accepted_chunks, 1);
                 ExporterMetrics::add(&self.metrics.accepted_samples, samples);
+                self.metrics
+                    .queue_size_bytes
+                    .store(self.queue.bytes(), Ordering::Relaxed);
                 Ok(())
             }
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(PushError::Full { .. }) => {
                 ExporterMetrics::add(&self.metrics.refused_full, 1);
                 ExporterMetrics::add(&self.metrics.refused_full_samples, samples);
                 Err(ExportError::Full {
                     retry_after: Duration::from_secs(1),
                 })
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(ExportError::Closed),
+            Err(PushError::Closed) => Err(ExportError::Closed),
+            Err(PushError::Io(e)) => {
+                tracing::error!(error = %e, "OTLP sending queue: a request could not be stored; refused");
+                Err(e.into())
+            }
         }
     }
 
@@ -168,10 +224,10 @@ impl OtlpExporter {
     }
 
     /// Stops accepting, lets queued and in-flight requests finish within `deadline`, then
-    /// stops; requests still waiting are dropped and counted (this exporter's queue is in
-    /// memory).
+    /// stops. What is left is dropped and counted (`network_error`) for an in-memory queue;
+    /// a durable queue keeps it for the next start.
     pub async fn shutdown(mut self, deadline: Duration) {
-        self.tx = None;
+        self.queue.close();
         let workers = std::mem::take(&mut self.workers);
         let aborts: Vec<_> = workers.iter().map(|w| w.abort_handle()).collect();
         let all = async {
@@ -179,17 +235,28 @@ impl OtlpExporter {
                 let _ = w.await;
             }
         };
-        if tokio::time::timeout(deadline, all).await.is_err() {
-            for a in aborts {
-                a.abort();
-            }
-            let mut rx = self.rx.lock().await;
-            let (mut left, mut samples) = (0u64, 0u64);
-            while let Ok(req) = rx.try_recv() {
-                left += 1;
-                samples += profile_counts(&req.resource_profiles).samples;
-            }
-            if left > 0 {
+        tokio::pin!(all);
+        if tokio::time::timeout(deadline, &mut all).await.is_ok() {
+            return;
+        }
+        for a in &aborts {
+            a.abort();
+        }
+        // Wait for the aborted tasks to be gone before counting what they held.
+        all.await;
+        let (left, samples) = self.queue.unacknowledged();
+        if left == 0 {
+            return;
+        }
+        match self.queue.dir() {
+            Some(dir) => tracing::info!(
+                requests = left,
+                samples,
+                dir = %dir.display(),
+                "OTLP exporter shut down; unsent requests stay queued for the next start"
+            ),
+            None => {
+                self.queue.drain_memory();
                 self.metrics.add_dropped(DiscardReason::NetworkError, left);
                 self.metrics
                     .add_dropped_samples(DiscardReason::NetworkError, samples);

@@ -27,10 +27,12 @@ pub enum Overflow {
 }
 
 /// `sending_queue.sizer`: what `queue_size` counts (the Collector's names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueSizer {
-    /// Requests (the Collector's default): refused here, see the module docs.
+    /// Requests (the Collector's default): honoured by the OTLP exporters' queue, refused by
+    /// the chunk queues (see the module docs).
+    #[default]
     Requests,
     /// Items (samples, spans…): refused here, see the module docs.
     Items,

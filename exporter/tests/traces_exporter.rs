@@ -445,8 +445,8 @@ async fn full_queue_refuses_with_export_error_full() {
     let (clock, shared) = manual();
     let cfg = SentryTracesConfig {
         sending_queue: TracesQueueConfig {
-            max_requests: 2,
-            max_size_mib: 64,
+            queue_size: Some(2),
+            ..Default::default()
         },
         ..sentry_config(&server)
     };
@@ -493,8 +493,9 @@ async fn byte_bound_refuses_and_shutdown_counts_rate_limited_leftovers() {
     let (_clock, shared) = manual();
     let cfg = SentryTracesConfig {
         sending_queue: TracesQueueConfig {
-            max_requests: 100,
-            max_size_mib: 1,
+            queue_size: Some(100),
+            max_size_mib: Some(1),
+            ..Default::default()
         },
         ..sentry_config(&server)
     };

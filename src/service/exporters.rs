@@ -59,11 +59,18 @@ pub fn describe_exporter(spec: &ExporterSpec) -> String {
             c.path.display(),
             c.queue_dir().display()
         ),
-        ExporterSpec::Otlp(c) => format!(
-            "sending OTLP ({:?}, {:?}) to {}",
-            c.protocol, c.compression, c.endpoint
-        )
-        .to_lowercase(),
+        ExporterSpec::Otlp(c) => {
+            let queue = match c.sending_queue.dir("profiles") {
+                Some(dir) => format!("queue in {}", dir.display()),
+                None => "in-memory queue".into(),
+            };
+            let to = format!(
+                "sending OTLP ({:?}, {:?}) to {}",
+                c.protocol, c.compression, c.endpoint
+            )
+            .to_lowercase();
+            format!("{to}; {queue}")
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 //!     headers: { x-tenant: a }
 //!     num_consumers: 2
 //!     max_request_bytes: 10485760
-//!     sending_queue: { max_requests: 1000, max_size_mib: 64 }
+//!     sending_queue: { queue_size: 1000, max_size_mib: 64, storage: ./data/otlp-queue }
 //!     retry_on_failure: { enabled: true, initial_interval: 5s, max_interval: 30s, max_elapsed_time: 300s }
 //!   sentry/traces:
 //!     dsn: https://<public key>@o1.ingest.sentry.io/123
@@ -21,6 +21,7 @@
 //! ```
 
 use crate::config::{ClientTlsConfig, Compression, RetryConfig};
+use crate::send_queue::SendingQueueConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -33,33 +34,9 @@ pub const DEFAULT_HTTP_ENDPOINT: &str = "http://127.0.0.1:4318";
 /// `max_container_size`).
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 10 << 20;
 
-/// `sending_queue` of a traces exporter: a bounded in-memory queue. `export` answers
-/// [`crate::ExportError::Full`] when a request would take it past either bound.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TracesQueueConfig {
-    /// Queued requests, counted after splitting (default 1000).
-    pub max_requests: usize,
-    /// Queued bytes (uncompressed protobuf) in MiB (default 64). A request larger than this is
-    /// still accepted when the queue is empty, so it cannot block the exporter for ever.
-    pub max_size_mib: u64,
-}
-
-impl Default for TracesQueueConfig {
-    fn default() -> Self {
-        TracesQueueConfig {
-            max_requests: 1000,
-            max_size_mib: 64,
-        }
-    }
-}
-
-impl TracesQueueConfig {
-    /// Capacity in bytes.
-    pub fn capacity_bytes(&self) -> u64 {
-        self.max_size_mib.saturating_mul(1 << 20)
-    }
-}
+/// `sending_queue` of a traces exporter: the OTLP exporters' [`SendingQueueConfig`] (in
+/// memory, or durable with `storage`); `max_requests` is accepted for `queue_size`.
+pub type TracesQueueConfig = SendingQueueConfig;
 
 /// `otlp/traces` (gRPC) and `otlp_http/traces` (HTTP/protobuf).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -82,8 +59,8 @@ pub struct OtlpTracesConfig {
     pub retry_on_failure: RetryConfig,
     /// Concurrent requests (default 2).
     pub num_consumers: usize,
-    /// The bounded in-memory queue.
-    pub sending_queue: TracesQueueConfig,
+    /// The sending queue (in memory, or durable with `storage`).
+    pub sending_queue: SendingQueueConfig,
     /// Requests whose uncompressed protobuf is larger are split by resource, scope and span
     /// (default 10 MiB; 0 = never split).
     pub max_request_bytes: u64,
@@ -99,7 +76,7 @@ impl Default for OtlpTracesConfig {
             headers: BTreeMap::new(),
             retry_on_failure: RetryConfig::default(),
             num_consumers: 2,
-            sending_queue: TracesQueueConfig::default(),
+            sending_queue: SendingQueueConfig::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         }
     }
@@ -123,8 +100,8 @@ pub struct SentryTracesConfig {
     pub retry_on_failure: RetryConfig,
     /// Concurrent requests (default 2).
     pub num_consumers: usize,
-    /// The bounded in-memory queue.
-    pub sending_queue: TracesQueueConfig,
+    /// The sending queue (in memory, or durable with `storage`).
+    pub sending_queue: SendingQueueConfig,
     /// Requests whose uncompressed protobuf is larger are split by resource, scope and span
     /// (default 10 MiB, below Sentry's 12 MiB limit; 0 = never split).
     pub max_request_bytes: u64,
@@ -142,7 +119,7 @@ impl Default for SentryTracesConfig {
             tls: ClientTlsConfig::default(),
             retry_on_failure: RetryConfig::default(),
             num_consumers: 2,
-            sending_queue: TracesQueueConfig::default(),
+            sending_queue: SendingQueueConfig::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             default_rate_limit: Duration::from_secs(60),
         }
@@ -172,20 +149,21 @@ impl TracesExporterConfig {
         }
     }
 
-    /// The queue bounds.
-    pub fn sending_queue(&self) -> &TracesQueueConfig {
+    /// The sending queue settings.
+    pub fn sending_queue(&self) -> &SendingQueueConfig {
         match self {
             TracesExporterConfig::Otlp(c) | TracesExporterConfig::OtlpHttp(c) => &c.sending_queue,
             TracesExporterConfig::Sentry(c) => &c.sending_queue,
         }
     }
 
-    /// Concurrent requests.
+    /// Concurrent requests (`sending_queue.num_consumers`, else `num_consumers`).
     pub fn num_consumers(&self) -> usize {
-        match self {
+        let exporter_level = match self {
             TracesExporterConfig::Otlp(c) | TracesExporterConfig::OtlpHttp(c) => c.num_consumers,
             TracesExporterConfig::Sentry(c) => c.num_consumers,
-        }
+        };
+        self.sending_queue().consumers(exporter_level)
     }
 
     /// The split threshold (0 = never split).
@@ -218,7 +196,7 @@ mod tests {
         let c = OtlpTracesConfig::default();
         assert_eq!(c.num_consumers, 2);
         assert_eq!(c.max_request_bytes, 10 << 20);
-        assert_eq!(c.sending_queue.capacity_bytes(), 64 << 20);
+        assert_eq!(c.sending_queue.limits(1000).unwrap().max_bytes, 64 << 20);
         assert_eq!(c.retry_on_failure.initial_interval, Duration::from_secs(5));
         let s = SentryTracesConfig::default();
         assert_eq!(s.default_rate_limit, Duration::from_secs(60));
@@ -239,8 +217,8 @@ mod tests {
         assert_eq!(h.endpoint.as_deref(), Some("http://x:4318"));
         assert_eq!(h.timeout, Duration::from_secs(2));
         assert_eq!(h.compression, Compression::Zstd);
-        assert_eq!(h.sending_queue.max_requests, 5);
-        assert_eq!(h.sending_queue.max_size_mib, 64);
+        assert_eq!(h.sending_queue.queue_size, Some(5));
+        assert_eq!(h.sending_queue.max_size_mib, None);
         let s: SentryTracesConfig =
             serde_json::from_str(r#"{"dsn": "https://k@h/1", "default_rate_limit": "1m"}"#)
                 .unwrap();

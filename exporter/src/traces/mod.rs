@@ -20,17 +20,19 @@
 //!
 //! Requests larger than `max_request_bytes` (default 10 MiB uncompressed, below Sentry's
 //! 12 MiB body limit) are split by resource, scope and span ([`split`]) before queuing. The
-//! queue is in memory and bounded by requests and bytes; `export` answers
+//! sending queue ([`crate::send_queue`]) is bounded by requests and bytes and lives in memory,
+//! or on disk with `sending_queue.storage` (each request persisted before `export` returns,
+//! removed once delivered or given up, replayed at start); `export` answers
 //! [`ExportError::Full`] when it is full. `num_consumers` senders (default 2) take requests in
 //! FIFO order, so order is kept except around retries.
 //!
 //! Life cycle: [`TracesExporter::start`] → [`TracesExporter::export`] from any task →
-//! [`TracesExporter::shutdown`], which sends what is queued until its deadline and counts what
-//! is left as dropped (`ratelimit_backoff` while rate limited, else `network_error`).
+//! [`TracesExporter::shutdown`], which sends what is queued until its deadline; what is left
+//! stays queued with storage, else it is counted as dropped (`ratelimit_backoff` while rate
+//! limited, else `network_error`).
 
 pub mod config;
 pub mod metrics;
-pub mod queue;
 pub mod send;
 pub mod split;
 
@@ -41,21 +43,72 @@ pub use profilink_proto::otlp::trace::ExportTraceServiceRequest;
 use crate::ExportError;
 use crate::clock::{SharedClock, system_clock};
 use crate::metrics::DiscardReason;
-use prost::Message;
-use queue::{Item, MemQueue, PushError};
-use send::Sender;
+use crate::send_queue::record::Queued;
+use crate::send_queue::{PushError, SendQueue};
+use send::{Item, Sender};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
+impl Queued for ExportTraceServiceRequest {
+    const KIND: u8 = b'T';
+}
+
+type Queue = SendQueue<ExportTraceServiceRequest>;
+
+/// Sets the queue gauges (requests and bytes waiting) from the queue.
+fn gauges(queue: &Queue, metrics: &TracesMetrics) {
+    metrics
+        .queue_requests
+        .store(queue.len() as u64, Ordering::Relaxed);
+    metrics
+        .queue_bytes
+        .store(queue.waiting_bytes(), Ordering::Relaxed);
+}
+
+/// One sender: takes the oldest request, delivers it, removes it from the queue.
+async fn consume(queue: Arc<Queue>, sender: Arc<Sender>, metrics: Arc<TracesMetrics>) {
+    while let Some(next) = queue.pop().await {
+        let (id, spans) = match &next {
+            Ok(c) => (c.id, c.items),
+            Err(c) => (c.id, c.items),
+        };
+        gauges(&queue, &metrics);
+        match next {
+            Ok(claimed) => {
+                sender
+                    .deliver(Item {
+                        req: claimed.value,
+                        spans,
+                    })
+                    .await;
+            }
+            Err(corrupt) => {
+                metrics.add_dropped(DiscardReason::SendError, spans);
+                tracing::warn!(
+                    destination = %sender.destination(),
+                    spans,
+                    error = %corrupt.error,
+                    reason = DiscardReason::SendError.as_str(),
+                    "traces sending queue: a queued request does not read; it is dropped"
+                );
+            }
+        }
+        // Same poll as the outcome above (no await in between for an in-memory queue), so a
+        // shutdown's abort never counts a request twice.
+        if let Err(e) = queue.ack(id).await {
+            tracing::warn!(error = %e, "traces sending queue: removing a sent request failed; it will be sent again after a restart");
+        }
+    }
+}
+
 /// Forwards OTLP traces. See the module docs.
 pub struct TracesExporter {
-    queue: Arc<MemQueue>,
+    queue: Arc<Queue>,
     sender: Arc<Sender>,
     clock: SharedClock,
     workers: Vec<JoinHandle<()>>,
-    in_flight_spans: Arc<AtomicU64>,
     max_request_bytes: u64,
     metrics: Arc<TracesMetrics>,
     kind: &'static str,
@@ -98,36 +151,38 @@ impl TracesExporter {
             TracesExporterConfig::Sentry(c) => Sender::sentry(c, clock.clone(), metrics.clone())?,
         };
         let q = cfg.sending_queue();
-        let capacity_bytes = q.capacity_bytes();
+        let limits = q.limits(crate::send_queue::config::DEFAULT_QUEUE_SIZE)?;
         metrics
             .queue_capacity_bytes
-            .store(capacity_bytes, Ordering::Relaxed);
+            .store(limits.max_bytes, Ordering::Relaxed);
         metrics
             .queue_capacity_requests
-            .store(q.max_requests.max(1) as u64, Ordering::Relaxed);
-        let queue = Arc::new(MemQueue::new(
-            q.max_requests,
-            capacity_bytes,
-            metrics.clone(),
-        ));
+            .store(limits.max_requests.unwrap_or(0), Ordering::Relaxed);
+        let dir = q.dir("traces");
+        let fsync = q.fsync;
+        let (queue, recovered) =
+            tokio::task::spawn_blocking(move || Queue::open(dir.as_deref(), fsync, limits))
+                .await??;
+        gauges(&queue, &metrics);
+        if recovered.corrupt > 0 {
+            // Their spans are unknown: the records did not read.
+            tracing::warn!(
+                records = recovered.corrupt,
+                "traces sending queue: unreadable records refused at start"
+            );
+        }
+        if let Some(dir) = queue.dir() {
+            tracing::info!(
+                dir = %dir.display(),
+                requests = recovered.requests,
+                spans = recovered.items,
+                "traces sending queue opened"
+            );
+        }
+        let queue = Arc::new(queue);
         let sender = Arc::new(sender);
-        let in_flight_spans = Arc::new(AtomicU64::new(0));
-        let workers = (0..cfg.num_consumers().max(1))
-            .map(|_| {
-                let queue = queue.clone();
-                let sender = sender.clone();
-                let in_flight = in_flight_spans.clone();
-                tokio::spawn(async move {
-                    while let Some(item) = queue.pop().await {
-                        let spans = item.spans;
-                        in_flight.fetch_add(spans, Ordering::Relaxed);
-                        sender.deliver(item).await;
-                        // No await between the outcome being counted and this line, so an
-                        // abort at shutdown never counts a request twice.
-                        in_flight.fetch_sub(spans, Ordering::Relaxed);
-                    }
-                })
-            })
+        let workers = (0..cfg.num_consumers())
+            .map(|_| tokio::spawn(consume(queue.clone(), sender.clone(), metrics.clone())))
             .collect();
         tracing::debug!(kind = cfg.kind(), destination = %sender.destination(), "traces exporter started");
         Ok(TracesExporter {
@@ -135,7 +190,6 @@ impl TracesExporter {
             sender,
             clock,
             workers,
-            in_flight_spans,
             max_request_bytes: cfg.max_request_bytes(),
             metrics,
             kind: cfg.kind(),
@@ -155,30 +209,35 @@ impl TracesExporter {
         if spans == 0 {
             return Ok(());
         }
-        let items: Vec<Item> = split::split_request(req, self.max_request_bytes)
-            .into_iter()
-            .map(|req| Item {
-                bytes: req.encoded_len() as u64,
-                spans: split::span_count(&req),
-                req,
-            })
-            .filter(|i| i.spans > 0)
-            .collect();
+        let items: Vec<(ExportTraceServiceRequest, u64)> =
+            split::split_request(req, self.max_request_bytes)
+                .into_iter()
+                .map(|req| {
+                    let spans = split::span_count(&req);
+                    (req, spans)
+                })
+                .filter(|(_, spans)| *spans > 0)
+                .collect();
         let pieces = items.len() as u64;
-        match self.queue.push_all(items) {
+        match self.queue.push_all(items).await {
             Ok(()) => {
                 TracesMetrics::add(&self.metrics.accepted_requests, 1);
                 TracesMetrics::add(&self.metrics.accepted_spans, spans);
                 TracesMetrics::add(&self.metrics.split_requests, pieces.saturating_sub(1));
+                gauges(&self.queue, &self.metrics);
                 Ok(())
             }
             Err(PushError::Closed) => Err(ExportError::Closed),
-            Err(PushError::Full) => {
+            Err(PushError::Full { .. }) => {
                 TracesMetrics::add(&self.metrics.refused_full, 1);
                 TracesMetrics::add(&self.metrics.refused_full_spans, spans);
                 Err(ExportError::Full {
                     retry_after: self.retry_after(),
                 })
+            }
+            Err(PushError::Io(e)) => {
+                tracing::error!(kind = self.kind, error = %e, "traces sending queue: a request could not be stored; refused");
+                Err(e.into())
             }
         }
     }
@@ -213,8 +272,9 @@ impl TracesExporter {
     }
 
     /// Stops accepting, sends what is queued (retries and rate-limit waits included) until
-    /// `deadline`, then stops the senders. Spans still queued or in flight then are counted as
-    /// dropped: `ratelimit_backoff` while a rate limit is active, else `network_error`.
+    /// `deadline`, then stops the senders. Spans still queued or in flight then stay queued for
+    /// the next start with storage; in memory they are counted as dropped:
+    /// `ratelimit_backoff` while a rate limit is active, else `network_error`.
     pub async fn shutdown(mut self, deadline: Duration) {
         self.queue.close();
         let workers = std::mem::take(&mut self.workers);
@@ -233,11 +293,23 @@ impl TracesExporter {
         }
         // Wait for the aborted tasks to be gone before counting what they held.
         all.await;
-        let (requests, queued_spans) = self.queue.drain();
-        let spans = queued_spans + self.in_flight_spans.swap(0, Ordering::Relaxed);
-        if spans == 0 {
+        let (requests, spans) = self.queue.unacknowledged();
+        if requests == 0 {
             return;
         }
+        if let Some(dir) = self.queue.dir() {
+            tracing::info!(
+                kind = self.kind,
+                destination = %self.sender.destination(),
+                requests,
+                spans,
+                dir = %dir.display(),
+                "traces exporter shut down; unsent spans stay queued for the next start"
+            );
+            return;
+        }
+        self.queue.drain_memory();
+        gauges(&self.queue, &self.metrics);
         let reason = if self.sender.blocked_until(self.clock.now()).is_some() {
             DiscardReason::RatelimitBackoff
         } else {
@@ -247,7 +319,7 @@ impl TracesExporter {
         tracing::warn!(
             kind = self.kind,
             destination = %self.sender.destination(),
-            queued_requests = requests,
+            requests,
             spans,
             reason = reason.as_str(),
             "traces exporter shut down with unsent spans"

@@ -5,7 +5,6 @@ use super::config::{
     DEFAULT_GRPC_ENDPOINT, DEFAULT_HTTP_ENDPOINT, OtlpTracesConfig, SentryTracesConfig,
 };
 use super::metrics::TracesMetrics;
-use super::queue::Item;
 use crate::ExportError;
 use crate::clock::SharedClock;
 use crate::config::{Compression, RetryConfig};
@@ -21,6 +20,15 @@ use sentry_types::Dsn;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// One request to send (already split to `max_request_bytes`).
+#[derive(Debug, Clone)]
+pub struct Item {
+    /// The request.
+    pub req: ExportTraceServiceRequest,
+    /// Its number of spans.
+    pub spans: u64,
+}
 
 /// Sentry rate-limit categories that stop OTLP spans (besides all-category limits).
 pub const SPAN_CATEGORIES: [&str; 2] = ["span", "transaction"];

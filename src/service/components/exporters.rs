@@ -36,6 +36,7 @@ impl ExporterSpec {
         match self {
             ExporterSpec::Sentry(c) if c.sending_queue.enabled => Some(c.queue_dir()),
             ExporterSpec::File(c) if c.sending_queue.enabled => Some(c.queue_dir()),
+            ExporterSpec::Otlp(c) if c.sending_queue.enabled => c.sending_queue.storage.clone(),
             _ => None,
         }
     }
@@ -71,6 +72,7 @@ pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfi
                 headers: c.headers.clone(),
                 retry_on_failure: c.retry_on_failure.clone(),
                 num_consumers: c.num_consumers,
+                sending_queue: c.effective_sending_queue(),
                 ..Default::default()
             };
             Ok(match c.protocol {

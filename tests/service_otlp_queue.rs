@@ -1,0 +1,191 @@
+//! The Sentry → OTLP path survives a crash while the OTLP backend is down: Sentry SDK envelopes
+//! with profile chunks go into the `sentry` receiver of the real binary, whose `otlp` exporter
+//! has a durable sending queue (`sending_queue.storage`); the backend's address answers
+//! nothing. profilink is SIGKILLed, started again, then the backend comes up: every chunk that
+//! was answered 200 arrives, with all its observations, exactly once (no answer was lost, so
+//! the queue's at-least-once delivery makes no duplicate here).
+//!
+//! `profile_linking.join_window: 0s`: the join buffer in front of the exporter holds chunks in
+//! memory (up to 30 s by default) before they are translated and queued; the test kills the
+//! process once the buffer is empty and the chunks are in the exporter's queue.
+
+mod service_support;
+
+use profilink::telemetry::metrics::scrape;
+use profilink_proto::otlp::request_from_data;
+use profilink_proto::sentry::{Envelope, ProfileChunk};
+use profilink_receiver::{Batch, Payload};
+use profilink_translator::sentry_to_otlp::restore::restore_request;
+use service_support::*;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn config(dir: &Path, sentry: &str, backend: &str, metrics: &str) -> std::path::PathBuf {
+    write_config(
+        dir,
+        "profilink.yaml",
+        &format!(
+            r#"
+receivers:
+  sentry: {{ endpoint: "{sentry}" }}
+processors:
+  profile_linking: {{ join_window: 0s }}
+exporters:
+  otlp:
+    endpoint: "{backend}"
+    tls: {{ insecure: true }}
+    timeout: 1s
+    retry_on_failure: {{ enabled: true, initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 0s }}
+    sending_queue: {{ storage: ./data/otlp-queue, num_consumers: 2 }}
+service:
+  pipelines:
+    profiles: {{ receivers: [sentry], processors: [profile_linking], exporters: [otlp] }}
+  telemetry:
+    metrics: {{ address: "{metrics}" }}
+"#
+        ),
+    )
+}
+
+/// The Sentry SDK envelopes of the fixtures that carry profile chunks, with their chunks.
+fn chunk_envelopes() -> Vec<(Vec<u8>, Vec<ProfileChunk>)> {
+    let mut files: Vec<_> = std::fs::read_dir(fixtures().join("sentry/python"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "envelope"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let body = std::fs::read(f).unwrap();
+            let chunks = Envelope::parse(&body)
+                .unwrap()
+                .profile_chunks()
+                .map(|i| ProfileChunk::from_json(&i.payload).unwrap())
+                .collect::<Vec<_>>();
+            (body, chunks)
+        })
+        .filter(|(_, chunks)| !chunks.is_empty())
+        .collect()
+}
+
+/// The chunks restored from the OTLP profiles of one batch.
+fn restored(b: Batch) -> Vec<ProfileChunk> {
+    let Payload::Otlp(data) = b.payload else {
+        return Vec::new();
+    };
+    restore_request(&request_from_data(data))
+        .into_iter()
+        .map(|c| c.expect("a chunk-made profile restores"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepted_chunks_survive_sigkill_while_the_otlp_backend_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sentry, backend, metrics) = (free_addr(), free_addr(), free_addr());
+    let cfg = config(dir.path(), &sentry, &backend, &metrics);
+    let args = ["run", "--config", cfg.to_str().unwrap()];
+    let mut p = Profilink::start(dir.path(), &args, &[]);
+    p.wait_port(&sentry, Duration::from_secs(10));
+
+    let client = reqwest::Client::new();
+    let mut sent = Vec::new();
+    // Several rounds of the fixtures, so that requests are queued behind the ones in flight.
+    for _ in 0..3 {
+        for (body, chunks) in chunk_envelopes() {
+            let resp = client
+                .post(format!("http://{sentry}/api/42/envelope/"))
+                .header(
+                    "x-sentry-auth",
+                    format!("Sentry sentry_key={KEY}, sentry_version=7"),
+                )
+                .header("content-type", "application/x-sentry-envelope")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200, "{}", p.stderr());
+            sent.extend(chunks);
+        }
+    }
+    assert!(sent.len() >= 6, "{} chunks", sent.len());
+    // Every chunk translated and out of the join buffer, the queue on disk no longer growing:
+    // everything is in the exporter's queue while the backend is unreachable.
+    let e = [("exporter", "otlp")];
+    let mut last = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, text) = get_text(&format!("http://{metrics}/metrics")).await;
+        let translated = scrape(&text, "profilink_translated_profiles_total", &[]);
+        let held = scrape(
+            &text,
+            "profilink_join_held_chunks",
+            &[("pipeline", "profiles")],
+        );
+        let queued = scrape(&text, "profilink_queue_size_bytes", &e).unwrap_or(0);
+        if translated == Some(sent.len() as u64) && held == Some(0) && queued > 0 && queued == last
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "translated {translated:?} of {}, held {held:?}, queued {queued}\n{text}",
+            sent.len()
+        );
+        last = queued;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    p.signal("KILL");
+    p.wait_exit(Duration::from_secs(10));
+
+    let mut p = Profilink::start(dir.path(), &args, &[]);
+    p.wait_port(&sentry, Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The backend comes up at the address the exporter keeps trying.
+    let (consumer, mut batches) = profilink_receiver::ChannelConsumer::new(256);
+    let _server = profilink_receiver::serve_otlp_grpc(
+        &profilink_receiver::OtlpGrpcConfig {
+            endpoint: backend.clone(),
+            ..Default::default()
+        },
+        Arc::new(consumer),
+        Arc::new(profilink_receiver::Stats::default()),
+        std::future::pending(),
+    )
+    .await
+    .expect("OTLP backend");
+
+    let want = observations(&sent);
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while got.len() < sent.len() {
+        let b = tokio::time::timeout_at(deadline, batches.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the backend got {} of {} chunks; stderr:\n{}",
+                    got.len(),
+                    sent.len(),
+                    p.stderr()
+                )
+            })
+            .unwrap();
+        got.extend(restored(b));
+    }
+    // Nothing more comes: exactly once.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    while let Ok(b) = batches.try_recv() {
+        got.extend(restored(b));
+    }
+    assert_eq!(got.len(), sent.len(), "duplicated chunks");
+    assert_same_observations(&want, &observations(&got), "after SIGKILL and restart");
+
+    let (_, text) = get_text(&format!("http://{metrics}/metrics")).await;
+    assert_eq!(scrape(&text, "profilink_queue_size_bytes", &e), Some(0));
+    p.signal("TERM");
+    assert!(p.wait_exit(Duration::from_secs(15)).success());
+}
