@@ -26,7 +26,7 @@
 //!    [`SentryBatch::other_items`](crate::SentryBatch::other_items).
 //!    `span` items (span streaming: V2 span containers
 //!    `application/vnd.sentry.items.span.v2+json` and legacy single spans) are parsed into
-//!    [`SentryBatch::spans`](crate::SentryBatch::spans) (see [`profilink_proto::sentry::span_item`]). Unlike the types
+//!    [`SentryBatch::spans`](crate::SentryBatch::spans) (see [`SpanItem`](profilink_proto::sentry::SpanItem)). Unlike the types
 //!    above, **an unreadable span never fails the envelope**: it is skipped and counted in
 //!    [`SentryBatch::invalid_spans`](crate::SentryBatch::invalid_spans) and the `refused_spans` counter, as Relay accepts the
 //!    envelope and drops such spans later with an outcome (a whole item that is not JSON

@@ -2,7 +2,7 @@
 //! by bytes.
 
 use super::metrics::TracesMetrics;
-use profilink_proto::otlp::trace::ExportTraceServiceRequest;
+use profilink_proto::otlp::ExportTraceServiceRequest;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
