@@ -20,8 +20,9 @@
 use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpHttpConfig;
 use crate::decompress::{self, BodyError, Encoding};
+use crate::error::ReceiverError;
 use crate::otlp_export::{self, ExportError, IngestSignal};
-use crate::server::{self, ReceiverError, ServerHandle};
+use crate::server::{self, ServerHandle};
 use crate::stats::Stats;
 use axum::Router;
 use axum::body::Body;

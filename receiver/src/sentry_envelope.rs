@@ -49,11 +49,12 @@
 use crate::batch::{Batch, ConsumeError, Consumer, Payload, ReceiverKind, Transport};
 use crate::config::SentryReceiverConfig;
 use crate::decompress::{self, BodyError, Encoding};
+use crate::error::ReceiverError;
 use crate::item_stats::LogLimiter;
 use crate::sentry_auth::{self, AuthError, SentryAuth};
 use crate::sentry_forward::{self, ForwardPlan};
 use crate::sentry_items::{check_envelope_headers, check_items, parse_items};
-use crate::server::{self, ReceiverError, ServerHandle};
+use crate::server::{self, ServerHandle};
 use crate::stats::Stats;
 use crate::upstream::{ForwardError, Upstream};
 use axum::Router;

@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use profilink_proto::otlp::{ExportProfilesServiceRequest, data_from_request};
+use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp::profiles_service_client::ProfilesServiceClient;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use prost::Message;
@@ -220,7 +220,8 @@ pub fn tagged(req: &ExportProfilesServiceRequest, tag: &str) -> ExportProfilesSe
 
 /// (profiles, observations) of a request, as the receivers count them.
 pub fn otlp_counts(req: &ExportProfilesServiceRequest) -> (u64, u64) {
-    profilink_receiver::batch::otlp_counts(&data_from_request(req.clone()))
+    let counts = profilink_proto::signal::profile_counts(&req.resource_profiles);
+    (counts.items, counts.samples)
 }
 
 /// An OTLP gRPC client with gzip.
