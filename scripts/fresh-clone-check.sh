@@ -36,10 +36,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/profilink-fresh-clone.XXXXXX")
 clone="$tmp/profilink"
 if [[ -n "${FRESH_CLONE_TARGET_DIR:-}" ]]; then
   target="$FRESH_CLONE_TARGET_DIR"
-  own_target=0
 else
   target="$tmp/target"
-  own_target=1
 fi
 service_pid=
 cleanup() {
@@ -50,9 +48,8 @@ cleanup() {
   if [[ "${FRESH_CLONE_KEEP:-0}" == 1 ]]; then
     echo "fresh-clone: kept $tmp"
   else
-    rm -rf "$clone"
-    [[ $own_target == 1 ]] && rm -rf "$target"
-    rmdir "$tmp" 2>/dev/null || true
+    # The clone, the service log and (by default) the target directory all live in $tmp.
+    rm -rf "$tmp"
   fi
 }
 trap cleanup EXIT
