@@ -388,9 +388,8 @@ async fn main() {
     let templates: Vec<_> = (0..a.clients)
         .map(|c| load_request::replicated(&fixture, &format!("load-{c}"), a.sessions))
         .collect();
-    let (_, samples_per_request) = profilink_receiver::batch::otlp_counts(
-        &profilink_proto::otlp::data_from_request(templates[0].clone()),
-    );
+    let samples_per_request =
+        profilink_proto::signal::profile_counts(&templates[0].resource_profiles).samples;
     let probe = frame(&templates[0]);
     let raw_len = templates[0].encoded_len();
     let budget = a.budget_mib << 20;

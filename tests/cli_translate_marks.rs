@@ -12,7 +12,7 @@ use producer::{
     other_producer_request,
 };
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_translator::sentry_to_otlp::restore::canonical_form;
+use profilink_translator::sentry_to_otlp::canonical_form;
 use prost::Message;
 use std::process::Command;
 

@@ -11,9 +11,9 @@ use profilink::telemetry::metrics::scrape;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, request_from_data};
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_receiver::{Batch, Payload};
+use profilink_translator::Dictionary;
 use profilink_translator::SampleLink;
-use profilink_translator::dictionary::Dictionary;
-use profilink_translator::sentry_to_otlp::restore::restore_chunk_with_links;
+use profilink_translator::sentry_to_otlp::restore_chunk_with_links;
 use prost::Message;
 use service_support::*;
 use std::time::Duration;
@@ -281,7 +281,7 @@ async fn a_flood_of_unlinked_chunks_stays_within_the_bounds() {
 type Sent = (u64, Vec<u8>);
 
 fn ns(secs: f64) -> u64 {
-    profilink_proto::sentry::timestamp::secs_to_nanos(secs).unwrap()
+    profilink_proto::sentry::secs_to_nanos(secs).unwrap()
 }
 
 fn rfc3339_secs(v: &serde_json::Value) -> f64 {

@@ -15,7 +15,7 @@ use profilink::telemetry::metrics::scrape;
 use profilink_proto::otlp::request_from_data;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_receiver::{Batch, Payload};
-use profilink_translator::sentry_to_otlp::restore::restore_request;
+use profilink_translator::sentry_to_otlp::restore_request;
 use service_support::*;
 use std::path::Path;
 use std::sync::Arc;

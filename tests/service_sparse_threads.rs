@@ -103,7 +103,7 @@ async fn ebpf_samples_reach_sentry_in_group_threads() {
             }
             for s in &c.profile.samples {
                 let id: u64 = s.thread_id.parse().unwrap();
-                if id >= profilink_proto::sentry::thread_groups::GROUP_ID_MIN {
+                if id >= profilink_proto::sentry::GROUP_ID_MIN {
                     grouped_total += 1;
                     assert!(
                         c.profile.thread_metadata[s.thread_id.as_str()]

@@ -8,9 +8,9 @@ mod service_support;
 
 use profilink::telemetry::metrics::scrape;
 use profilink_processor::otlp_to_sentry_options;
-use profilink_proto::otlp::trace::trace_service_client::TraceServiceClient;
-use profilink_proto::otlp::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span};
+use profilink_proto::otlp::trace_service_client::TraceServiceClient;
 use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValueAndUnit, any_value};
+use profilink_proto::otlp::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span};
 use profilink_translator::otlp_to_sentry;
 use service_support::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -268,7 +268,7 @@ service:
             .collect()
     };
     assert_eq!(on(&MAIN_THREAD.to_string()).len(), 176);
-    let group = profilink_proto::sentry::thread_groups::group_id(b"other").to_string();
+    let group = profilink_proto::sentry::group_id(b"other").to_string();
     let mut grouped = on(&group);
     grouped.sort_by(f64::total_cmp);
     assert_eq!(grouped.len(), 3);
@@ -414,7 +414,7 @@ service:
         panic!("traces expected");
     };
     let span = &req.resource_spans[0].scope_spans[0].spans[0];
-    let want = profilink_translator::span_stamping::resource_profiler_id(
+    let want = profilink_translator::resource_profiler_id(
         &req.resource_spans[0].resource.as_ref().unwrap().attributes,
     );
     assert_eq!(attr(span, "sentry.profiler_id"), Some(want));

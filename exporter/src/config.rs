@@ -137,7 +137,7 @@ impl Default for RoutingConfig {
 #[serde(rename_all = "snake_case")]
 pub enum SparseThreads {
     /// Grouped into threads Relay keeps (default; see
-    /// [`profilink_proto::sentry::thread_groups`]): per process, same-name threads together,
+    /// [`ThreadGroups`](profilink_proto::sentry::ThreadGroups)): per process, same-name threads together,
     /// the rest in one `other threads` thread. Threads with trace links are never grouped.
     /// What is still sparse afterwards is dropped.
     #[default]

@@ -10,7 +10,7 @@
 //! Relay reject the whole merged chunk, so such samples and frame references are left out.
 
 use hashbrown::{DefaultHashBuilder, HashTable};
-use profilink_proto::sentry::chunk::CHUNK_VERSION;
+use profilink_proto::sentry::CHUNK_VERSION;
 use profilink_proto::sentry::{
     DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk, Sample,
 };
@@ -471,7 +471,7 @@ mod tests {
             out.chunk_id,
             merged_chunk_id(&"a".repeat(32), 1.0, 4.0, 4, sum)
         );
-        assert!(profilink_proto::sentry::ids::is_sentry_id(&out.chunk_id));
+        assert!(profilink_proto::sentry::is_sentry_id(&out.chunk_id));
         assert_eq!(&out.chunk_id[12..13], "4");
     }
 

@@ -10,10 +10,10 @@ use profilink_exporter::{
     DiscardReason, ExportError, OtlpExporter, OtlpExporterConfig, OtlpProtocol, OtlpTracesConfig,
     QueueSizer, RetryConfig, SendingQueueConfig, TracesExporter, TracesExporterConfig,
 };
-use profilink_proto::otlp::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span};
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, Profile, ResourceProfiles, ScopeProfiles,
 };
+use profilink_proto::otlp::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 use std::path::Path;
 use std::time::Duration;

@@ -10,12 +10,12 @@ use profilink_exporter::{
     TracesMetrics, TracesMetricsSnapshot, TracesQueueConfig,
 };
 use profilink_proto::otlp::Resource;
-use profilink_proto::otlp::trace::{
+use profilink_proto::otlp::{AnyValue, InstrumentationScope, KeyValue, any_value};
+use profilink_proto::otlp::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
     trace_service_server::{TraceService, TraceServiceServer},
 };
-use profilink_proto::otlp::trace::{ResourceSpans, ScopeSpans, Span};
-use profilink_proto::otlp::{AnyValue, InstrumentationScope, KeyValue, any_value};
+use profilink_proto::otlp::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

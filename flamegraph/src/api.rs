@@ -2,12 +2,11 @@
 //! the viewer under `/ui/`, bearer-token authentication, and serving.
 
 use crate::config::ApiConfig;
-use crate::flamegraph::{
-    self, Example, Flamegraph, FrameInfo, FunctionMetrics, MAX_SAMPLES, OutFrame,
-};
-use crate::query::{self, FlamegraphParams};
+use crate::flamegraph::{Example, Flamegraph, FrameInfo, FunctionMetrics, MAX_SAMPLES, OutFrame};
+use crate::query;
 use crate::store::ProfileStore;
 use crate::ui;
+use crate::web::{AppState, TOKEN_COOKIE, error, now_secs, query_pairs, run_query};
 use axum::Router;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -17,13 +16,6 @@ use axum::routing::get;
 use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
-
-/// Shared state of the handlers.
-#[derive(Clone)]
-pub(crate) struct AppState {
-    pub store: Arc<ProfileStore>,
-    pub token: Option<Arc<str>>,
-}
 
 /// The flamegraph API and the viewer as an axum router (no state left to provide).
 ///
@@ -83,9 +75,6 @@ where
         .await
 }
 
-/// Name of the viewer's token cookie.
-pub(crate) const TOKEN_COOKIE: &str = "profilink_token";
-
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -139,50 +128,6 @@ async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Respon
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             resp
-        }
-    }
-}
-
-/// `{"detail": "..."}` with `status`, as Sentry's API errors.
-pub(crate) fn error(status: StatusCode, detail: &str) -> Response {
-    (status, axum::Json(serde_json::json!({ "detail": detail }))).into_response()
-}
-
-/// Parses a raw query string into pairs (repeated keys kept).
-pub(crate) fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
-    form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
-        .into_owned()
-        .collect()
-}
-
-pub(crate) fn now_secs() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-/// Runs a flamegraph query off the async runtime.
-pub(crate) async fn run_query(
-    store: Arc<ProfileStore>,
-    params: FlamegraphParams,
-) -> Result<(FlamegraphParams, Flamegraph), Response> {
-    match tokio::task::spawn_blocking(move || {
-        flamegraph::query(&store, &params).map(|fg| (params, fg))
-    })
-    .await
-    {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "flamegraph query failed");
-            Err(error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "profile store error",
-            ))
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "flamegraph query task failed");
-            Err(error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))
         }
     }
 }

@@ -22,15 +22,13 @@
 
 use crate::calltree::{ChunkAgg, NO_PARENT};
 use crate::query::{DataSource, FlamegraphParams};
-use crate::store::{Candidate, CandidateFilter, ProfileStore, Result};
+use crate::store::{Candidate, CandidateFilter, MAX_CHUNKS, ProfileStore, Result};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// vroom's cap on samples in the response (`toSpeedscope(…, 1000, …)`).
 pub(crate) const MAX_SAMPLES: usize = 1000;
-/// Chunks aggregated at most per query (the newest are used).
-pub(crate) const MAX_CHUNKS: usize = 10_000;
 /// vroom's `MaxNumOfExamples` for metrics.
 const MAX_EXAMPLES: usize = 5;
 

@@ -24,6 +24,7 @@ mod normalize;
 mod query;
 mod store;
 mod ui;
+mod web;
 
 pub use api::{router, serve, serve_on};
 pub use calltree::CallTreeError;

@@ -16,7 +16,7 @@ mod records;
 mod retention;
 
 use aggregates::AggCache;
-pub(crate) use aggregates::{Candidate, CandidateFilter};
+pub(crate) use aggregates::{Candidate, CandidateFilter, MAX_CHUNKS};
 pub use records::{ChunkMeta, Facets, RetentionStats, StoredChunkInfo, TransactionLink};
 
 /// Per-row overhead (metadata, indexes) counted on top of the blobs against `max_size_mib`.

@@ -2,10 +2,10 @@
 //! `inferno` as an interactive SVG (click to zoom, Ctrl-F search), inlined into the page; no
 //! external resources.
 
-use crate::api::{AppState, TOKEN_COOKIE, error, now_secs, query_pairs, run_query};
 use crate::flamegraph::Flamegraph;
 use crate::query::{self, FlamegraphParams};
 use crate::store::Facets;
+use crate::web::{AppState, TOKEN_COOKIE, error, now_secs, query_pairs, run_query};
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use profilink_receiver::decompress::{BodyError, Encoding, decode_bytes};
+use profilink_receiver::testing::{BodyError, Encoding, decode_bytes};
 use std::io::Write;
 
 const ENCODINGS: [Encoding; 5] = [

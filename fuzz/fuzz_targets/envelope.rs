@@ -8,7 +8,7 @@ use profilink_proto::sentry::{
     Envelope, ProfileChunk, SampleProfileV1, Transaction, parse_span_item,
 };
 use profilink_proto::validate::{validate_chunk, validate_envelope};
-use profilink_translator::linking::{TransactionLinks, span_intervals, span_item_interval};
+use profilink_translator::{TransactionLinks, span_intervals, span_item_interval};
 use profilink_translator::sentry_to_otlp::{Options, SentryInput, V1WithTransaction, translate};
 
 fuzz_target!(|data: &[u8]| {

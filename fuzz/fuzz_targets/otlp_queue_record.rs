@@ -11,7 +11,7 @@
 use libfuzzer_sys::fuzz_target;
 use profilink_exporter::testing::{Queued, decode_otlp_record, encode_otlp_record};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
-use profilink_proto::otlp::trace::ExportTraceServiceRequest;
+use profilink_proto::otlp::ExportTraceServiceRequest;
 
 fn decode_all(record: &[u8]) {
     let _ = decode_otlp_record::<ExportProfilesServiceRequest>(record);

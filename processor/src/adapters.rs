@@ -13,7 +13,7 @@ use profilink_exporter::{
     TracesExporter,
 };
 use profilink_proto::otlp::ExportProfilesServiceRequest;
-use profilink_proto::otlp::trace::ExportTraceServiceRequest;
+use profilink_proto::otlp::ExportTraceServiceRequest;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -10,7 +10,7 @@
 use crate::each::each;
 use profilink_exporter::{ExportChunk, ExportError};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
-use profilink_proto::otlp::trace::ExportTraceServiceRequest;
+use profilink_proto::otlp::ExportTraceServiceRequest;
 use profilink_receiver::ConsumeError;
 use std::future::Future;
 use std::pin::Pin;

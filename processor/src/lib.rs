@@ -12,7 +12,7 @@
 //! * [`Fanout`]: the [`Consumer`](profilink_receiver::Consumer) of one receiver, handing each
 //!   batch to every pipeline that lists the receiver, bounding the requests in flight.
 //! * [`Pipeline`]: a `profiles` pipeline: sampling ([`Sampler`]), translation both ways, the
-//!   trace-linking [`join`] buffer of Sentry → OTLP pipelines,
+//!   trace-linking join buffer of Sentry → OTLP pipelines ([`JoinConfig`], [`JoinMetrics`]),
 //!   and the [`StoreWriter`] of the `profile_store` extension.
 //! * [`TracesPipeline`]: a `traces` pipeline: span stamping for Sentry's trace linking.
 //! * [`ProcessorSpec`]: the processors' configs (`batch`: [`BatchConfig`],
@@ -30,7 +30,7 @@ mod counters;
 mod each;
 mod export;
 mod fanout;
-pub mod join;
+mod join;
 mod linking;
 mod profiles;
 mod sampling;

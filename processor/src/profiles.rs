@@ -30,11 +30,9 @@ use profilink_exporter::ExportChunk;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesData, ResourceProfiles};
 use profilink_proto::sentry::{CompactString, ProfileChunk};
 use profilink_receiver::{ConsumeError, Payload, SentryBatch};
-use profilink_translator::linking::{
-    NoLinks, TransactionLinks, span_intervals, span_item_interval,
-};
 use profilink_translator::otlp_to_sentry;
 use profilink_translator::sentry_to_otlp::{self, SentryInput, V1WithTransaction};
+use profilink_translator::{NoLinks, TransactionLinks, span_intervals, span_item_interval};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,7 +102,7 @@ impl Pipeline {
     }
 
     /// Holds received Sentry chunks in a join buffer with `cfg` until their transactions
-    /// arrive, when the pipeline has OTLP exporters (see [`crate::join`]). Without it
+    /// arrive, when the pipeline has OTLP exporters (see [`JoinConfig`](crate::JoinConfig)). Without it
     /// chunks are linked only to the transactions of their own envelope.
     pub fn with_join(mut self, cfg: Option<JoinConfig>) -> Self {
         self.join = cfg

@@ -6,7 +6,7 @@
 //!   `otlp_http` exporters send OTLP traces to the same endpoint as their profiles. Each is its
 //!   own instance (a bounded in-memory queue), separate from the profiles instance of the same
 //!   id.
-//! * Stamping ([`profilink_translator::span_stamping`]): every span gets `sentry.profiler_id`
+//! * Stamping ([`stamp_traces`](profilink_translator::stamp_traces)): every span gets `sentry.profiler_id`
 //!   and, when profile samples linked to it were seen, `thread.id`. Spans wait up to the
 //!   processor's `wait` (default 10 s) so the profiles of the same moment can arrive first; a
 //!   `wait` of 0 stamps at once. Waiting requests are bounded by `max_wait_mib`: beyond it
@@ -18,9 +18,9 @@ use crate::each::each;
 use crate::export::{TraceExporter, consume_error};
 use crate::linking::LinkingConfig;
 use profilink_exporter::ExportError;
-use profilink_proto::otlp::trace::ExportTraceServiceRequest;
+use profilink_proto::otlp::ExportTraceServiceRequest;
 use profilink_receiver::ConsumeError;
-use profilink_translator::span_stamping::{SpanThreads, stamp_traces};
+use profilink_translator::{SpanThreads, stamp_traces};
 use prost::Message;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

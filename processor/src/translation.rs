@@ -4,7 +4,7 @@
 
 use profilink_proto::otlp::{ProfilesDictionary, ResourceProfiles};
 use profilink_proto::sentry::{CompactString, ProfileChunk};
-use profilink_translator::dictionary::Dictionary;
+use profilink_translator::Dictionary;
 use profilink_translator::otlp_to_sentry::{
     self, ProcessIdentity, SparseThreadGrouping, SparseThreadPolicy, derive_profiler_id,
 };

@@ -49,14 +49,3 @@ pub fn data_from_request(req: ExportProfilesServiceRequest) -> ProfilesData {
         dictionary: req.dictionary,
     }
 }
-
-/// OTLP traces types (trace linking), re-exported from `opentelemetry-proto`.
-pub mod trace {
-    pub use opentelemetry_proto::tonic::collector::trace::v1::{
-        ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
-        trace_service_client, trace_service_server,
-    };
-    pub use opentelemetry_proto::tonic::trace::v1::{
-        ResourceSpans, ScopeSpans, Span, Status, TracesData, span, status,
-    };
-}

@@ -1,9 +1,9 @@
 //! What the receivers hand to the pipeline: [`Batch`], the [`Consumer`] trait it goes through,
 //! and [`ChannelConsumer`], a bounded-channel consumer that never waits.
 
-use profilink_proto::otlp::{ExportTraceServiceRequest, Profile, ProfilesData};
+use profilink_proto::otlp::{ExportTraceServiceRequest, ProfilesData};
 use profilink_proto::sentry::{ProfileChunk, SampleProfileV1, SpanItem, Transaction};
-use profilink_proto::signal::{ItemCounts, Signal, Traces, profile_counts, profile_samples};
+use profilink_proto::signal::{ItemCounts, Signal, Traces};
 use std::future::Future;
 use std::time::Duration;
 use thiserror::Error;
@@ -261,18 +261,6 @@ impl Consumer for ChannelConsumer {
 /// Spans in an OTLP traces request.
 pub fn trace_span_count(request: &ExportTraceServiceRequest) -> u64 {
     Traces::counts(request).items
-}
-
-/// Observations in one OTLP profile: per sample, the number of timestamps or values
-/// (whichever is longer).
-pub fn otlp_profile_samples(profile: &Profile) -> u64 {
-    profile_samples(profile)
-}
-
-/// Profiles and observations in OTLP data.
-pub fn otlp_counts(data: &ProfilesData) -> (u64, u64) {
-    let counts = profile_counts(&data.resource_profiles);
-    (counts.items, counts.samples)
 }
 
 #[cfg(test)]

@@ -18,6 +18,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::{Instant, Sleep};
 use tokio_stream::{Stream, StreamExt};
 
+/// TCP keepalive probes on accepted connections start after this long without traffic, so
+/// that peers that vanished are found even without an application timeout.
+pub(crate) const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+
 /// Limits applied to every connection of one listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -88,11 +92,6 @@ impl<S> Tracked<S> {
     /// The connection's in-flight counter (for the per-connection service).
     pub fn in_flight(&self) -> InFlight {
         self.in_flight.clone()
-    }
-
-    /// The wrapped connection.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
     }
 
     fn deadline(&self) -> Option<Instant> {

@@ -138,7 +138,7 @@ pub async fn drain(body: &mut Body, max: usize, timeout: Duration) {
     let _ = tokio::time::timeout(timeout, work).await;
 }
 
-/// Decompresses a whole in-memory buffer with the same caps as [`read_body`].
+/// Decompresses a whole in-memory buffer with the same caps as `read_body`.
 pub fn decode_bytes(data: &[u8], encoding: Encoding, limit: usize) -> Result<Vec<u8>, BodyError> {
     if data.len() > limit {
         return Err(BodyError::TooLarge { limit });

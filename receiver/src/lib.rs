@@ -1,15 +1,15 @@
 //! profilink receivers: the doors agents and SDKs send profiles to.
 //!
-//! * [`otlp_grpc`]: OTLP/gRPC `ProfilesService/Export`, and `TraceService/Export` when the
+//! * [`serve_otlp_grpc`]: OTLP/gRPC `ProfilesService/Export`, and `TraceService/Export` when the
 //!   consumer takes traces (default `127.0.0.1:4317`).
-//! * [`otlp_http`]: OTLP/HTTP `POST /v1development/profiles`, and `POST /v1/traces` when the
+//! * [`serve_otlp_http`]: OTLP/HTTP `POST /v1development/profiles`, and `POST /v1/traces` when the
 //!   consumer takes traces (default `127.0.0.1:4318`).
-//! * [`sentry_envelope`]: Sentry's `POST /api/{project_id}/envelope/` (default `127.0.0.1:9000`),
-//!   optionally forwarding everything to an [`Upstream`] ([`upstream`], [`sentry_forward`]) and
+//! * [`serve_sentry`]: Sentry's `POST /api/{project_id}/envelope/` (default `127.0.0.1:9000`),
+//!   optionally forwarding everything to an [`Upstream`] ([`serve_sentry_with`]) and
 //!   then proxying the other ingest paths SDKs use (store, security, minidump, OTLP
 //!   integration) too.
 //!
-//! Each server takes its config ([`config`]), an `Arc` of a [`Consumer`] (the pipeline), an
+//! Each server takes its config ([`OtlpGrpcConfig`], [`OtlpHttpConfig`], [`SentryReceiverConfig`]), an `Arc` of a [`Consumer`] (the pipeline), an
 //! `Arc<`[`Stats`]`>` and a shutdown future; it binds at once (port 0 picks a free port, see
 //! [`ServerHandle::local_addr`]) and serves until the future resolves, then finishes in-flight
 //! requests. A request is answered with success only after the consumer returned `Ok`.
@@ -60,8 +60,8 @@
 //!
 //! OTLP traces follow the same table, with spans for profiles: a span whose `trace_id` is not
 //! 16 bytes, `span_id` not 8 bytes or `parent_span_id` neither empty nor 8 bytes is rejected
-//! (`partial_success.rejected_spans`), the others go on ([`otlp_traces`]). Both signals go
-//! through the same code ([`otlp_export`], [`ExportService`], the HTTP handlers), generic over
+//! (`partial_success.rejected_spans`), the others go on. Both signals go
+//! through the same code ([`ExportService`], the HTTP handlers), generic over
 //! the signal ([`IngestSignal`]). A consumer that does
 //! not take traces ([`Consumer::accepts_traces`], the default) makes `TraceService/Export`
 //! `UNIMPLEMENTED` and `/v1/traces` 404, as a Collector without a traces pipeline on the
@@ -83,7 +83,7 @@
 //! | more than 500 items | 400 |
 //! | a chunk, V1 profile or transaction that is not valid JSON for its type | 400 (item index + JSON path) |
 //! | a `span` item (or a span in it) that cannot be read | 200; the span is skipped and counted ([`SentryBatch::invalid_spans`]) |
-//! | a chunk failing the door check ([`chunk_door`]) | 400 naming the rule; with an upstream 200, counted with the rule as reason and forwarded |
+//! | a chunk failing the door check (the chunk validator's error rules, [`validate_chunk_errors`](profilink_proto::validate::validate_chunk_errors), and plausible Unix-second timestamps) | 400 naming the rule; with an upstream 200, counted with the rule as reason and forwarded |
 //! | pipeline full, or the upstream queue full | 503 + `Retry-After` (as Relay; never a category-less 429) |
 //! | an item whose category upstream rate-limits (with an [`Upstream`]) | 429 + `X-Sentry-Rate-Limits` naming the matched limits + `Retry-After`; the other items are still forwarded |
 //! | pipeline rejected / failed | 400 / 503 |
@@ -92,34 +92,37 @@
 #![warn(missing_docs)]
 
 pub mod auth;
-pub mod batch;
-pub mod chunk_door;
-pub mod config;
-pub mod connections;
-pub mod cors;
-pub mod decompress;
-pub mod http_server;
-pub mod item_stats;
-pub mod otlp_export;
-pub mod otlp_grpc;
-pub mod otlp_http;
-pub mod otlp_ingest;
-pub mod otlp_traces;
-pub mod sentry_auth;
-pub mod sentry_envelope;
-pub mod sentry_forward;
+mod batch;
+mod chunk_door;
+mod config;
+mod connections;
+mod cors;
+mod decompress;
+mod error;
+mod http_server;
+mod item_stats;
+mod otlp_export;
+mod otlp_grpc;
+mod otlp_http;
+mod otlp_ingest;
+mod otlp_traces;
+mod sentry_auth;
+mod sentry_envelope;
+mod sentry_forward;
 mod sentry_items;
 mod sentry_proxy;
-pub mod server;
-pub mod stats;
-pub mod tls;
-pub mod upstream;
+mod server;
+mod stats;
+mod tls;
+mod upstream;
 
 pub use batch::{
     Batch, ChannelConsumer, ConsumeError, Consumer, Payload, ReceiverKind, SentryBatch, Transport,
     trace_span_count,
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
+pub use cors::CorsConfig;
+pub use error::ReceiverError;
 pub use http_server::HttpServerSettings;
 pub use item_stats::ItemCounters;
 pub use otlp_export::IngestSignal;
@@ -129,6 +132,13 @@ pub use otlp_grpc::{
 };
 pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
 pub use sentry_envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
-pub use server::{ReceiverError, ServerHandle, bind_and_serve};
+pub use server::{ServerHandle, bind_and_serve};
 pub use stats::{Counters, CountersSnapshot, Stats};
 pub use upstream::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};
+
+#[doc(hidden)]
+pub mod testing {
+    //! The body decoder the fuzz targets drive directly. Not part of the API (hidden from the
+    //! docs, may change with any release); tests of behaviour go through the servers.
+    pub use crate::decompress::{BodyError, Encoding, decode_bytes};
+}

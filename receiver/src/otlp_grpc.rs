@@ -30,8 +30,9 @@ use crate::auth::ListenerAuth;
 use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpGrpcConfig;
 use crate::connections::{self, ConnectionLimits};
+use crate::error::ReceiverError;
 use crate::otlp_export::{self, ExportError, IngestSignal};
-use crate::server::{self, ReceiverError, ServerHandle};
+use crate::server::{self, ServerHandle};
 use crate::stats::{Counters, Stats};
 use crate::tls::{self, TlsListener};
 use profilink_proto::otlp::{
@@ -55,12 +56,6 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
-
-/// The gRPC service name.
-pub const SERVICE_NAME: &str = Profiles::SERVICE_NAME;
-
-/// The gRPC service name of the OTLP traces export service.
-pub const TRACES_SERVICE_NAME: &str = Traces::SERVICE_NAME;
 
 /// The gRPC method path of the OTLP traces export service.
 pub const TRACES_EXPORT_PATH: &str = Traces::GRPC_PATH;
@@ -407,7 +402,7 @@ where
         None => {
             let incoming = TcpIncoming::from(listener)
                 .with_nodelay(Some(true))
-                .with_keepalive(Some(server::TCP_KEEPALIVE));
+                .with_keepalive(Some(crate::connections::TCP_KEEPALIVE));
             let incoming = connections::limit(incoming, limits, WHAT);
             tokio::spawn(async move {
                 router

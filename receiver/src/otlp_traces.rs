@@ -26,7 +26,7 @@ impl IngestSignal for Traces {
         consumer.accepts_traces()
     }
 
-    /// Never refuses a whole request: see [`ingest_traces`].
+    /// Never refuses a whole request: see `ingest_traces`.
     fn ingest(request: ExportTraceServiceRequest) -> Result<Split, Refused> {
         Ok(ingest_traces(request))
     }

@@ -26,7 +26,7 @@
 //!    [`SentryBatch::other_items`](crate::SentryBatch::other_items).
 //!    `span` items (span streaming: V2 span containers
 //!    `application/vnd.sentry.items.span.v2+json` and legacy single spans) are parsed into
-//!    [`SentryBatch::spans`](crate::SentryBatch::spans) (see [`profilink_proto::sentry::span_item`]). Unlike the types
+//!    [`SentryBatch::spans`](crate::SentryBatch::spans) (see [`SpanItem`](profilink_proto::sentry::SpanItem)). Unlike the types
 //!    above, **an unreadable span never fails the envelope**: it is skipped and counted in
 //!    [`SentryBatch::invalid_spans`](crate::SentryBatch::invalid_spans) and the `refused_spans` counter, as Relay accepts the
 //!    envelope and drops such spans later with an outcome (a whole item that is not JSON
@@ -49,11 +49,12 @@
 use crate::batch::{Batch, ConsumeError, Consumer, Payload, ReceiverKind, Transport};
 use crate::config::SentryReceiverConfig;
 use crate::decompress::{self, BodyError, Encoding};
+use crate::error::ReceiverError;
 use crate::item_stats::LogLimiter;
 use crate::sentry_auth::{self, AuthError, SentryAuth};
 use crate::sentry_forward::{self, ForwardPlan};
 use crate::sentry_items::{check_envelope_headers, check_items, parse_items};
-use crate::server::{self, ReceiverError, ServerHandle};
+use crate::server::{self, ServerHandle};
 use crate::stats::Stats;
 use crate::upstream::{ForwardError, Upstream};
 use axum::Router;

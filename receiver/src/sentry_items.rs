@@ -7,7 +7,7 @@ use crate::chunk_door;
 use crate::sentry_auth::{self, AuthError};
 use crate::sentry_envelope::{MAX_PROFILE_ITEM_SIZE, PERFETTO, Refusal};
 use http::StatusCode;
-use profilink_proto::sentry::envelope::MAX_ENVELOPE_ITEMS;
+use profilink_proto::sentry::MAX_ENVELOPE_ITEMS;
 use profilink_proto::sentry::{
     Envelope, EnvelopeItem, ProfileChunk, SampleProfileV1, Transaction, parse_span_item,
 };

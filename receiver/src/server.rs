@@ -2,50 +2,15 @@
 //! that reports the bound address and the outcome.
 
 use crate::config::TlsConfig;
+use crate::error::ReceiverError;
 use crate::http_server::{self, HttpServerSettings};
 use crate::tls::{self, TlsListener};
 use axum::Router;
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
-use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
-
-/// TCP keepalive probes on accepted connections start after this long without traffic, so
-/// that peers that vanished are found even without an application timeout.
-pub(crate) const TCP_KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Why a receiver could not start or stopped with an error.
-#[derive(Debug, Error)]
-pub enum ReceiverError {
-    /// The endpoint could not be bound.
-    #[error("cannot listen on {endpoint}: {source}")]
-    Bind {
-        /// The configured `host:port`.
-        endpoint: String,
-        /// The socket error.
-        source: io::Error,
-    },
-    /// The TLS certificate or key could not be loaded.
-    #[error("TLS: {0}")]
-    Tls(String),
-    /// The listener's configuration cannot be served (an `auth` whose authenticator was not
-    /// resolved).
-    #[error("configuration: {0}")]
-    Config(String),
-    /// The server failed while running (or its task panicked).
-    #[error("server error: {0}")]
-    Serve(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-impl ReceiverError {
-    /// [`ReceiverError::Serve`] caused by `e`.
-    pub(crate) fn serve(e: impl std::error::Error + Send + Sync + 'static) -> Self {
-        ReceiverError::Serve(Box::new(e))
-    }
-}
 
 /// A running receiver.
 #[derive(Debug)]
@@ -134,7 +99,7 @@ where
         None => {
             let incoming = TcpIncoming::from(listener)
                 .with_nodelay(Some(true))
-                .with_keepalive(Some(TCP_KEEPALIVE));
+                .with_keepalive(Some(crate::connections::TCP_KEEPALIVE));
             tokio::spawn(async move {
                 http_server::serve(incoming, router, settings, shutdown, what).await;
                 Ok(())

@@ -2,7 +2,7 @@
 //! that runs handshakes concurrently and yields finished TLS connections to tonic and axum.
 
 use crate::config::TlsConfig;
-use crate::server::ReceiverError;
+use crate::error::ReceiverError;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -41,13 +41,6 @@ pub fn server_config(
 pub struct TlsConnection {
     stream: TlsStream<TcpStream>,
     remote: SocketAddr,
-}
-
-impl TlsConnection {
-    /// The client's address.
-    pub fn remote_addr(&self) -> SocketAddr {
-        self.remote
-    }
 }
 
 impl AsyncRead for TlsConnection {
@@ -117,16 +110,6 @@ impl TlsListener {
             local_addr,
         })
     }
-
-    /// The bound address.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    /// The next established connection; `None` once the accept loop has stopped.
-    pub async fn next(&mut self) -> Option<TlsConnection> {
-        self.connections.recv().await
-    }
 }
 
 async fn accept_loop(
@@ -149,7 +132,7 @@ async fn accept_loop(
             }
         };
         let _ = tcp.set_nodelay(true);
-        let keepalive = socket2::TcpKeepalive::new().with_time(crate::server::TCP_KEEPALIVE);
+        let keepalive = socket2::TcpKeepalive::new().with_time(crate::connections::TCP_KEEPALIVE);
         let _ = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive);
         let acceptor = acceptor.clone();
         let tx = tx.clone();

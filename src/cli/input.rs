@@ -62,4 +62,4 @@ fn decompress(raw: Vec<u8>) -> Result<Vec<u8>> {
 }
 
 /// Splits NDJSON into its non-blank lines with their 1-based line numbers.
-pub use profilink_translator::from_bytes::ndjson_lines;
+pub use profilink_translator::ndjson_lines;

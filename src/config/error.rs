@@ -115,9 +115,15 @@ mod tests {
         assert_eq!(e.key(), "k");
         assert_eq!(e.message(), "cannot read /x");
         let e = ConfigError::line("extensions.pprof.endpoint: required");
-        assert_eq!((e.key(), e.message()), ("extensions.pprof.endpoint", "required"));
+        assert_eq!(
+            (e.key(), e.message()),
+            ("extensions.pprof.endpoint", "required")
+        );
         let e = ConfigError::line("no key here: a message");
-        assert_eq!((e.key(), e.to_string().as_str()), ("", "no key here: a message"));
+        assert_eq!(
+            (e.key(), e.to_string().as_str()),
+            ("", "no key here: a message")
+        );
         let e = ConfigError::at("", "no configuration given");
         assert_eq!(e.to_string(), "no configuration given");
         let e = ConfigError::at("sizer", "x").under("exporters.sentry.sending_queue");

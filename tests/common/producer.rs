@@ -9,7 +9,7 @@ use profilink_proto::otlp::{
     ScopeProfiles, Stack, ValueType, any_value,
 };
 use profilink_proto::sentry::ProfileChunk;
-use profilink_proto::sentry::timestamp::secs_to_nanos;
+use profilink_proto::sentry::secs_to_nanos;
 
 /// The producer's chunk id (valid).
 pub const CHUNK_ID: &str = "5d8f3c2a1b4e4f6a9c0d7e8f1a2b3c4d";

@@ -8,8 +8,8 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
+use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp::profiles_service_client::ProfilesServiceClient;
-use profilink_proto::otlp::{ExportProfilesServiceRequest, data_from_request};
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use prost::Message;
 use std::collections::BTreeMap;
@@ -220,7 +220,8 @@ pub fn tagged(req: &ExportProfilesServiceRequest, tag: &str) -> ExportProfilesSe
 
 /// (profiles, observations) of a request, as the receivers count them.
 pub fn otlp_counts(req: &ExportProfilesServiceRequest) -> (u64, u64) {
-    profilink_receiver::batch::otlp_counts(&data_from_request(req.clone()))
+    let counts = profilink_proto::signal::profile_counts(&req.resource_profiles);
+    (counts.items, counts.samples)
 }
 
 /// An OTLP gRPC client with gzip.
@@ -281,7 +282,7 @@ pub struct ReceivedTraces {
     /// The `Content-Type` header.
     pub content_type: String,
     /// The decoded request.
-    pub request: profilink_proto::otlp::trace::ExportTraceServiceRequest,
+    pub request: profilink_proto::otlp::ExportTraceServiceRequest,
 }
 
 #[derive(Default)]
@@ -366,8 +367,7 @@ async fn traces_handler(
             .to_string()
     };
     let raw = decompress(&h("content-encoding"), &body);
-    let Ok(request) =
-        profilink_proto::otlp::trace::ExportTraceServiceRequest::decode(raw.as_slice())
+    let Ok(request) = profilink_proto::otlp::ExportTraceServiceRequest::decode(raw.as_slice())
     else {
         return (StatusCode::BAD_REQUEST, "{}");
     };
@@ -491,7 +491,7 @@ pub fn observations(chunks: &[ProfileChunk]) -> Observations {
 /// The observations of chunks that reach Sentry with the exporters' default
 /// (`sparse_threads: group`): per session, threads with fewer than 2 samples with a non-empty
 /// stack are grouped as the exporter groups them (the library's rule, tested on its own in
-/// `profilink_proto::sentry::thread_groups`; no thread of these inputs is linked and sparse),
+/// `profilink_proto::sentry::ThreadGroups`; no thread of these inputs is linked and sparse),
 /// and what is still sparse is left out. Assumes each session of `chunks` ends up in one
 /// merged chunk.
 pub fn expected_observations(chunks: &[ProfileChunk]) -> Observations {

@@ -15,9 +15,9 @@
 //! `exporters.otlp.tls.ca_file: …` and exit 2.
 #![warn(missing_docs)]
 
-pub mod client;
-pub mod pem;
-pub mod server;
+mod client;
+mod pem;
+mod server;
 #[cfg(feature = "test-pki")]
 pub mod test_pki;
 

@@ -14,8 +14,8 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use profilink_proto::sentry::{Envelope, ProfileChunk, Sample, Transaction};
-use profilink_translator::linking::{NoLinks, TransactionLinks};
 use profilink_translator::sentry_to_otlp::{Options, SentryInput, translate};
+use profilink_translator::{NoLinks, TransactionLinks};
 use prost::Message;
 use std::hint::black_box;
 use std::time::Duration;

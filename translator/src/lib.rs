@@ -1,24 +1,49 @@
 //! Pure translation between OTLP profiles and Sentry profile chunks, both ways. No I/O.
 //!
-//! * [`otlp_to_sentry`]: OTLP `ProfilesData` -> Sentry Sample Format V2 chunks.
-//! * [`sentry_to_otlp`]: Sentry V2 chunks and V1 profiles -> OTLP, with trace links from
-//!   transactions.
-//! * [`dictionary`]: bounds-checked resolution of the OTLP dictionary.
-//! * [`from_bytes`]: the common job in one call, from encoded bytes (format detected):
-//!   [`otlp_bytes_to_chunks`] and [`sentry_bytes_to_otlp`].
+//! * [`otlp_to_sentry`]: OTLP `ProfilesData` -> Sentry Sample Format V2 chunks
+//!   ([`otlp_to_sentry::translate`], with its [`Options`](otlp_to_sentry::Options)).
+//! * [`sentry_to_otlp`]: Sentry V2 chunks and V1 profiles -> OTLP
+//!   ([`sentry_to_otlp::translate`]), with trace links from transactions, and the lossless way
+//!   back for OTLP that came from chunks ([`sentry_to_otlp::restore_chunk`]).
+//! * The common job in one call, from encoded bytes (format detected): [`otlp_bytes_to_chunks`]
+//!   and [`sentry_bytes_to_otlp`] ([`decode_otlp`], [`SentryParts`] for the steps).
+//! * The link rule, which span a sample `(profiler_id, thread_id, time)` belongs to:
+//!   [`LinkSource`], answered by [`TransactionLinks`] (from transactions or [`SpanInterval`]s),
+//!   [`ExactLinks`] (replaying known [`SampleLink`]s) or [`NoLinks`].
+//! * Span stamping for traces: [`stamp_traces`] writes `thread.id` on spans that profile
+//!   samples linked to ([`SpanThreads`]).
+//! * [`Dictionary`]: bounds-checked resolution of the OTLP dictionary.
+//!
+//! Errors: [`TranslateError`] (a profile that cannot be translated), [`InputError`] (bytes
+//! that cannot be read).
 #![warn(missing_docs)]
 
-pub mod dictionary;
-pub mod error;
-pub mod from_bytes;
-pub mod linking;
+mod dictionary;
+mod error;
+mod from_bytes;
+mod fx_hash;
+mod linking;
 pub mod otlp_to_sentry;
-pub mod sample_link;
+mod sample_link;
 pub mod sentry_to_otlp;
-pub mod span_stamping;
+mod span_stamping;
 
+pub use dictionary::{Attr, AttrValue, Dictionary};
 pub use error::TranslateError;
 pub use from_bytes::{
-    InputError, SentryParts, decode_otlp, otlp_bytes_to_chunks, sentry_bytes_to_otlp,
+    InputError, SentryParts, decode_otlp, ndjson_lines, otlp_bytes_to_chunks, sentry_bytes_to_otlp,
+};
+pub use linking::{
+    ExactLinks, LinkIds, LinkSource, NoLinks, SpanInterval, ThreadLinks, TransactionLinks,
+    span_intervals, span_item_interval,
 };
 pub use sample_link::SampleLink;
+pub use span_stamping::{SpanThread, SpanThreads, StampStats, resource_profiler_id, stamp_traces};
+
+#[doc(hidden)]
+pub mod testing {
+    //! The link rule as a plain linear scan, the oracle the crate's tests and fuzz targets
+    //! check [`TransactionLinks`](crate::TransactionLinks) against. Not part of the API
+    //! (hidden from the docs, may change with any release).
+    pub use crate::linking::link_sample;
+}

@@ -35,10 +35,10 @@
 //! [`SampleLink`]s (OTLP → chunk → OTLP keeps links that way).
 
 use crate::SampleLink;
-use crate::sentry_to_otlp::builder::FxHashMap;
+use crate::fx_hash::FxHashMap;
 use profilink_proto::sentry::SpanItem;
 use profilink_proto::sentry::Timestamp;
-use profilink_proto::sentry::transaction::Transaction;
+use profilink_proto::sentry::Transaction;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 

@@ -15,7 +15,7 @@
 
 use crate::SampleLink;
 use crate::otlp_to_sentry::{PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
-use profilink_proto::otlp::trace::ExportTraceServiceRequest;
+use profilink_proto::otlp::ExportTraceServiceRequest;
 use profilink_proto::otlp::{AnyValue, KeyValue, any_value};
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -205,7 +205,7 @@ pub fn stamp_traces(req: &mut ExportTraceServiceRequest, known: &SpanThreads) ->
 mod tests {
     use super::*;
     use profilink_proto::otlp::Resource;
-    use profilink_proto::otlp::trace::{ResourceSpans, ScopeSpans, Span};
+    use profilink_proto::otlp::{ResourceSpans, ScopeSpans, Span};
 
     fn link(trace: u8, span: u8, thread: &str) -> SampleLink {
         SampleLink {

@@ -4,9 +4,8 @@
 
 use profilink_proto::sentry::Transaction;
 use profilink_translator::SampleLink;
-use profilink_translator::linking::{
-    ExactLinks, LinkSource, NoLinks, TransactionLinks, link_sample,
-};
+use profilink_translator::testing::link_sample;
+use profilink_translator::{ExactLinks, LinkSource, NoLinks, TransactionLinks};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -257,7 +256,7 @@ proptest! {
 #[test]
 fn span_items_take_part_like_transaction_spans() {
     use profilink_proto::sentry::SpanItem;
-    use profilink_translator::linking::{LinkSource, TransactionLinks, span_item_interval};
+    use profilink_translator::{LinkSource, TransactionLinks, span_item_interval};
     let profiler = "aa".repeat(16);
     let item = |attrs: serde_json::Value, segment: bool| {
         SpanItem::from_v2_value(&serde_json::json!({

@@ -28,7 +28,7 @@ use profilink_proto::otlp::{
     ProfilesDictionary, Resource, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
     any_value,
 };
-use profilink_proto::sentry::ids::parse_instruction_addr;
+use profilink_proto::sentry::parse_instruction_addr;
 use profilink_proto::sentry::{DebugImage, ProfileChunk};
 use profilink_proto::validate::validate_chunk;
 use profilink_translator::otlp_to_sentry::{Options, translate_request};

@@ -6,13 +6,13 @@ mod otlp_to_sentry_support;
 use otlp_to_sentry_support::{Obs, assert_same_observations, expected_observations};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::ProfileChunk;
-use profilink_translator::dictionary::Dictionary;
-use profilink_translator::linking::ExactLinks;
+use profilink_translator::Dictionary;
+use profilink_translator::ExactLinks;
 use profilink_translator::otlp_to_sentry::{
     self, Options, SparseThreadGrouping, SparseThreadPolicy,
 };
-use profilink_translator::sentry_to_otlp::restore::{canonical_form, restore_request};
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
+use profilink_translator::sentry_to_otlp::{canonical_form, restore_request};
 use prost::Message;
 
 fn fixtures() -> Vec<(String, ExportProfilesServiceRequest)> {

@@ -5,8 +5,8 @@
 mod otlp_to_sentry_support;
 
 use otlp_to_sentry_support::{B, check_chunk, int_value, kv, resource, sample};
-use profilink_proto::sentry::ids::parse_instruction_addr;
 use profilink_proto::sentry::image_space::{self, SLOT_SIZE};
+use profilink_proto::sentry::parse_instruction_addr;
 use profilink_proto::sentry::{Frame, ProfileChunk};
 use profilink_proto::validate::{Severity, validate_chunk};
 use profilink_translator::otlp_to_sentry::{Options, translate_request};

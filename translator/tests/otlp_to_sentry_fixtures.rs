@@ -207,7 +207,7 @@ fn grouping_sparse_threads_keeps_the_samples_relay_would_drop() {
                 .collect();
             assert!(sparse.is_empty(), "{name}: {sparse:?}");
             // Group threads are named.
-            use profilink_proto::sentry::thread_groups::{GROUP_ID_MAX, GROUP_ID_MIN};
+            use profilink_proto::sentry::{GROUP_ID_MAX, GROUP_ID_MIN};
             for smp in &c.profile.samples {
                 let id: u64 = smp.thread_id.parse().unwrap_or(0);
                 if !(GROUP_ID_MIN..=GROUP_ID_MAX).contains(&id) {
@@ -298,7 +298,7 @@ fn linked_threads_keep_their_ids_and_their_links() {
         .iter()
         .map(|s| s.thread_id.as_str())
         .collect();
-    let group = profilink_proto::sentry::thread_groups::group_id(b"name\0worker").to_string();
+    let group = profilink_proto::sentry::group_id(b"name\0worker").to_string();
     assert_eq!(threads, BTreeSet::from(["10", "13", "14", group.as_str()]));
     assert_eq!(
         c.profile.thread_metadata[&group].name.as_deref(),
@@ -308,7 +308,7 @@ fn linked_threads_keep_their_ids_and_their_links() {
     // Each link names the thread its sample is under in the chunk.
     assert_eq!(t.links.len(), 2);
     for l in &t.links {
-        let ts = profilink_proto::sentry::timestamp::nanos_to_secs(l.timestamp_ns);
+        let ts = profilink_proto::sentry::nanos_to_secs(l.timestamp_ns);
         assert!(
             c.profile
                 .samples

@@ -11,12 +11,12 @@ use otlp_to_sentry_support::{
 use profilink_proto::otlp::{ExportProfilesServiceRequest, InstrumentationScope};
 use profilink_proto::sentry::{DebugImage, DebugMeta, Envelope, ProfileChunk};
 use profilink_proto::validate::validate_chunk;
+use profilink_translator::Dictionary;
 use profilink_translator::SampleLink;
-use profilink_translator::dictionary::Dictionary;
-use profilink_translator::linking::{ExactLinks, NoLinks};
 use profilink_translator::otlp_to_sentry::{Options, SparseThreadPolicy, translate_request};
-use profilink_translator::sentry_to_otlp::restore::{canonical_form, check_marker};
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
+use profilink_translator::sentry_to_otlp::{canonical_form, check_marker};
+use profilink_translator::{ExactLinks, NoLinks};
 
 const T0: u64 = 1_795_317_063_000_000_000;
 const MS: u64 = 1_000_000;
@@ -391,7 +391,7 @@ fn restored_links_survive_the_marker_check() {
         .map(|s| SampleLink {
             profiler_id: chunk.profiler_id.clone(),
             thread_id: tid.to_string(),
-            timestamp_ns: profilink_proto::sentry::timestamp::secs_to_nanos(s.timestamp).unwrap(),
+            timestamp_ns: profilink_proto::sentry::secs_to_nanos(s.timestamp).unwrap(),
             trace_id: [7; 16],
             span_id: [9; 8],
         })

@@ -1,10 +1,10 @@
 //! Sentry chunk -> OTLP -> Sentry chunk: profiles marked `sentry.chunk_id` are restored exactly.
 
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_translator::linking::{ExactLinks, NoLinks};
 use profilink_translator::otlp_to_sentry::{Options, translate_request};
-use profilink_translator::sentry_to_otlp::restore::canonical_form;
+use profilink_translator::sentry_to_otlp::canonical_form;
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
+use profilink_translator::{ExactLinks, NoLinks};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -55,7 +55,7 @@ fn restored_chunks_keep_their_links() {
         .map(|s| profilink_translator::SampleLink {
             profiler_id: c.profiler_id.clone(),
             thread_id: tid.to_string(),
-            timestamp_ns: profilink_proto::sentry::timestamp::secs_to_nanos(s.timestamp).unwrap(),
+            timestamp_ns: profilink_proto::sentry::secs_to_nanos(s.timestamp).unwrap(),
             trace_id: [7; 16],
             span_id: [9; 8],
         })

@@ -7,7 +7,7 @@ mod otlp_to_sentry_support;
 use otlp_to_sentry_support::otlp_fixtures;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_translator::linking::NoLinks;
+use profilink_translator::NoLinks;
 use profilink_translator::otlp_to_sentry::{
     Options, SparseThreadPolicy, Translation, translate, translate_with,
 };

@@ -5,13 +5,13 @@ use profilink_proto::sentry::{
     Frame, ProfileChunk, ProfileData, Sample, SampleProfileV1, V1Sample,
 };
 use profilink_proto::validate::validate_otlp;
+use profilink_translator::Dictionary;
+use profilink_translator::NoLinks;
 use profilink_translator::TranslateError;
-use profilink_translator::dictionary::Dictionary;
-use profilink_translator::linking::NoLinks;
-use profilink_translator::sentry_to_otlp::restore::{restore_chunk, restore_request};
 use profilink_translator::sentry_to_otlp::{
     Options, SentryInput, V1WithTransaction, to_otlp, translate,
 };
+use profilink_translator::sentry_to_otlp::{restore_chunk, restore_request};
 
 fn good(chunk_id: &str) -> ProfileChunk {
     ProfileChunk {

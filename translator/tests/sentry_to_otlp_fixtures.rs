@@ -2,17 +2,17 @@
 //! as a brute-force reading of the rule finds them, and chunks restored exactly.
 
 use profilink_proto::otlp::{ExportProfilesServiceRequest, any_value};
-use profilink_proto::sentry::timestamp::secs_to_nanos;
+use profilink_proto::sentry::secs_to_nanos;
 use profilink_proto::sentry::{Envelope, Frame, ProfileChunk, SampleProfileV1, Transaction};
 use profilink_proto::validate::validate_otlp;
-use profilink_translator::dictionary::{AttrValue, Dictionary};
-use profilink_translator::linking::{ExactLinks, NoLinks, TransactionLinks};
-use profilink_translator::sentry_to_otlp::restore::{
-    canonical_form, is_from_chunk, restore_chunk, restore_chunk_with_links, restore_request,
-};
 use profilink_translator::sentry_to_otlp::{
     Options, SentryInput, V1WithTransaction, to_otlp, translate,
 };
+use profilink_translator::sentry_to_otlp::{
+    canonical_form, is_from_chunk, restore_chunk, restore_chunk_with_links, restore_request,
+};
+use profilink_translator::{AttrValue, Dictionary};
+use profilink_translator::{ExactLinks, NoLinks, TransactionLinks};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
@@ -467,7 +467,7 @@ fn linked_samples_are_exactly_those_the_brute_force_rule_finds() {
     // The plain function agrees too.
     for (profiler, thread, t, _, link) in obs.iter().step_by(7) {
         assert_eq!(
-            profilink_translator::linking::link_sample(&txns, profiler, thread, *t),
+            profilink_translator::testing::link_sample(&txns, profiler, thread, *t),
             *link
         );
     }

@@ -9,9 +9,9 @@ use profilink_proto::sentry::{
     ProfileData, Sample, ThreadMetadata,
 };
 use profilink_proto::validate::validate_otlp;
-use profilink_translator::linking::NoLinks;
-use profilink_translator::sentry_to_otlp::restore::{canonical_form, restore_request};
+use profilink_translator::NoLinks;
 use profilink_translator::sentry_to_otlp::{Options, SentryInput, translate};
+use profilink_translator::sentry_to_otlp::{canonical_form, restore_request};
 use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;

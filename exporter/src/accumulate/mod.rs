@@ -15,7 +15,7 @@
 //!
 //! **Sparse threads.** Only a finished chunk's thread counts are final, so this is where threads
 //! Relay would drop (fewer than 2 samples with a stack) are handled, as `sparse_threads` says:
-//! grouped ([`profilink_proto::sentry::thread_groups`], the default) and then, if still sparse,
+//! grouped ([`ThreadGroups`](profilink_proto::sentry::ThreadGroups), the default) and then, if still sparse,
 //! dropped and counted. Each input comes with the thread ids that spans may reference (its
 //! linked threads); a session keeps the union of its inputs' sets, and those threads are never
 //! grouped, so the thread id a span stamping wrote for a linked sample is the one it is sent

@@ -140,7 +140,7 @@ fn sparse_threads_are_grouped_after_merging_except_linked_ones() {
         out.remove(0)
     };
     let e = run(SparseThreads::Group);
-    let group = profilink_proto::sentry::thread_groups::group_id(b"name\0w").to_string();
+    let group = profilink_proto::sentry::group_id(b"name\0w").to_string();
     let threads: BTreeSet<&str> = e
         .chunk
         .profile

@@ -300,7 +300,7 @@ async fn linked_threads_survive_a_crash_and_are_not_grouped_on_replay() {
         .collect();
     threads.sort();
     threads.dedup();
-    let group = profilink_proto::sentry::thread_groups::group_id(b"other").to_string();
+    let group = profilink_proto::sentry::group_id(b"other").to_string();
     assert_eq!(threads, vec!["1", group.as_str()]);
     assert_eq!(got[0].profile.samples.len(), 42);
 }

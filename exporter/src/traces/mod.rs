@@ -38,7 +38,7 @@ pub mod split;
 
 pub use config::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig, TracesQueueConfig};
 pub use metrics::{TracesMetrics, TracesMetricsSnapshot};
-pub use profilink_proto::otlp::trace::ExportTraceServiceRequest;
+pub use profilink_proto::otlp::ExportTraceServiceRequest;
 
 use crate::ExportError;
 use crate::clock::{SharedClock, system_clock};

@@ -13,7 +13,7 @@ use crate::http::RateLimits;
 use crate::otlp_client::{OtlpClient, note_partial, partial_from_body, post};
 use crate::otlp_retry::{AttemptError, Next, after_failure};
 use crate::retry::Backoff;
-use profilink_proto::otlp::trace::{ExportTracePartialSuccess, ExportTraceServiceRequest};
+use profilink_proto::otlp::{ExportTracePartialSuccess, ExportTraceServiceRequest};
 use profilink_proto::signal::Traces;
 use reqwest::header::{HeaderMap, HeaderValue};
 use sentry_types::Dsn;

@@ -8,8 +8,8 @@
 //! at most the limit, except a piece holding a single span that is larger by itself (sent alone;
 //! the server decides).
 
-use profilink_proto::otlp::trace::ExportTraceServiceRequest;
-use profilink_proto::otlp::trace::{ResourceSpans, ScopeSpans};
+use profilink_proto::otlp::ExportTraceServiceRequest;
+use profilink_proto::otlp::{ResourceSpans, ScopeSpans};
 use prost::Message;
 use prost::encoding::{encoded_len_varint, message};
 
@@ -137,7 +137,7 @@ pub fn split_request(req: ExportTraceServiceRequest, limit: u64) -> Vec<ExportTr
 mod tests {
     use super::*;
     use profilink_proto::otlp::Resource;
-    use profilink_proto::otlp::trace::Span;
+    use profilink_proto::otlp::Span;
     use profilink_proto::otlp::{AnyValue, InstrumentationScope, KeyValue, any_value};
 
     fn span(id: u8, pad: usize) -> Span {

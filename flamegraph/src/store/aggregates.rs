@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// Chunks aggregated at most per query (the newest are used); also the most call trees the
+/// cache warm-up loads.
+pub(crate) const MAX_CHUNKS: usize = 10_000;
+
 /// SQL-level candidate selection (the query's search terms are applied afterwards).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CandidateFilter {
@@ -98,7 +102,7 @@ impl ProfileStore {
             select_ids(
                 &conn,
                 "SELECT id FROM chunks ORDER BY start_ts DESC, id DESC LIMIT ?1",
-                [crate::flamegraph::MAX_CHUNKS as i64],
+                [MAX_CHUNKS as i64],
             )?
         };
         let mut loaded = 0;

@@ -1,70 +1,70 @@
-//! The trace-linking join buffer of Sentry → OTLP pipelines.
-//!
-//! SDKs send a profiler session's chunks (one a minute) and its transactions (when each ends)
-//! in separate envelopes, in either order. To give every observation the `Link` the link rule
-//! ([`profilink_translator::linking`]) assigns, a pipeline holds each chunk until the spans that
-//! may cover it have arrived, keyed by profiler id:
-//!
-//! * **Spans** (the intervals of transactions and of span-streaming items) are kept per profiler
-//!   for [`JoinConfig::span_retention`] after they arrive, so a chunk arriving after its
-//!   transactions still finds them.
-//! * **A chunk is released** when it has waited [`JoinConfig::window`] (default 30 s), or
-//!   earlier when the session's spans prove that no span overlapping the chunk can still
-//!   come (*covered*, below). It is translated with the links of every span its profiler has in
-//!   the buffer.
-//! * **Bounds**: held chunks are limited by [`JoinConfig::max_bytes`] (estimated in-memory
-//!   size) and by [`JoinConfig::max_sessions`] profiler sessions; spans by
-//!   [`JoinConfig::max_spans`]. Past a bound the oldest chunks are released early and the oldest
-//!   spans forgotten; both are counted. A chunk released without any span of its profiler
-//!   covering its time range is counted as unlinked.
-//!
-//! # The covered release
-//!
-//! What is knowable: SDKs send a transaction when it *ends* (span streaming: a span when it
-//! ends, in batches), so a session's spans arrive in order of their end time; and a span that
-//! links a sample of a chunk started at or before the chunk's last sample `C`. With several
-//! threads, transactions still open at `C` end, and arrive, after others that end past `C`, so
-//! the first span past `C` proves nothing by itself. Per session the buffer keeps `D`, the
-//! longest duration (end − start) of any span seen in the session, and `E`, the latest end of the
-//! spans that arrived. A chunk is **covered** when
-//!
-//! `E > C + D + ORDER_SLACK` ([`ORDER_SLACK`] = 1 s)
-//!
-//! A span that overlaps the chunk and has not arrived yet ends, in SDK order, at or after about
-//! `E` (within the slack, for threads whose transactions end within a second of each other and
-//! reach the transport in either order), so it lasts longer than `E − C − ORDER_SLACK > D`:
-//! longer than every span the session has shown so far. Hence, for traffic in SDK order whose
-//! spans arrive within `join_window` of the chunk, the live links equal the offline ones
-//! (`profilink translate --transactions` over the same inputs) **unless a span longer than any
-//! earlier span of its session is open across a chunk's end**: the *worst case*, where that
-//! span's samples in the chunk lose their link when the chunk is released before it arrives.
-//!
-//! Latency: a chunk leaves about `D + 1 s` of the session's (SDK clock) time after its last
-//! sample, once a span ending that late arrives (with 60 s chunks and sub-second transactions,
-//! a second or two after the chunk); never later than the window. A session whose longest span
-//! is at least the window waits the window. A chunk that arrives after spans ending late
-//! enough is released at once.
-//!
-//! Limits: spans arriving more than `join_window` after their chunk (a slow or retrying SDK, a
-//! proxy that reorders) are not linked to it; neither are spans arriving out of SDK order after
-//! the covered release (e.g. a long transaction sent late). Transactions of a profiler session
-//! that ends (sentry-python's `trace` lifecycle stops the profiler when no transaction runs)
-//! are all sent before its last chunk, which is released by the window.
-//!
-//! The buffer is plain state: callers pass the time, so tests drive it without sleeping.
+//! The trace-linking join buffer of Sentry → OTLP pipelines (the rule is on [`JoinConfig`]).
 
 use crate::store::estimated_bytes;
 use profilink_proto::sentry::ProfileChunk;
-use profilink_proto::sentry::timestamp::secs_to_nanos;
-use profilink_translator::linking::{SpanInterval, TransactionLinks};
+use profilink_proto::sentry::secs_to_nanos;
+use profilink_translator::{SpanInterval, TransactionLinks};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// Margin on the order in which an SDK sends spans: spans ending within it of each other may
-/// arrive in either order (see the module docs).
+/// arrive in either order (see [`JoinConfig`]).
 pub const ORDER_SLACK: Duration = Duration::from_secs(1);
 
-/// Settings of a [`JoinBuffer`].
+/// Settings of the trace-linking join buffer of Sentry → OTLP pipelines.
+///
+/// SDKs send a profiler session's chunks (one a minute) and its transactions (when each ends)
+/// in separate envelopes, in either order. To give every observation the `Link` the link rule
+/// ([`LinkSource`](profilink_translator::LinkSource)) assigns, a pipeline holds each chunk until the spans that
+/// may cover it have arrived, keyed by profiler id:
+///
+/// * **Spans** (the intervals of transactions and of span-streaming items) are kept per profiler
+///   for [`JoinConfig::span_retention`] after they arrive, so a chunk arriving after its
+///   transactions still finds them.
+/// * **A chunk is released** when it has waited [`JoinConfig::window`] (default 30 s), or
+///   earlier when the session's spans prove that no span overlapping the chunk can still
+///   come (*covered*, below). It is translated with the links of every span its profiler has in
+///   the buffer.
+/// * **Bounds**: held chunks are limited by [`JoinConfig::max_bytes`] (estimated in-memory
+///   size) and by [`JoinConfig::max_sessions`] profiler sessions; spans by
+///   [`JoinConfig::max_spans`]. Past a bound the oldest chunks are released early and the oldest
+///   spans forgotten; both are counted. A chunk released without any span of its profiler
+///   covering its time range is counted as unlinked.
+///
+/// # The covered release
+///
+/// What is knowable: SDKs send a transaction when it *ends* (span streaming: a span when it
+/// ends, in batches), so a session's spans arrive in order of their end time; and a span that
+/// links a sample of a chunk started at or before the chunk's last sample `C`. With several
+/// threads, transactions still open at `C` end, and arrive, after others that end past `C`, so
+/// the first span past `C` proves nothing by itself. Per session the buffer keeps `D`, the
+/// longest duration (end − start) of any span seen in the session, and `E`, the latest end of the
+/// spans that arrived. A chunk is **covered** when
+///
+/// `E > C + D + ORDER_SLACK` ([`ORDER_SLACK`] = 1 s)
+///
+/// A span that overlaps the chunk and has not arrived yet ends, in SDK order, at or after about
+/// `E` (within the slack, for threads whose transactions end within a second of each other and
+/// reach the transport in either order), so it lasts longer than `E − C − ORDER_SLACK > D`:
+/// longer than every span the session has shown so far. Hence, for traffic in SDK order whose
+/// spans arrive within `join_window` of the chunk, the live links equal the offline ones
+/// (`profilink translate --transactions` over the same inputs) **unless a span longer than any
+/// earlier span of its session is open across a chunk's end**: the *worst case*, where that
+/// span's samples in the chunk lose their link when the chunk is released before it arrives.
+///
+/// Latency: a chunk leaves about `D + 1 s` of the session's (SDK clock) time after its last
+/// sample, once a span ending that late arrives (with 60 s chunks and sub-second transactions,
+/// a second or two after the chunk); never later than the window. A session whose longest span
+/// is at least the window waits the window. A chunk that arrives after spans ending late
+/// enough is released at once.
+///
+/// Limits: spans arriving more than `join_window` after their chunk (a slow or retrying SDK, a
+/// proxy that reorders) are not linked to it; neither are spans arriving out of SDK order after
+/// the covered release (e.g. a long transaction sent late). Transactions of a profiler session
+/// that ends (sentry-python's `trace` lifecycle stops the profiler when no transaction runs)
+/// are all sent before its last chunk, which is released by the window.
+///
+/// The buffer is plain state: callers pass the time, so tests drive it without sleeping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinConfig {
     /// Longest a chunk waits for its spans (0 releases every chunk at once, linked only to the
@@ -144,7 +144,8 @@ impl Session {
 /// Chunks released together: one profiler session's, with the links of its spans.
 #[derive(Debug)]
 pub struct Release {
-    /// The profiler id.
+    /// The profiler id (the pipeline takes it from the chunks; the tests group releases by it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub profiler_id: String,
     /// The chunks with the project they were received for.
     pub chunks: Vec<(u64, ProfileChunk)>,
@@ -188,11 +189,6 @@ impl JoinBuffer {
         }
     }
 
-    /// The settings.
-    pub fn config(&self) -> &JoinConfig {
-        &self.cfg
-    }
-
     /// What left the buffer so far.
     pub fn counts(&self) -> JoinCounts {
         self.counts
@@ -214,6 +210,7 @@ impl JoinBuffer {
     }
 
     /// Profiler sessions with held chunks or kept spans.
+    #[cfg(test)]
     pub fn sessions(&self) -> usize {
         self.sessions.len()
     }

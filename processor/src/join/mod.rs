@@ -2,12 +2,12 @@
 //! translated requests its OTLP exporters refused (retried on every tick, and the pipeline
 //! refuses new data while any wait), and the counters behind the `profilink_join_*` metrics.
 
-pub mod buffer;
+pub(crate) mod buffer;
 
 use buffer::{JoinBuffer, JoinConfig, JoinCounts, Release};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::ProfileChunk;
-use profilink_translator::linking::SpanInterval;
+use profilink_translator::SpanInterval;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -19,11 +19,11 @@ pub const TICK: std::time::Duration = std::time::Duration::from_millis(250);
 /// Upper bound of translated requests waiting for a refusing OTLP exporter.
 pub const MAX_PARKED: usize = 64;
 
-/// Counters of one pipeline's join buffer (see [`JoinCounts`]), plus its current size.
+/// Counters of one pipeline's join buffer, plus its current size.
 #[derive(Debug, Default)]
 pub struct JoinMetrics {
     /// Chunks released because their session's spans showed that none overlapping them is
-    /// still to come (see [`buffer`]).
+    /// still to come (see [`JoinConfig`]).
     pub released_covered: AtomicU64,
     /// Chunks released when their window ran out.
     pub released_window: AtomicU64,

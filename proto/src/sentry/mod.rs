@@ -3,26 +3,39 @@
 //! Reading is liberal where real SDKs bend the specs (numbers sent as strings, `null` for absent
 //! fields, RFC 3339 or float timestamps); writing is exactly what Relay accepts.
 
-pub mod chunk;
+mod chunk;
 mod de;
-pub mod envelope;
-pub mod ids;
+mod envelope;
+mod ids;
 pub mod image_space;
-pub mod span_item;
-pub mod thread_groups;
-pub mod timestamp;
-pub mod transaction;
-pub mod v1;
+mod span_item;
+mod thread_groups;
+mod timestamp;
+mod transaction;
+mod v1;
 
 pub use chunk::{
-    ClientSdk, CompactString, DebugImage, DebugMeta, Frame, Measurement, MeasurementValue,
-    ProfileChunk, ProfileData, Sample, ThreadMetadata,
+    CHUNK_VERSION, ClientSdk, CompactString, DebugImage, DebugMeta, Frame, Measurement,
+    MeasurementValue, ProfileChunk, ProfileData, Sample, ThreadMetadata,
+    data_category_for_platform,
 };
-pub use envelope::{Envelope, EnvelopeError, EnvelopeItem};
-pub use span_item::{SpanFormat, SpanItem, is_span_container, parse_span_item};
-pub use thread_groups::{GroupOutcome, ThreadGroups, ThreadStat};
-pub use timestamp::Timestamp;
-pub use transaction::{ProfileContext, Span, TraceContext, Transaction};
+pub use envelope::{Envelope, EnvelopeError, EnvelopeItem, MAX_ENVELOPE_ITEMS};
+pub use ids::{
+    format_instruction_addr, is_instruction_addr, is_sentry_id, parse_instruction_addr,
+    parse_sentry_id, sentry_id_from_bytes,
+};
+pub use span_item::{
+    PROFILER_ID_ATTRIBUTE, SPAN_V2_CONTENT_TYPE, SpanFormat, SpanItem, THREAD_ID_ATTRIBUTE,
+    THREAD_NAME_ATTRIBUTE, is_span_container, parse_span_item,
+};
+pub use thread_groups::{
+    GROUP_ID_MAX, GROUP_ID_MIN, GroupOutcome, OTHER_THREADS_NAME, ThreadGroups, ThreadStat,
+    group_id,
+};
+pub use timestamp::{Timestamp, nanos_to_secs, secs_to_nanos};
+pub use transaction::{
+    Contexts, ProfileContext, Span, TraceContext, Transaction, thread_id_from_data,
+};
 pub use v1::{
     SampleProfileV1, V1Measurement, V1MeasurementValue, V1ProfileData, V1Sample, V1Transaction,
 };

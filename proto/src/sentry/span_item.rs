@@ -1,41 +1,5 @@
-//! Sentry `span` envelope items: what SDKs that stream spans send instead of transactions.
-//!
-//! Two payloads share the item type `span` (Relay `ItemType::Span`), told apart by the item
-//! header `content_type`:
-//!
-//! * **V2 span container** (`application/vnd.sentry.items.span.v2+json`, sentry-python's and
-//!   sentry-javascript's span streaming, sentry-php): `{"items": [span, …]}` with an
-//!   `item_count` header, each span
-//!   `{trace_id, span_id, parent_span_id?, name, status, is_segment, start_timestamp,
-//!   end_timestamp, attributes: {key: {"type": "string"|"integer"|"double"|"boolean"|"array",
-//!   "value": …}}, links?}`. The profiling link is in the attributes `sentry.profiler_id`,
-//!   `thread.id` (sentry-python writes it as a string, the conventions as an integer) and
-//!   `thread.name`.
-//! * **Legacy span** (any other content type, usually `application/json` or none; e.g. the
-//!   JavaScript SDK's standalone spans): one span object shaped like a transaction's child
-//!   span, `{trace_id, span_id, parent_span_id?, op?, description?, status?, start_timestamp,
-//!   timestamp, data: {…}, …}`, the profiling link in `data` (`profiler_id`, `thread.id`,
-//!   `thread.name`).
-//!
-//! # Reading (liberal, like Relay's `Annotated` parsing)
-//!
-//! * Timestamps are float Unix seconds, integers, numeric strings or RFC 3339 strings. The end
-//!   is `end_timestamp` (V2) or `timestamp` (legacy), each falling back to the other.
-//! * Ids are hex in any case, or UUIDs with dashes (trace ids), and are stored as lowercase
-//!   hex without dashes.
-//! * V2 attributes are `{"type": …, "value": …}` objects (the `type` is not checked) or bare
-//!   values; legacy `data` values are taken as they are. An attribute whose `value` is missing
-//!   or `null` is left out.
-//! * Optional fields of the wrong type (`"name": 5`) are ignored, as Relay drops them with an
-//!   error annotation; an invalid `parent_span_id` is dropped the same way.
-//! * Unknown fields are ignored; `item_count` is not checked against the number of spans.
-//!
-//! A span is **invalid** (skipped and counted by the caller, as Relay drops it with an outcome)
-//! when it is not an object, lacks a valid `trace_id` (16 bytes) or `span_id` (8 bytes), lacks
-//! a start or end timestamp, or ends before it starts. A V2 payload that is not JSON or has no
-//! `items` array, and a legacy payload that is not a JSON object, make the whole item invalid.
-//! Relay answers such envelopes with 200 and drops the spans later; never fail the envelope
-//! for them.
+//! Sentry `span` envelope items: what SDKs that stream spans send instead of transactions
+//! (the formats and the reading rules are on [`SpanItem`]).
 
 use super::JsonError;
 use super::timestamp::Timestamp;
@@ -63,7 +27,45 @@ pub enum SpanFormat {
     Legacy,
 }
 
-/// One span of a `span` envelope item (see the module docs for the two formats).
+/// One span of a `span` envelope item: what SDKs that stream spans send instead of
+/// transactions.
+///
+/// Two payloads share the item type `span` (Relay `ItemType::Span`), told apart by the item
+/// header `content_type`:
+///
+/// * **V2 span container** (`application/vnd.sentry.items.span.v2+json`, sentry-python's and
+///   sentry-javascript's span streaming, sentry-php): `{"items": [span, …]}` with an
+///   `item_count` header, each span
+///   `{trace_id, span_id, parent_span_id?, name, status, is_segment, start_timestamp,
+///   end_timestamp, attributes: {key: {"type": "string"|"integer"|"double"|"boolean"|"array",
+///   "value": …}}, links?}`. The profiling link is in the attributes `sentry.profiler_id`,
+///   `thread.id` (sentry-python writes it as a string, the conventions as an integer) and
+///   `thread.name`.
+/// * **Legacy span** (any other content type, usually `application/json` or none; e.g. the
+///   JavaScript SDK's standalone spans): one span object shaped like a transaction's child
+///   span, `{trace_id, span_id, parent_span_id?, op?, description?, status?, start_timestamp,
+///   timestamp, data: {…}, …}`, the profiling link in `data` (`profiler_id`, `thread.id`,
+///   `thread.name`).
+///
+/// # Reading (liberal, like Relay's `Annotated` parsing)
+///
+/// * Timestamps are float Unix seconds, integers, numeric strings or RFC 3339 strings. The end
+///   is `end_timestamp` (V2) or `timestamp` (legacy), each falling back to the other.
+/// * Ids are hex in any case, or UUIDs with dashes (trace ids), and are stored as lowercase
+///   hex without dashes.
+/// * V2 attributes are `{"type": …, "value": …}` objects (the `type` is not checked) or bare
+///   values; legacy `data` values are taken as they are. An attribute whose `value` is missing
+///   or `null` is left out.
+/// * Optional fields of the wrong type (`"name": 5`) are ignored, as Relay drops them with an
+///   error annotation; an invalid `parent_span_id` is dropped the same way.
+/// * Unknown fields are ignored; `item_count` is not checked against the number of spans.
+///
+/// A span is **invalid** (skipped and counted by the caller, as Relay drops it with an outcome)
+/// when it is not an object, lacks a valid `trace_id` (16 bytes) or `span_id` (8 bytes), lacks
+/// a start or end timestamp, or ends before it starts. A V2 payload that is not JSON or has no
+/// `items` array, and a legacy payload that is not a JSON object, make the whole item invalid.
+/// Relay answers such envelopes with 200 and drops the spans later; never fail the envelope
+/// for them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpanItem {
     /// Which payload format it came from.

@@ -1,39 +1,5 @@
-//! Grouping the threads Relay would drop, so that their samples reach Sentry.
-//!
-//! Relay drops every thread with fewer than 2 samples with a non-empty stack in a chunk
-//! (`remove_single_samples_per_thread`; see [`ProfileData::drop_sparse_threads`]). A profiler
-//! that samples every thread of a host at 20 Hz (the eBPF profiler) sees many threads only
-//! once per minute, so most of its samples would be lost. Instead, such *sparse* threads are
-//! grouped into threads that Relay keeps. A chunk holds one process (one profiler session), so
-//! the rule works per chunk:
-//!
-//! 1. **Linked threads are never touched.** A thread any of whose samples carries a trace link
-//!    (an SDK's thread, whose id spans reference through `thread.id`) keeps its id and its
-//!    samples, and no other thread's samples are moved onto it. If it is sparse, the caller's
-//!    usual rule (keep or drop) applies to it.
-//! 2. **Name groups.** Sparse threads that share a `thread_metadata` name (Go and JVM runtimes
-//!    name many OS threads alike) and have at least 2 non-empty-stack samples together become
-//!    one group thread named with that name.
-//! 3. **Catch-all.** The sparse threads left (names seen on a single sparse sample, or no name)
-//!    become one group thread named [`OTHER_THREADS_NAME`] when they have at least 2
-//!    non-empty-stack samples together.
-//! 4. **A lone sample** (what is left has exactly one non-empty-stack sample) joins the busiest
-//!    unlinked non-sparse thread of the same name (ties: the smallest id), which keeps its id
-//!    and name; without one, the smallest name group (fewest samples, then name) is dissolved
-//!    into a catch-all with it. Otherwise it stays alone, and Relay's rule applies to it.
-//!
-//! The limit of any rule that never invents threads across processes is "every sample of a
-//! process seen at least twice in its chunk"; this rule reaches it unless a lone sample has
-//! nothing to join (no sparse partner, no same-name thread, no name group).
-//!
-//! **Group thread ids** are decimal strings of 16 digits from [`GROUP_ID_MIN`] to
-//! [`GROUP_ID_MAX`] (`9000000000000000` to `2^53 - 1`, so they are exact as JavaScript
-//! numbers and as `i64`; OS thread ids are far smaller), derived from the group key by
-//! [`group_id`] (64-bit FNV-1a of `"name\0" + name` for a name group, of `"other"` for the
-//! catch-all, reduced into the range): the group of threads named `etcd` has the same id in
-//! every chunk. If that id is already a thread id of the chunk (or another group's), the next
-//! free id in the range is taken, so a group never merges with a real thread. The result
-//! depends only on the chunk's content, never on the order of its samples.
+//! Grouping the threads Relay would drop, so that their samples reach Sentry: the rule is on
+//! [`ThreadGroups`].
 
 use super::chunk::{ProfileData, ThreadMetadata};
 use compact_str::CompactString;
@@ -60,7 +26,45 @@ pub struct ThreadStat<'a> {
     pub linked: bool,
 }
 
-/// A grouping decision for one chunk (see the module docs).
+/// Grouping the threads Relay would drop, so that their samples reach Sentry.
+///
+/// A grouping decision for one chunk: the threads Relay would drop, grouped so that their
+/// samples reach Sentry.
+///
+/// Relay drops every thread with fewer than 2 samples with a non-empty stack in a chunk
+/// (`remove_single_samples_per_thread`; see [`ProfileData::drop_sparse_threads`]). A profiler
+/// that samples every thread of a host at 20 Hz (the eBPF profiler) sees many threads only
+/// once per minute, so most of its samples would be lost. Instead, such *sparse* threads are
+/// grouped into threads that Relay keeps. A chunk holds one process (one profiler session), so
+/// the rule works per chunk:
+///
+/// 1. **Linked threads are never touched.** A thread any of whose samples carries a trace link
+///    (an SDK's thread, whose id spans reference through `thread.id`) keeps its id and its
+///    samples, and no other thread's samples are moved onto it. If it is sparse, the caller's
+///    usual rule (keep or drop) applies to it.
+/// 2. **Name groups.** Sparse threads that share a `thread_metadata` name (Go and JVM runtimes
+///    name many OS threads alike) and have at least 2 non-empty-stack samples together become
+///    one group thread named with that name.
+/// 3. **Catch-all.** The sparse threads left (names seen on a single sparse sample, or no name)
+///    become one group thread named [`OTHER_THREADS_NAME`] when they have at least 2
+///    non-empty-stack samples together.
+/// 4. **A lone sample** (what is left has exactly one non-empty-stack sample) joins the busiest
+///    unlinked non-sparse thread of the same name (ties: the smallest id), which keeps its id
+///    and name; without one, the smallest name group (fewest samples, then name) is dissolved
+///    into a catch-all with it. Otherwise it stays alone, and Relay's rule applies to it.
+///
+/// The limit of any rule that never invents threads across processes is "every sample of a
+/// process seen at least twice in its chunk"; this rule reaches it unless a lone sample has
+/// nothing to join (no sparse partner, no same-name thread, no name group).
+///
+/// **Group thread ids** are decimal strings of 16 digits from [`GROUP_ID_MIN`] to
+/// [`GROUP_ID_MAX`] (`9000000000000000` to `2^53 - 1`, so they are exact as JavaScript
+/// numbers and as `i64`; OS thread ids are far smaller), derived from the group key by
+/// [`group_id`] (64-bit FNV-1a of `"name\0" + name` for a name group, of `"other"` for the
+/// catch-all, reduced into the range): the group of threads named `etcd` has the same id in
+/// every chunk. If that id is already a thread id of the chunk (or another group's), the next
+/// free id in the range is taken, so a group never merges with a real thread. The result
+/// depends only on the chunk's content, never on the order of its samples.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ThreadGroups {
     /// Grouped thread id -> the thread id its samples move to.
@@ -238,7 +242,7 @@ impl ProfileData {
         moved
     }
 
-    /// Groups the threads Relay would drop (see the module docs); a thread for which
+    /// Groups the threads Relay would drop (see [`ThreadGroups`]); a thread for which
     /// `is_linked` is true is never grouped. Threads still sparse afterwards are left as they
     /// are (apply [`ProfileData::drop_sparse_threads`] next to send only what Relay keeps).
     pub fn group_sparse_threads(&mut self, is_linked: impl Fn(&str) -> bool) -> GroupOutcome {

@@ -3,8 +3,8 @@
 
 use super::finding::{Finding, Sink};
 use super::sentry_common::{self as common, parse, size_limit};
-use crate::sentry::chunk::{CHUNK_VERSION, ProfileChunk};
-use crate::sentry::ids::{is_sentry_id, parse_sentry_id};
+use crate::sentry::{CHUNK_VERSION, ProfileChunk};
+use crate::sentry::{is_sentry_id, parse_sentry_id};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use std::io;
@@ -387,7 +387,7 @@ mod tests {
 
     #[test]
     fn errors_only_are_the_errors_of_the_full_validation() {
-        use crate::sentry::chunk::Sample;
+        use crate::sentry::Sample;
         let mut c = ProfileChunk {
             version: "1".into(),
             chunk_id: "x".into(),

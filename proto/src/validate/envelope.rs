@@ -5,7 +5,7 @@ use super::chunk::chunk_json;
 use super::finding::{Finding, Sink};
 use super::sentry_common::parse;
 use super::v1::v1_json;
-use crate::sentry::envelope::MAX_ENVELOPE_ITEMS;
+use crate::sentry::MAX_ENVELOPE_ITEMS;
 use crate::sentry::{Envelope, EnvelopeItem, Timestamp, Transaction};
 use serde_json::Value;
 

@@ -2,9 +2,9 @@
 //! images, measurements, and the JSON parse finding.
 
 use super::finding::{Sink, join_path};
-use crate::sentry::chunk::{DebugMeta, Frame};
-use crate::sentry::ids::parse_instruction_addr;
 use crate::sentry::image_space;
+use crate::sentry::parse_instruction_addr;
+use crate::sentry::{DebugMeta, Frame};
 use crate::sentry::{JsonError, from_json_slice};
 use serde::Deserialize;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 
 use super::finding::{Finding, Sink};
 use super::sentry_common::{self as common, parse, size_limit};
-use crate::sentry::v1::SampleProfileV1;
+use crate::sentry::SampleProfileV1;
 
 /// Validates a V1 profile payload: size, JSON parse (`json-parse` with the JSON path), samples
 /// present, stack and frame index ranges, thread ids, addresses, debug images, measurement

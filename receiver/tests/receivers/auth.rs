@@ -4,10 +4,10 @@
 
 use crate::common::*;
 use profilink_proto::otlp::profiles_service_client::ProfilesServiceClient;
+use profilink_receiver::CorsConfig;
 use profilink_receiver::auth::{
     AuthSettings, Authenticator, BearerTokenAuth, BearerTokenAuthConfig,
 };
-use profilink_receiver::cors::CorsConfig;
 use profilink_receiver::{OtlpGrpcConfig, OtlpHttpConfig, ReceiverError, Stats};
 use prost::Message;
 use std::sync::Arc;

@@ -6,7 +6,7 @@ use profilink_proto::otlp::{
     EXPORT_PATH, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
     ExportTraceServiceRequest, ProfilesData, data_from_request,
 };
-use profilink_receiver::batch::Batch;
+use profilink_receiver::Batch;
 use profilink_receiver::{
     ChannelConsumer, OtlpGrpcConfig, OtlpHttpConfig, Payload, SentryBatch, SentryReceiverConfig,
     ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry,

@@ -37,7 +37,8 @@ async fn grpc_delivers_every_fixture_plain_gzip_and_zstd() {
                 (ReceiverKind::Otlp, Transport::Grpc)
             );
             let expected = expected_data(&req);
-            let (profiles, samples) = profilink_receiver::batch::otlp_counts(&expected);
+            let counts = profilink_proto::signal::profile_counts(&expected.resource_profiles);
+            let (profiles, samples) = (counts.items, counts.samples);
             assert!(profiles > 0 && samples > 0, "{name}");
             assert_eq!(
                 (batch.profiles, batch.samples),

@@ -22,11 +22,11 @@
 //! (certificates, keys, CAs) are read here, so a bad one fails `profilink check` and the start
 //! with the key that names it.
 
-#[cfg(test)]
-mod collector_tests;
 mod auth;
 #[cfg(test)]
 mod auth_tests;
+#[cfg(test)]
+mod collector_tests;
 mod exporters;
 mod extensions;
 mod plan;

@@ -7,18 +7,18 @@
 
 use super::frames::FrameTable;
 use super::ids::digest64;
+use super::observations::{LinkedObs, Obs, Session, ThreadInfo};
 use super::options::{NonCpuPolicy, Options};
 use super::platform::{hint_from_runtime_name, hint_from_sdk_language};
 use super::restore_hook::{self, CHUNK_ID_KEY, Restore};
 use super::samples::{classify, expansion_count, scaled, spread, thread_id_text, value_sum};
 use super::session::{PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
-use super::split::{LinkedObs, Obs, Session, ThreadInfo};
 use super::stacks::StackTable;
 use crate::dictionary::{Attr, AttrValue, Dictionary};
 use crate::error::TranslateError;
 use crate::sample_link::SampleLink;
 use profilink_proto::otlp::{Profile, ResourceProfiles, Sample};
-use profilink_proto::sentry::ids::parse_sentry_id;
+use profilink_proto::sentry::parse_sentry_id;
 use profilink_proto::sentry::{CompactString, ProfileChunk};
 use std::collections::HashMap;
 

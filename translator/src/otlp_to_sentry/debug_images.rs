@@ -48,7 +48,7 @@ use crate::dictionary::{AttrValue, Dictionary};
 use crate::error::TranslateError;
 use profilink_proto::otlp::Mapping;
 use profilink_proto::sentry::DebugImage;
-use profilink_proto::sentry::ids::format_instruction_addr;
+use profilink_proto::sentry::format_instruction_addr;
 use profilink_proto::sentry::image_space::{SLOT_SIZE, slot_base};
 use std::collections::BTreeMap;
 

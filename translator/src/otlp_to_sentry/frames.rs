@@ -40,7 +40,7 @@ use crate::error::TranslateError;
 use hashbrown::HashMap;
 use hashbrown::hash_map::Entry;
 use profilink_proto::sentry::Frame;
-use profilink_proto::sentry::ids::format_instruction_addr;
+use profilink_proto::sentry::format_instruction_addr;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 

@@ -82,7 +82,7 @@ pub(crate) fn chunk_id(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profilink_proto::sentry::ids::is_sentry_id;
+    use profilink_proto::sentry::is_sentry_id;
 
     #[test]
     fn uuid_shape() {

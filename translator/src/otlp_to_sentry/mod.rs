@@ -14,7 +14,7 @@
 //!    dictionaries without their zero entries still translate.
 //! 2. A profile carrying the Profile attribute `sentry.chunk_id` is rebuilt exactly as the chunk
 //!    it came from only when it is profilink's own complete encoding of a valid chunk: it passes
-//!    the marker set of [`crate::sentry_to_otlp::restore`] (the `profilink.format` mark, or the
+//!    the marker set of [`check_marker`](crate::sentry_to_otlp::check_marker) (the `profilink.format` mark, or the
 //!    `profilink` scope of earlier versions; `sentry.chunk_id`, `sentry.profiler_id` 32 hex,
 //!    `sentry.version` `"2"`, a Sentry `sentry.platform`, `telemetry.sdk.name`/`.version`), it
 //!    restores, spans at most 66 s and passes the strict-out check below. Otherwise (e.g.
@@ -184,6 +184,7 @@ mod debug_images;
 mod frames;
 mod ids;
 mod in_app;
+mod observations;
 mod options;
 mod platform;
 mod restore_hook;
@@ -499,7 +500,7 @@ fn reject_invalid(
         t.stats.samples_out -= samples;
         t.stats.samples_dropped_invalid += samples;
         for s in &chunk.profile.samples {
-            if let Some(ns) = profilink_proto::sentry::timestamp::secs_to_nanos(s.timestamp) {
+            if let Some(ns) = profilink_proto::sentry::secs_to_nanos(s.timestamp) {
                 gone.insert((chunk.profiler_id.clone(), s.thread_id.to_string(), ns));
             }
         }

@@ -44,7 +44,7 @@ pub enum SparseThreadPolicy {
 /// The rule (name groups per process, a catch-all `other threads` group, a lone sample joining
 /// its busiest same-name thread; linked threads never touched; group ids are 16-digit decimals
 /// from `9000000000000000` to `2^53 - 1` derived from the group key) is
-/// [`profilink_proto::sentry::thread_groups`]. A thread with a linked observation (an OTLP
+/// [`ThreadGroups`](profilink_proto::sentry::ThreadGroups). A thread with a linked observation (an OTLP
 /// `Link`, returned as a [`crate::SampleLink`]) is never grouped, so every link's thread id is
 /// the thread its sample is in, and what span stamping writes into spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

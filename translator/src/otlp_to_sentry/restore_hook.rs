@@ -1,9 +1,9 @@
 //! Round-trip hook: profiles produced by the Sentry -> OTLP direction are rebuilt exactly as the
-//! chunk they came from by [`crate::sentry_to_otlp::restore::restore_chunk_with_links`] (the
+//! chunk they came from by [`crate::sentry_to_otlp::restore_chunk_with_links`] (the
 //! chunk plus the trace link of each linked observation).
 //!
 //! Only profilink's own complete encoding is restored: the profile must pass the marker check
-//! ([`crate::sentry_to_otlp::restore::check_marker`]: the `profilink.format` mark, or the
+//! ([`crate::sentry_to_otlp::check_marker`]: the `profilink.format` mark, or the
 //! `profilink` scope of earlier versions, and every required field present and valid), restore
 //! must succeed, the chunk must span at most 66 s and pass the strict-out check
 //! ([`super::strict`]). A profile carrying `sentry.chunk_id` that fails any of these is a
@@ -16,10 +16,10 @@ use super::options::{Options, RELAY_MAX_CHUNK_DURATION_NS};
 use super::strict;
 use crate::dictionary::Dictionary;
 use crate::sample_link::SampleLink;
-use crate::sentry_to_otlp::restore::{check_marker, restore_chunk_with_links};
+use crate::sentry_to_otlp::{check_marker, restore_chunk_with_links};
 use profilink_proto::otlp::{Profile, ResourceProfiles};
 use profilink_proto::sentry::ProfileChunk;
-use profilink_proto::sentry::timestamp::secs_to_nanos;
+use profilink_proto::sentry::secs_to_nanos;
 
 /// Profile attribute carrying a Sentry chunk id (profilink's mark needs more, see the module
 /// docs; another producer's valid id is reused for the chunk its profile becomes).

@@ -29,7 +29,7 @@
 
 use super::ids::{first16, uuid_v4_hex};
 use crate::dictionary::{Attr, AttrValue};
-use profilink_proto::sentry::ids::parse_sentry_id;
+use profilink_proto::sentry::parse_sentry_id;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -170,7 +170,7 @@ pub fn derive_profiler_id(identity: &ProcessIdentity) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profilink_proto::sentry::ids::is_sentry_id;
+    use profilink_proto::sentry::is_sentry_id;
 
     fn attr<'a>(key: &'a str, value: AttrValue<'a>) -> Attr<'a> {
         Attr { key, value }

@@ -8,7 +8,7 @@
 //! Linear-ish time with one reused scratch buffer, which matters at a million observations per
 //! request. Small inputs use the standard library's sort directly.
 
-use super::split::Obs;
+use super::observations::Obs;
 
 const SMALL: usize = 4096;
 /// Observations per bucket: about `2^PER_BUCKET_BITS`.

@@ -11,7 +11,7 @@
 //! Within each chunk, threads with fewer than 2 samples with a non-empty stack are *sparse*
 //! (Relay drops them): each is counted in [`super::Stats::sparse_threads`]; under
 //! [`super::SparseThreadGrouping::Group`] they are grouped into threads Relay keeps
-//! ([`profilink_proto::sentry::thread_groups`]; threads with a linked observation in the
+//! ([`ThreadGroups`](profilink_proto::sentry::ThreadGroups); threads with a linked observation in the
 //! session are never grouped), and under [`super::SparseThreadPolicy::Drop`] the samples of
 //! threads still sparse are removed (counted in [`super::Stats::samples_dropped_sparse`]).
 //! Grouping rewrites the thread ids of the finished chunk; the size estimate stays an upper
@@ -31,18 +31,19 @@
 
 use super::frames::FrameTable;
 use super::ids::{chunk_id, sample_checksum};
+use super::observations::{LinkedObs, Obs, Session};
 use super::options::{Options, SparseThreadGrouping, SparseThreadPolicy};
 use super::platform::{Runtime, choose_platform, frame_platform};
 use super::sort::sort_observations;
 use super::stacks::{EMPTY_STACK, StackTable};
 use super::{Stats, json_len};
 use crate::sample_link::SampleLink;
-use profilink_proto::sentry::chunk::CHUNK_VERSION;
-use profilink_proto::sentry::timestamp::{nanos_to_secs, secs_to_nanos};
+use profilink_proto::sentry::CHUNK_VERSION;
 use profilink_proto::sentry::{
     ClientSdk, DebugMeta, Frame, ProfileChunk, ProfileData, Sample, ThreadGroups, ThreadMetadata,
     ThreadStat,
 };
+use profilink_proto::sentry::{nanos_to_secs, secs_to_nanos};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -546,10 +547,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
     }
 }
 
-mod observations;
 mod seal;
-
-pub(crate) use observations::{LinkedObs, Obs, Session, ThreadInfo};
 
 #[cfg(test)]
 mod tests {

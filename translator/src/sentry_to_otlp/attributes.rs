@@ -1,7 +1,7 @@
 //! The attribute-name convention for Sentry data in OTLP.
 //!
 //! Every Sentry field without a native OTLP home is kept under one of these names, so that
-//! [`super::restore::restore_chunk`] can rebuild the exact chunk. OpenTelemetry semantic
+//! [`restore_chunk`](super::restore_chunk) can rebuild the exact chunk. OpenTelemetry semantic
 //! conventions are used where one exists; everything Sentry-specific is under `sentry.`.
 //!
 //! | where | key | value | from |
@@ -10,13 +10,13 @@
 //! | resource | [`SERVICE_VERSION`] | string | `release` (absent when `None`) |
 //! | resource | [`DEPLOYMENT_ENVIRONMENT_NAME`] | string | `environment` |
 //! | resource | [`TELEMETRY_SDK_NAME`], [`TELEMETRY_SDK_VERSION`] | string | `client_sdk.name` / `.version` (both written when `client_sdk` is set) |
-//! | resource | [`TELEMETRY_SDK_LANGUAGE`] | string | `platform` mapped to the OTel language ([`super::resource::sdk_language`]) |
+//! | resource | [`TELEMETRY_SDK_LANGUAGE`] | string | `platform` mapped to the OTel language (`resource::sdk_language`) |
 //! | resource | [`SENTRY_PLATFORM`] | string | `platform`, exactly |
 //! | resource | [`SENTRY_PROFILER_ID`] | string | `profiler_id`, exactly (V2 only) |
 //! | resource | [`PROCESS_RUNTIME_NAME`], [`PROCESS_RUNTIME_VERSION`] | string | V1 `runtime.name` / `.version` |
 //! | resource | [`OS_NAME`], [`OS_VERSION`] | string | V1 `os.name` / `.version` |
 //! | resource | [`HOST_ARCH`] | string | V1 `device.architecture` (`x86_64` → `amd64`, `aarch64` → `arm64`) |
-//! | profile | [`PROFILINK_FORMAT`] | string | [`PROFILINK_FORMAT_CHUNK_V1`]: this profile is profilink's complete encoding of a chunk (see [`super::restore`] for the whole marker set) |
+//! | profile | [`PROFILINK_FORMAT`] | string | [`PROFILINK_FORMAT_CHUNK_V1`]: this profile is profilink's complete encoding of a chunk (see [`check_marker`](super::check_marker) for the whole marker set) |
 //! | profile | [`SENTRY_CHUNK_ID`] | string | `chunk_id`, exactly |
 //! | profile | [`SENTRY_PROFILE_ID`] | string | V1 `event_id`, exactly |
 //! | profile | [`SENTRY_VERSION`] | string | `version` (`"2"`, `"1"`) |
@@ -27,14 +27,14 @@
 //! | profile | [`SENTRY_V1_TRANSACTIONS`] | string (JSON array) | V1 `transactions` (or the single `transaction`) |
 //! | sample | [`THREAD_ID`] | int, or string | `thread_id`: an int when it is the canonical decimal of an `i64` (`"42"`, not `"042"`), else the string |
 //! | sample | [`THREAD_NAME`] | string | `thread_metadata[thread_id].name`, when known |
-//! | location | [`PROFILE_FRAME_TYPE`] | string | frame `platform`, else the chunk's, mapped ([`super::frames::frame_type`]) |
+//! | location | [`PROFILE_FRAME_TYPE`] | string | frame `platform`, else the chunk's, mapped (`frames::frame_type`) |
 //! | location | [`SENTRY_FRAME_PLATFORM`] | string | frame `platform`, when set |
 //! | location | [`SENTRY_FRAME_IN_APP`] | bool | frame `in_app`, when set |
 //! | location | [`SENTRY_FRAME_MODULE`] | string | frame `module`, when set |
 //! | location | [`SENTRY_FRAME_PACKAGE`] | string | frame `package`, when set |
 //! | location | [`SENTRY_FRAME_FILENAME`] | string | frame `filename`, when both `abs_path` and `filename` are set (`abs_path` then fills `Function.filename`) |
 //! | location | [`SENTRY_FRAME_INSTRUCTION_ADDR`] | string | frame `instruction_addr`, when `Location.address` cannot give it back (not canonical lowercase `0x…`, zero, or unparsable) |
-//! | location | [`SENTRY_FRAME_PRESENT`] | array of strings | which of `function`, `abs_path`, `filename`, `lineno`, `colno` are set, only when the default reading of the `Line`/`Function` would be wrong (see [`super::frames`]) |
+//! | location | [`SENTRY_FRAME_PRESENT`] | array of strings | which of `function`, `abs_path`, `filename`, `lineno`, `colno` are set, only when the default reading of the `Line`/`Function` would be wrong (see the `frames` module) |
 //! | mapping | [`PROCESS_EXECUTABLE_BUILD_ID_GNU`] | string | debug image `code_id` |
 //! | mapping | [`SENTRY_DEBUG_IMAGE_TYPE`] | string | debug image `type` |
 //! | mapping | [`SENTRY_DEBUG_IMAGE_DEBUG_ID`] | string | debug image `debug_id` |
@@ -79,7 +79,7 @@ pub const PROFILINK_FORMAT: &str = "profilink.format";
 pub const PROFILINK_FORMAT_CHUNK_V1: &str = "sentry.chunk/v1";
 
 /// `sentry.chunk_id` (profile) ← `chunk_id`; with the rest of the marker set (see
-/// [`super::restore`]) it marks a profile restorable to a chunk.
+/// [`check_marker`](super::check_marker)) it marks a profile restorable to a chunk.
 pub const SENTRY_CHUNK_ID: &str = "sentry.chunk_id";
 /// `sentry.profile_id` (profile) ← V1 `event_id`.
 pub const SENTRY_PROFILE_ID: &str = "sentry.profile_id";

@@ -25,7 +25,7 @@ use crate::error::TranslateError;
 use crate::linking::LinkSource;
 use profilink_proto::otlp::Profile;
 use profilink_proto::sentry::ProfileChunk;
-use profilink_proto::sentry::timestamp::secs_to_nanos;
+use profilink_proto::sentry::secs_to_nanos;
 
 /// Checks stack and frame indices of a profile body.
 pub(crate) fn check_stacks(stacks: &[Vec<usize>], frames: usize) -> Result<(), TranslateError> {

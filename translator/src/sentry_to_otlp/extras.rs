@@ -18,7 +18,7 @@ use super::builder::{
 use crate::dictionary::AttrValue;
 use crate::error::TranslateError;
 use profilink_proto::otlp::AnyValue;
-use profilink_proto::sentry::v1::V1Measurement;
+use profilink_proto::sentry::V1Measurement;
 use profilink_proto::sentry::{DebugMeta, Measurement, MeasurementValue, ThreadMetadata};
 use std::collections::BTreeMap;
 

@@ -41,9 +41,9 @@ use super::builder::{DictionaryBuilder, array_value, str_value};
 use crate::dictionary::{AttrValue, Dictionary};
 use crate::error::TranslateError;
 use profilink_proto::otlp::{Function, Line, Location, Mapping};
-use profilink_proto::sentry::ids::{format_instruction_addr, parse_instruction_addr};
 use profilink_proto::sentry::image_space::synthetic_image_base;
 use profilink_proto::sentry::{DebugImage, Frame};
+use profilink_proto::sentry::{format_instruction_addr, parse_instruction_addr};
 use std::sync::Arc;
 
 /// The `profile.frame.type` for a Sentry platform: `python`→`cpython`, `java`/`android`→`jvm`,

@@ -2,56 +2,61 @@
 //!
 //! Input: V2 profile chunks and V1 profiles (each with its envelope's transaction, when known).
 //! Output: one `ExportProfilesServiceRequest` with **one** deduplicated dictionary shared by all
-//! resources and profiles ([`builder`]), plus the items that could not be translated
+//! resources and profiles (`builder`), plus the items that could not be translated
 //! ([`Translation::rejected`]): a bad chunk never sinks the others, and a rejected item leaves
 //! nothing in the dictionary.
 //!
 //! Layout:
 //!
 //! * One `ResourceProfiles` per distinct resource attribute set, in order of first appearance;
-//!   for chunks that is one per profiler session ([`resource`]). One `ScopeProfiles` per resource
+//!   for chunks that is one per profiler session (`resource`). One `ScopeProfiles` per resource
 //!   (scope `profilink`, version = this crate's version), one `Profile` per chunk or V1 profile.
 //! * Each `Profile`: `sample_type` = `samples`/`count`, `period_type` = `cpu`/`nanoseconds`,
 //!   `period` per [`Options`], `time_unix_nano` = first sample, `duration_nano` = last − first
 //!   plus 1 (every timestamp inside `[time, time + duration)`), `profile_id` = the chunk id (or
 //!   V1 event id) as 16 bytes. Samples are grouped by identity `(stack, thread attributes, link)`
-//!   with their timestamps and no values ([`samples`]).
-//! * Frames → locations/functions/mappings ([`frames`]); chunk-level fields ([`chunk`],
-//!   [`v1`], [`extras`]); every name in [`attributes`].
-//! * Links: every observation asks the [`LinkSource`] (e.g. [`crate::linking::TransactionLinks`]
-//!   built from transactions, or [`crate::linking::ExactLinks`] to replay known links) with
+//!   with their timestamps and no values (`samples`).
+//! * Frames → locations/functions/mappings (`frames`); chunk-level fields (`chunk`,
+//!   `v1`, `extras`); every name in [`attributes`].
+//! * Links: every observation asks the [`LinkSource`] (e.g. [`TransactionLinks`](crate::TransactionLinks)
+//!   built from transactions, or [`ExactLinks`](crate::ExactLinks) to replay known links) with
 //!   `(profiler_id, thread_id, time)`; V1 profiles with their transaction link by that
-//!   transaction ([`v1`]).
+//!   transaction (`v1`).
 //!
-//! Lossless: [`restore::restore_chunk`] rebuilds the exact chunk from its profile. Frames and
+//! Lossless: [`restore_chunk`] rebuilds the exact chunk from its profile. Frames and
 //! stacks come back renumbered (one frame per distinct location, one stack per distinct stack,
 //! in first-use order; frames/stacks no sample uses are not kept) and samples come back in time
 //! order (ties in the order of their OTLP `Sample`, which is first-appearance order), so compare
-//! chunks with [`restore::canonical_form`]; everything else compares equal as it is.
+//! chunks with [`canonical_form`]; everything else compares equal as it is.
 
 pub mod attributes;
-pub mod builder;
-pub mod chunk;
-pub mod extras;
-pub mod frames;
-pub mod options;
-pub mod resource;
-pub mod restore;
-pub mod samples;
-pub mod v1;
+mod builder;
+mod chunk;
+mod extras;
+mod frames;
+mod options;
+mod resource;
+mod restore;
+mod samples;
+mod v1;
 
 pub use options::{DEFAULT_PERIOD_NS, Options};
+pub use restore::{
+    canonical_form, check_marker, is_from_chunk, restore_chunk, restore_chunk_with_links,
+    restore_request,
+};
 pub use v1::V1WithTransaction;
 
 use crate::error::TranslateError;
+use crate::fx_hash::FxHashMap;
 use crate::linking::LinkSource;
-use builder::{DictionaryBuilder, FxHashMap};
+use builder::DictionaryBuilder;
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, InstrumentationScope, KeyValue, Profile, Resource,
     ResourceProfiles, ScopeProfiles, ValueType, any_value,
 };
 use profilink_proto::sentry::ProfileChunk;
-use profilink_proto::sentry::ids::parse_sentry_id;
+use profilink_proto::sentry::parse_sentry_id;
 
 /// What to translate.
 #[derive(Debug, Clone, Copy, Default)]

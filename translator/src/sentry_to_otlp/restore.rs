@@ -44,16 +44,16 @@
 //! OTLP → chunk → OTLP keeps links (via [`crate::linking::ExactLinks`]).
 
 use super::attributes::*;
-use super::builder::FxHashMap;
 use super::{extras, frames};
 use crate::SampleLink;
 use crate::dictionary::{AttrValue, Dictionary};
 use crate::error::TranslateError;
+use crate::fx_hash::FxHashMap;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, ResourceProfiles};
 use profilink_proto::sentry::CompactString;
-use profilink_proto::sentry::ids::is_sentry_id;
-use profilink_proto::sentry::timestamp::{nanos_to_secs, secs_to_nanos};
+use profilink_proto::sentry::is_sentry_id;
 use profilink_proto::sentry::{ClientSdk, Frame, ProfileChunk, Sample};
+use profilink_proto::sentry::{nanos_to_secs, secs_to_nanos};
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -15,9 +15,10 @@
 //!   so every timestamp lies in `[time, time + duration)`.
 
 use super::attributes::{THREAD_ID, THREAD_NAME};
-use super::builder::{DictionaryBuilder, FxHashMap, int_value, str_value};
+use super::builder::{DictionaryBuilder, int_value, str_value};
 use super::frames::FrameInterner;
 use super::options::Options;
+use crate::fx_hash::FxHashMap;
 use crate::linking::{LinkIds, LinkSource, ThreadLinks};
 use profilink_proto::otlp::{AnyValue, Sample};
 use profilink_proto::sentry::{DebugImage, Frame, ThreadMetadata};

@@ -8,11 +8,11 @@ use profilink_proto::otlp::{
     ScopeProfiles, Stack, ValueType, any_value,
 };
 use profilink_proto::sentry::ProfileChunk;
-use profilink_proto::sentry::ids::{is_sentry_id, parse_instruction_addr};
 use profilink_proto::sentry::image_space;
-use profilink_proto::sentry::timestamp::secs_to_nanos;
-use profilink_translator::dictionary::{AttrValue, Dictionary};
+use profilink_proto::sentry::secs_to_nanos;
+use profilink_proto::sentry::{is_sentry_id, parse_instruction_addr};
 use profilink_translator::otlp_to_sentry::{Options, Translation};
+use profilink_translator::{AttrValue, Dictionary};
 use std::collections::{BTreeSet, HashMap};
 
 /// Builds a dictionary with deduplicated strings and zero entries in every table.

@@ -2,7 +2,7 @@
 
 use super::*;
 use profilink_proto::sentry::{Frame, ProfileData, Sample};
-use profilink_translator::linking::LinkSource;
+use profilink_translator::LinkSource;
 
 const P1: &str = "11111111111111111111111111111111";
 const P2: &str = "22222222222222222222222222222222";

@@ -10,7 +10,7 @@ pub(crate) struct Obs {
     pub ts: u64,
     /// Index into [`Session::threads`].
     pub thread: u32,
-    /// Unique stack id ([`super::StackTable`]).
+    /// Unique stack id ([`super::stacks::StackTable`]).
     pub stack: u32,
 }
 
