@@ -6,7 +6,6 @@
 //! Every attempt is recorded once, when its answer (or its failure) is known, whether it is
 //! then retried or not; an item delivered on its third attempt adds three observations.
 
-use crate::otlp_retry::AttemptError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -46,14 +45,6 @@ impl AttemptOutcome {
             AttemptOutcome::RateLimited => Some("rate_limited"),
             AttemptOutcome::NetworkError => Some("network_error"),
             AttemptOutcome::SendError => Some("send_error"),
-        }
-    }
-
-    /// The outcome of an OTLP attempt that failed.
-    pub(crate) fn of_error(error: &AttemptError) -> Self {
-        match error {
-            AttemptError::Retryable { network: true, .. } => AttemptOutcome::NetworkError,
-            _ => AttemptOutcome::SendError,
         }
     }
 
@@ -163,18 +154,5 @@ mod tests {
         let counts: Vec<u64> = d.snapshot().iter().map(|(_, h)| h.count).collect();
         assert_eq!(counts, vec![1, 0, 0, 2]);
         assert_eq!(AttemptOutcome::Success.error_type(), None);
-        let network = AttemptError::Retryable {
-            after: None,
-            message: String::new(),
-            network: true,
-        };
-        assert_eq!(
-            AttemptOutcome::of_error(&network),
-            AttemptOutcome::NetworkError
-        );
-        assert_eq!(
-            AttemptOutcome::of_error(&AttemptError::Permanent(String::new())),
-            AttemptOutcome::SendError
-        );
     }
 }

@@ -10,6 +10,7 @@
 //!   permanent. Connection errors and timeouts are retried on both transports.
 
 use crate::config::RetryConfig;
+use crate::durations::AttemptOutcome;
 use crate::metrics::DiscardReason;
 use crate::retry::Backoff;
 use std::time::{Duration, Instant};
@@ -106,6 +107,16 @@ pub fn after_failure(
             None if network => Next::GiveUp(DiscardReason::NetworkError, message),
             None => Next::GiveUp(DiscardReason::SendError, message),
         },
+    }
+}
+
+impl AttemptOutcome {
+    /// The outcome of an OTLP attempt that failed (for the attempt duration histograms).
+    pub(crate) fn of_error(error: &AttemptError) -> Self {
+        match error {
+            AttemptError::Retryable { network: true, .. } => AttemptOutcome::NetworkError,
+            _ => AttemptOutcome::SendError,
+        }
     }
 }
 
@@ -211,6 +222,23 @@ mod tests {
         assert_eq!(
             after_failure(&mut backoff, &retry, late, failure(false, hint)),
             Next::GiveUp(DiscardReason::SendError, "down".into())
+        );
+    }
+
+    #[test]
+    fn failed_attempts_are_network_or_send_errors() {
+        let network = AttemptError::Retryable {
+            after: None,
+            message: String::new(),
+            network: true,
+        };
+        assert_eq!(
+            AttemptOutcome::of_error(&network),
+            AttemptOutcome::NetworkError
+        );
+        assert_eq!(
+            AttemptOutcome::of_error(&AttemptError::Permanent(String::new())),
+            AttemptOutcome::SendError
         );
     }
 }

@@ -109,6 +109,7 @@ mod otlp_traces;
 mod sentry_auth;
 mod sentry_envelope;
 mod sentry_forward;
+mod sentry_http;
 mod sentry_items;
 mod sentry_proxy;
 mod server;

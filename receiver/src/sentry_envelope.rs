@@ -46,32 +46,33 @@
 //! Error bodies are Relay's `{"detail":"…"}`. Responses carry CORS headers, and `OPTIONS`
 //! answers preflights, so browser SDKs can post too.
 
-use crate::batch::{Batch, ConsumeError, Consumer, Payload, ReceiverKind, Transport};
+use crate::batch::{Batch, Consumer, Payload, ReceiverKind, Transport};
 use crate::config::SentryReceiverConfig;
-use crate::decompress::{self, BodyError, Encoding};
+use crate::decompress::{self, Encoding};
 use crate::error::ReceiverError;
 use crate::item_stats::LogLimiter;
-use crate::sentry_auth::{self, AuthError, SentryAuth};
+use crate::sentry_auth::{self};
 use crate::sentry_forward::{self, ForwardPlan};
+use crate::sentry_http::{
+    DRAIN_MAX, DRAIN_TIMEOUT, Refusal, SentryState, auth_from_envelope_header, check_key,
+    consume_refusal, content_length, cors, decode, forward_refusal, json_ok, preflight, read,
+    too_large,
+};
 use crate::sentry_items::{check_envelope_headers, check_items, parse_items};
 use crate::server::{self, ServerHandle};
 use crate::stats::Stats;
-use crate::upstream::{ForwardError, Upstream};
+use crate::upstream::Upstream;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use http::StatusCode;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, StatusCode};
 use profilink_proto::sentry::Envelope;
-use profilink_proto::validate::MAX_CHUNK_BYTES;
-use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The route, in axum syntax.
 pub const ENVELOPE_ROUTE: &str = "/api/{project_id}/envelope/";
@@ -83,22 +84,6 @@ pub const ACCEPTED_ENCODINGS: &[Encoding] = &[
     Encoding::Brotli,
     Encoding::Zstd,
 ];
-
-/// Largest `profile` / `profile_chunk` item (Relay's `max_profile_size`).
-pub const MAX_PROFILE_ITEM_SIZE: usize = MAX_CHUNK_BYTES;
-
-const DRAIN_MAX: usize = 8 * 1024 * 1024;
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
-pub(crate) const PERFETTO: &str = "application/x-perfetto-trace";
-
-pub(crate) struct SentryState<C> {
-    pub(crate) consumer: Arc<C>,
-    pub(crate) stats: Arc<Stats>,
-    pub(crate) config: SentryReceiverConfig,
-    pub(crate) upstream: Option<Arc<dyn Upstream>>,
-    /// Paces the log lines about dropped and refused items.
-    pub(crate) log: LogLimiter,
-}
 
 /// The envelope route (and its CORS preflight), for serving alone ([`serve_sentry`]) or merged
 /// into another router.
@@ -169,131 +154,6 @@ where
         "Sentry envelope receiver",
     )
     .await
-}
-
-/// A refused request: status, Relay-style detail, optional `Retry-After`.
-#[derive(Debug)]
-pub(crate) struct Refusal {
-    status: StatusCode,
-    detail: String,
-    pub(crate) retry_after: Option<Duration>,
-    /// `X-Sentry-Rate-Limits` (a 429 for upstream rate limits).
-    pub(crate) rate_limits: Option<String>,
-    /// Profiles, samples and spans known to be refused (for the counters).
-    profiles: u64,
-    samples: u64,
-    spans: u64,
-}
-
-impl Refusal {
-    pub(crate) fn new(status: StatusCode, detail: impl Into<String>) -> Self {
-        Refusal {
-            status,
-            detail: detail.into(),
-            retry_after: None,
-            rate_limits: None,
-            profiles: 0,
-            samples: 0,
-            spans: 0,
-        }
-    }
-
-    pub(crate) fn bad_request(detail: impl Into<String>) -> Self {
-        Refusal::new(StatusCode::BAD_REQUEST, detail)
-    }
-
-    pub(crate) fn counted(mut self, profiles: u64, samples: u64) -> Self {
-        self.profiles = profiles;
-        self.samples = samples;
-        self
-    }
-
-    fn counted_spans(mut self, spans: u64) -> Self {
-        self.spans = spans;
-        self
-    }
-
-    pub(crate) fn into_response(self) -> Response {
-        let body = serde_json::json!({ "detail": self.detail }).to_string();
-        let mut response = (
-            self.status,
-            [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-            body,
-        )
-            .into_response();
-        if let Some(delay) = self.retry_after {
-            response.headers_mut().insert(
-                RETRY_AFTER,
-                HeaderValue::from(crate::otlp_http::retry_after_secs(delay)),
-            );
-        }
-        if let Some(limits) = self.rate_limits
-            && let Ok(value) = HeaderValue::from_str(&limits)
-        {
-            response.headers_mut().insert("x-sentry-rate-limits", value);
-        }
-        response
-    }
-}
-
-impl From<AuthError> for Refusal {
-    fn from(e: AuthError) -> Self {
-        Refusal::new(e.status(), e.to_string())
-    }
-}
-
-/// Relay's answers: a full pipeline is 503 with `Retry-After` (a 429 would make SDKs pause
-/// every category, errors included; 429 is kept for upstream limits, with the categories).
-fn consume_refusal(error: &ConsumeError) -> Refusal {
-    match error {
-        ConsumeError::Full { retry_after } => {
-            let mut r = Refusal::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the pipeline is full; retry later",
-            );
-            r.retry_after = Some(*retry_after);
-            r
-        }
-        ConsumeError::Rejected(message) => Refusal::bad_request(message.clone()),
-        ConsumeError::Internal(message) => {
-            Refusal::new(StatusCode::SERVICE_UNAVAILABLE, message.clone())
-        }
-    }
-}
-
-pub(crate) fn forward_refusal(error: &ForwardError) -> Refusal {
-    let mut r = Refusal::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string());
-    if let ForwardError::Full { retry_after } = error {
-        r.retry_after = Some(*retry_after);
-    }
-    r
-}
-
-pub(crate) async fn preflight() -> Response {
-    let mut response = StatusCode::OK.into_response();
-    let h = response.headers_mut();
-    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
-    h.insert(
-        "access-control-allow-methods",
-        HeaderValue::from_static("POST"),
-    );
-    h.insert(
-        "access-control-allow-headers",
-        HeaderValue::from_static(
-            "content-type, content-encoding, x-sentry-auth, x-requested-with, origin, accept, authentication, authorization, user-agent",
-        ),
-    );
-    h.insert("access-control-max-age", HeaderValue::from_static("3600"));
-    response
-}
-
-pub(crate) fn cors(response: &mut Response) {
-    let h = response.headers_mut();
-    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
-    h.insert(
-        "access-control-expose-headers",
-        HeaderValue::from_static("x-sentry-error, x-sentry-rate-limits, retry-after"),
-    );
 }
 
 async fn handle<C: Consumer>(
@@ -513,95 +373,4 @@ async fn process<C: Consumer>(
         None => serde_json::json!({}),
     };
     Ok(json_ok(body))
-}
-
-pub(crate) fn json_ok(body: Value) -> Response {
-    (
-        StatusCode::OK,
-        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-pub(crate) fn check_key<C>(
-    state: &SentryState<C>,
-    project_id: u64,
-    auth: &SentryAuth,
-) -> Result<(), Refusal> {
-    let key = sentry_auth::project_key(&auth.public_key)?;
-    if auth.version > sentry_auth::PROTOCOL_VERSION {
-        return Err(AuthError::UnsupportedVersion(auth.version).into());
-    }
-    if !state.config.key_allowed(project_id, key) {
-        return Err(AuthError::NotAllowed.into());
-    }
-    Ok(())
-}
-
-/// Relay's fallback: a request without auth authenticates with the envelope header `dsn`.
-fn auth_from_envelope_header<C>(
-    state: &SentryState<C>,
-    project_id: u64,
-    bytes: &[u8],
-) -> Result<SentryAuth, Refusal> {
-    let line = bytes.split(|&b| b == b'\n').next().unwrap_or(b"");
-    let header: Value = serde_json::from_slice(line.trim_ascii())
-        .map_err(|e| AuthError::BadEnvelopeDsn(e.to_string()))?;
-    let dsn = match header.get("dsn") {
-        None | Some(Value::Null) => return Err(AuthError::Missing.into()),
-        Some(Value::String(s)) => s,
-        Some(_) => return Err(AuthError::BadEnvelopeDsn("`dsn` is not a string".into()).into()),
-    };
-    let dsn = sentry_auth::parse_dsn(dsn).map_err(|e| AuthError::BadEnvelopeDsn(e.into()))?;
-    // Relay parses the key inside the DSN: a malformed one is a bad DSN (401).
-    sentry_auth::project_key(&dsn.public_key)
-        .map_err(|_| AuthError::BadEnvelopeDsn("invalid public key".into()))?;
-    if dsn.project_id != project_id {
-        return Err(AuthError::HeaderMismatch("project id").into());
-    }
-    let auth = SentryAuth {
-        public_key: dsn.public_key,
-        version: sentry_auth::PROTOCOL_VERSION,
-        client: None,
-    };
-    check_key(state, project_id, &auth)?;
-    Ok(auth)
-}
-
-fn decode(raw: &[u8], encoding: Encoding, limit: usize) -> Result<Vec<u8>, Refusal> {
-    match decompress::decode_bytes(raw, encoding, limit) {
-        Ok(bytes) => Ok(bytes),
-        Err(BodyError::TooLarge { limit }) => Err(too_large(limit)),
-        Err(e) => Err(Refusal::bad_request(e.to_string())),
-    }
-}
-
-pub(crate) async fn read(
-    body: &mut Body,
-    encoding: Encoding,
-    limit: usize,
-) -> Result<Vec<u8>, Refusal> {
-    match decompress::read_body(body, encoding, limit).await {
-        Ok(bytes) => Ok(bytes),
-        Err(BodyError::TooLarge { limit }) => Err(too_large(limit)),
-        Err(e) => Err(Refusal::bad_request(e.to_string())),
-    }
-}
-
-pub(crate) fn too_large(limit: usize) -> Refusal {
-    Refusal::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("envelope is larger than the limit of {limit} bytes"),
-    )
-}
-
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }

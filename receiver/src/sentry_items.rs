@@ -5,7 +5,7 @@
 use crate::batch::SentryBatch;
 use crate::chunk_door;
 use crate::sentry_auth::{self, AuthError};
-use crate::sentry_envelope::{MAX_PROFILE_ITEM_SIZE, PERFETTO, Refusal};
+use crate::sentry_http::{MAX_PROFILE_ITEM_SIZE, PERFETTO, Refusal};
 use http::StatusCode;
 use profilink_proto::sentry::MAX_ENVELOPE_ITEMS;
 use profilink_proto::sentry::{

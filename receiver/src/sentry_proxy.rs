@@ -18,10 +18,10 @@
 use crate::batch::Consumer;
 use crate::decompress::Encoding;
 use crate::sentry_auth::{self, AuthError};
-use crate::sentry_envelope::{
+use crate::sentry_forward;
+use crate::sentry_http::{
     Refusal, SentryState, check_key, cors, forward_refusal, json_ok, preflight, read, too_large,
 };
-use crate::sentry_forward;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};

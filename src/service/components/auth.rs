@@ -3,11 +3,10 @@
 //! checked against the extensions ([`check_auth`]).
 
 use super::extensions::ExtensionSpec;
-use super::plan::Components;
-use super::receivers::ReceiverSpec;
 use crate::config::{Config, ConfigError, component_type, typed};
 use profilink_receiver::auth::AuthSettings;
 use serde_yaml_ng::Value;
+use std::collections::BTreeMap;
 
 fn err(msg: String) -> ConfigError {
     ConfigError::line(msg)
@@ -44,33 +43,18 @@ pub fn read_exporter_auth(
     Ok((rest, Some(settings)))
 }
 
-/// The `auth` settings of every configured component, with the key they are at.
-fn references(components: &Components) -> Vec<(String, &AuthSettings)> {
-    let mut out = Vec::new();
-    for (id, spec) in &components.receivers {
-        if let ReceiverSpec::Otlp { grpc, http } = spec {
-            if let Some(a) = grpc.as_ref().and_then(|g| g.auth.as_ref()) {
-                out.push((format!("receivers.{id}.protocols.grpc.auth"), a));
-            }
-            if let Some(a) = http.as_ref().and_then(|h| h.auth.as_ref()) {
-                out.push((format!("receivers.{id}.protocols.http.auth"), a));
-            }
-        }
-    }
-    for (id, a) in &components.exporter_auth {
-        out.push((format!("exporters.{id}.auth"), a));
-    }
-    out
-}
-
 /// Each `auth.authenticator` names a `bearertokenauth` extension that is configured and listed
 /// in `service.extensions` (the Collector only resolves running extensions). The error names
 /// the key.
-pub fn check_auth(config: &Config, components: &Components) -> Result<(), ConfigError> {
-    for (at, settings) in references(components) {
+pub fn check_auth(
+    config: &Config,
+    references: Vec<(String, &AuthSettings)>,
+    extensions: &BTreeMap<String, ExtensionSpec>,
+) -> Result<(), ConfigError> {
+    for (at, settings) in references {
         let id = &settings.authenticator;
         let at = format!("{at}.authenticator");
-        match components.extensions.get(id) {
+        match extensions.get(id) {
             None => {
                 return Err(err(format!(
                     "{at}: {id:?} is not configured under extensions (add a bearertokenauth \

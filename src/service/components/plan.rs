@@ -59,6 +59,25 @@ fn normalized(p: &Path) -> PathBuf {
 }
 
 impl Components {
+    /// The `auth` settings of every configured component, with the key they are at.
+    fn auth_references(&self) -> Vec<(String, &AuthSettings)> {
+        let mut out = Vec::new();
+        for (id, spec) in &self.receivers {
+            if let ReceiverSpec::Otlp { grpc, http } = spec {
+                if let Some(a) = grpc.as_ref().and_then(|g| g.auth.as_ref()) {
+                    out.push((format!("receivers.{id}.protocols.grpc.auth"), a));
+                }
+                if let Some(a) = http.as_ref().and_then(|h| h.auth.as_ref()) {
+                    out.push((format!("receivers.{id}.protocols.http.auth"), a));
+                }
+            }
+        }
+        for (id, a) in &self.exporter_auth {
+            out.push((format!("exporters.{id}.auth"), a));
+        }
+        out
+    }
+
     /// Reads every section of `config` (used or not) into its typed config. Extensions come
     /// first: an exporter's `sending_queue.storage` may name a `file_storage` extension.
     pub fn read(config: &Config) -> Result<Components, ConfigError> {
@@ -190,7 +209,11 @@ impl Plan {
         }
         crate::telemetry::logs::check(&config.service.telemetry.logs)?;
         check_extensions(&config, &components)?;
-        check_auth(&config, &components)?;
+        check_auth(
+            &config,
+            components.auth_references(),
+            &components.extensions,
+        )?;
         let metrics = &config.service.telemetry.metrics.address;
         if metrics != "none" && metrics.trim().is_empty() {
             return Err(ConfigError::at(
