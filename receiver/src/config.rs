@@ -140,7 +140,7 @@ pub struct OtlpHttpConfig {
     #[serde(skip)]
     pub authenticator: Option<Authenticator>,
     /// Cross-origin requests from browsers (`allowed_origins`, `allowed_headers`, `max_age`;
-    /// see [`crate::cors`]). Off unless an origin is allowed.
+    /// see [`CorsConfig`](crate::CorsConfig)). Off unless an origin is allowed.
     pub cors: Option<CorsConfig>,
     /// Longest time to read a whole request (headers and body). Default 1m; `0s`: none.
     #[serde(with = "humantime_serde")]

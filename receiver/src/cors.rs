@@ -1,19 +1,4 @@
-//! `cors:` of the OTLP/HTTP receiver, with the Collector's `confighttp` keys and meaning (which
-//! are those of the Go `rs/cors` package it uses), served by tower-http's [`CorsLayer`].
-//!
-//! * `allowed_origins`: origins allowed to send; one `*` in an origin stands for any run of
-//!   characters (`https://*.example.com`), `*` alone for every origin. Compared without regard
-//!   to case. Empty (the default): no CORS at all (no headers, `OPTIONS` is 405).
-//! * `allowed_headers`: request headers a browser may send besides the always allowed
-//!   `Accept`, `Accept-Language`, `Content-Type` and `Content-Language`; when empty,
-//!   `X-Requested-With` too; `*` allows every header.
-//! * `max_age`: seconds a browser may cache a preflight answer (`Access-Control-Max-Age`);
-//!   0 (the default) sends no such header.
-//!
-//! An allowed origin is echoed in `Access-Control-Allow-Origin` with
-//! `Access-Control-Allow-Credentials: true` (as the Collector does); a preflight (`OPTIONS`) is
-//! answered before authentication with the allowed methods (`GET`, `POST`, `HEAD`) and headers;
-//! an origin not allowed gets no `Access-Control-Allow-Origin`, so the browser blocks the call.
+//! CORS for the OTLP/HTTP receiver: [`CorsConfig`].
 
 use http::{HeaderName, HeaderValue, Method};
 use serde::Deserialize;
@@ -29,7 +14,22 @@ const ALWAYS_ALLOWED: [&str; 4] = [
     "content-language",
 ];
 
-/// `cors:` of an HTTP receiver (see the [module docs](self)).
+/// `cors:` of the OTLP/HTTP receiver, with the Collector's `confighttp` keys and meaning (which
+/// are those of the Go `rs/cors` package it uses), served by tower-http's [`CorsLayer`].
+///
+/// * `allowed_origins`: origins allowed to send; one `*` in an origin stands for any run of
+///   characters (`https://*.example.com`), `*` alone for every origin. Compared without regard
+///   to case. Empty (the default): no CORS at all (no headers, `OPTIONS` is 405).
+/// * `allowed_headers`: request headers a browser may send besides the always allowed
+///   `Accept`, `Accept-Language`, `Content-Type` and `Content-Language`; when empty,
+///   `X-Requested-With` too; `*` allows every header.
+/// * `max_age`: seconds a browser may cache a preflight answer (`Access-Control-Max-Age`);
+///   0 (the default) sends no such header.
+///
+/// An allowed origin is echoed in `Access-Control-Allow-Origin` with
+/// `Access-Control-Allow-Credentials: true` (as the Collector does); a preflight (`OPTIONS`) is
+/// answered before authentication with the allowed methods (`GET`, `POST`, `HEAD`) and headers;
+/// an origin not allowed gets no `Access-Control-Allow-Origin`, so the browser blocks the call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CorsConfig {
