@@ -227,24 +227,8 @@ impl OtlpExporter {
     /// stops. What is left is dropped and counted (`network_error`) for an in-memory queue;
     /// a durable queue keeps it for the next start.
     pub async fn shutdown(mut self, deadline: Duration) {
-        self.queue.close();
         let workers = std::mem::take(&mut self.workers);
-        let aborts: Vec<_> = workers.iter().map(|w| w.abort_handle()).collect();
-        let all = async {
-            for w in workers {
-                let _ = w.await;
-            }
-        };
-        tokio::pin!(all);
-        if tokio::time::timeout(deadline, &mut all).await.is_ok() {
-            return;
-        }
-        for a in &aborts {
-            a.abort();
-        }
-        // Wait for the aborted tasks to be gone before counting what they held.
-        all.await;
-        let (left, samples) = self.queue.unacknowledged();
+        let (left, samples) = self.queue.close_and_stop(workers, deadline).await;
         if left == 0 {
             return;
         }

@@ -472,6 +472,33 @@ impl<T: Queued> SendQueue<T> {
         lock(&self.state).waiting_bytes
     }
 
+    /// Closes the queue and lets `workers` (its senders) finish within `deadline`; past it they
+    /// are aborted. Returns what is then left unacknowledged, `(requests, items)`: `(0, 0)`
+    /// when the senders finished in time.
+    pub async fn close_and_stop(
+        &self,
+        workers: Vec<tokio::task::JoinHandle<()>>,
+        deadline: std::time::Duration,
+    ) -> (u64, u64) {
+        self.close();
+        let aborts: Vec<_> = workers.iter().map(|w| w.abort_handle()).collect();
+        let all = async {
+            for w in workers {
+                let _ = w.await;
+            }
+        };
+        tokio::pin!(all);
+        if tokio::time::timeout(deadline, &mut all).await.is_ok() {
+            return (0, 0);
+        }
+        for a in &aborts {
+            a.abort();
+        }
+        // Wait for the aborted tasks to be gone before counting what they held.
+        all.await;
+        self.unacknowledged()
+    }
+
     /// Requests not yet removed (waiting and claimed): with storage, what a restart replays.
     pub fn unacknowledged(&self) -> (u64, u64) {
         let st = lock(&self.state);

@@ -276,24 +276,8 @@ impl TracesExporter {
     /// the next start with storage; in memory they are counted as dropped:
     /// `ratelimit_backoff` while a rate limit is active, else `network_error`.
     pub async fn shutdown(mut self, deadline: Duration) {
-        self.queue.close();
         let workers = std::mem::take(&mut self.workers);
-        let aborts: Vec<_> = workers.iter().map(|w| w.abort_handle()).collect();
-        let all = async {
-            for w in workers {
-                let _ = w.await;
-            }
-        };
-        tokio::pin!(all);
-        if tokio::time::timeout(deadline, &mut all).await.is_ok() {
-            return;
-        }
-        for a in &aborts {
-            a.abort();
-        }
-        // Wait for the aborted tasks to be gone before counting what they held.
-        all.await;
-        let (requests, spans) = self.queue.unacknowledged();
+        let (requests, spans) = self.queue.close_and_stop(workers, deadline).await;
         if requests == 0 {
             return;
         }
