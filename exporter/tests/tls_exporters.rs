@@ -264,16 +264,30 @@ async fn expired_server_certificate_is_refused_unless_insecure_skip_verify() {
     server.stop().await;
 }
 
+/// A `kind` server at `localhost` that requires client certificates of its own CA: the server,
+/// its `https://` endpoint, a client TLS config that trusts the server (no client
+/// certificate), and the same presenting a client certificate.
+async fn mutual_tls(kind: Kind, dir: &Path) -> (Server, String, ClientTlsConfig, ClientTlsConfig) {
+    let ca = TestCa::new("private CA");
+    let clients = TestCa::new("client CA");
+    let mut tls = server_tls(&ca, dir);
+    tls.client_ca_file = Some(clients.write(dir, "clients.pem"));
+    let server = start(kind, Some(tls)).await;
+    let endpoint = format!("https://localhost:{}", server.addr.port());
+    let trusted = ca_file(ca.write(dir, "ca.pem"));
+    let (cert, key) = clients.client("profilink").write(dir, "client");
+    let with_cert = ClientTlsConfig {
+        cert_file: Some(cert),
+        key_file: Some(key),
+        ..trusted.clone()
+    };
+    (server, endpoint, trusted, with_cert)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn otlp_http_exporter_presents_its_client_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("private CA");
-    let clients = TestCa::new("client CA");
-    let mut tls = server_tls(&ca, dir.path());
-    tls.client_ca_file = Some(clients.write(dir.path(), "clients.pem"));
-    let mut server = start(Kind::Http, Some(tls)).await;
-    let endpoint = format!("https://localhost:{}", server.addr.port());
-    let trusted = ca_file(ca.write(dir.path(), "ca.pem"));
+    let (mut server, endpoint, trusted, with_cert) = mutual_tls(Kind::Http, dir.path()).await;
 
     let anonymous = otlp_config(endpoint.clone(), OtlpProtocol::Http, trusted.clone());
     assert!(
@@ -282,12 +296,6 @@ async fn otlp_http_exporter_presents_its_client_certificate() {
     );
     server.assert_no_batch();
 
-    let (cert, key) = clients.client("profilink").write(dir.path(), "client");
-    let with_cert = ClientTlsConfig {
-        cert_file: Some(cert),
-        key_file: Some(key),
-        ..trusted
-    };
     assert!(otlp_export(otlp_config(endpoint, OtlpProtocol::Http, with_cert)).await);
     let batch = server.next_batch().await;
     assert_eq!(
@@ -415,13 +423,7 @@ async fn forward_once(endpoint: String, tls: ClientTlsConfig, dir: &Path) -> boo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_forwarder_presents_its_client_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("relay CA");
-    let clients = TestCa::new("client CA");
-    let mut tls = server_tls(&ca, dir.path());
-    tls.client_ca_file = Some(clients.write(dir.path(), "clients.pem"));
-    let mut server = start(Kind::Sentry, Some(tls)).await;
-    let endpoint = format!("https://localhost:{}", server.addr.port());
-    let trusted = ca_file(ca.write(dir.path(), "ca.pem"));
+    let (mut server, endpoint, trusted, with_cert) = mutual_tls(Kind::Sentry, dir.path()).await;
 
     assert!(
         !forward_once(endpoint.clone(), trusted.clone(), &dir.path().join("q1")).await,
@@ -429,12 +431,6 @@ async fn upstream_forwarder_presents_its_client_certificate() {
     );
     server.assert_no_batch();
 
-    let (cert, key) = clients.client("profilink").write(dir.path(), "client");
-    let with_cert = ClientTlsConfig {
-        cert_file: Some(cert),
-        key_file: Some(key),
-        ..trusted
-    };
     assert!(forward_once(endpoint, with_cert, &dir.path().join("q2")).await);
     let batch = server.next_batch().await;
     let Payload::Sentry(envelope) = batch.payload else {
