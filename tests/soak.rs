@@ -2,8 +2,10 @@
 //! the `sentry` receiver) while the Sentry stand-in flaps
 //! (503s, 429 with `X-Sentry-Rate-Limits`, connection resets, stalls longer than the
 //! exporter's timeout), the process is SIGKILLed and restarted on a period, and (as root) the
-//! queue's file system runs out of space for a while. Afterwards every observation of every
-//! accepted request must have reached Sentry (at least once; more than once only for requests
+//! queue's file system runs out of space for a while. A second OTLP/gRPC door feeds an `otlp`
+//! exporter with a durable sending queue (profilink as a gateway stage) whose backend
+//! disappears and comes back. Afterwards every observation of every accepted request must
+//! have reached Sentry, or the OTLP backend (at least once; more than once only for requests
 //! whose answer was lost to a kill), memory stays under a bound, and the process never exits
 //! on its own. Prints one summary line.
 //!
@@ -173,6 +175,8 @@ struct Plan {
     ok_gap: Duration,
     disk_full_every: Duration,
     disk_full_for: Duration,
+    backend_down_every: Duration,
+    backend_down_for: Duration,
 }
 
 impl Plan {
@@ -196,6 +200,8 @@ impl Plan {
             ok_gap: Duration::from_secs(if long { 20 } else { 3 }),
             disk_full_every: Duration::from_secs(if long { 300 } else { 20 }),
             disk_full_for: Duration::from_secs(if long { 20 } else { 5 }),
+            backend_down_every: Duration::from_secs(if long { 120 } else { 9 }),
+            backend_down_for: Duration::from_secs(if long { 40 } else { 6 }),
         }
     }
 }
@@ -206,9 +212,101 @@ struct Injected {
     kills: AtomicU64,
     modes: [AtomicU64; 5],
     disk_full: AtomicU64,
+    backend_down: AtomicU64,
 }
 
-fn config(dir: &Path, grpc: &str, envelopes: &str, queue: &Path) -> PathBuf {
+/// The addresses of the soak: profilink's three doors and the OTLP backend.
+struct Doors {
+    /// OTLP/gRPC to the `sentry` exporter.
+    grpc: String,
+    /// SDK envelopes to the `sentry` exporter.
+    envelopes: String,
+    /// OTLP/gRPC to the `otlp` exporter (the gateway stage).
+    gateway: String,
+    /// Where the `otlp` exporter sends: the backend, when it is up.
+    backend: String,
+}
+
+/// The OTLP backend behind the gateway: profilink_receiver's gRPC server on a fixed address,
+/// stopped (gone: connections refused) and started again by the soak. Records the
+/// observation keys of what it received, once per distinct request (the exporter's queue is
+/// at-least-once: a request whose answer a kill or a shutdown cut off comes again,
+/// identical).
+#[derive(Default)]
+struct Backend {
+    keys: Mutex<Keys>,
+    seen: Mutex<BTreeSet<u64>>,
+    resends: AtomicU64,
+}
+
+impl Backend {
+    fn take(&self, b: profilink_receiver::Batch) {
+        use prost::Message;
+        use std::hash::{Hash, Hasher};
+        let profilink_receiver::Payload::Otlp(data) = b.payload else {
+            return;
+        };
+        let req = profilink_proto::otlp::request_from_data(data);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        req.encode_to_vec().hash(&mut h);
+        if !self.seen.lock().unwrap().insert(h.finish()) {
+            self.resends.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let k = keys(&expected_chunks(&req));
+        let mut all = self.keys.lock().unwrap();
+        for (key, n) in k {
+            *all.entry(key).or_default() += n;
+        }
+    }
+
+    /// Serves on `addr` until `stop` fires; then the server ends (in-flight calls answered,
+    /// connections closed) and the address refuses connections.
+    async fn serve(self: &Arc<Self>, addr: &str, stop: tokio::sync::watch::Receiver<bool>) {
+        let (consumer, mut batches) = profilink_receiver::ChannelConsumer::new(64);
+        let server = loop {
+            match profilink_receiver::serve_otlp_grpc(
+                &profilink_receiver::OtlpGrpcConfig {
+                    endpoint: addr.to_owned(),
+                    ..Default::default()
+                },
+                Arc::new(consumer.clone()),
+                Arc::new(profilink_receiver::Stats::default()),
+                {
+                    let mut stop = stop.clone();
+                    async move {
+                        let _ = stop.wait_for(|down| *down).await;
+                    }
+                },
+            )
+            .await
+            {
+                Ok(s) => break s,
+                // The address may still be held by the last server's closing sockets.
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        drop(consumer);
+        let me = self.clone();
+        let drain = tokio::spawn(async move {
+            while let Some(b) = batches.recv().await {
+                me.take(b);
+            }
+        });
+        // Graceful: the exporter's calls in flight are answered (a hang here hangs the soak,
+        // which is then visible).
+        let _ = server.wait().await;
+        let _ = tokio::time::timeout(Duration::from_secs(10), drain).await;
+    }
+}
+
+fn config(dir: &Path, doors: &Doors, queue: &Path, otlp_queue: &Path) -> PathBuf {
+    let Doors {
+        grpc,
+        envelopes,
+        gateway,
+        backend,
+    } = doors;
     write_config(
         dir,
         "soak.yaml",
@@ -218,9 +316,18 @@ receivers:
   otlp:
     protocols:
       grpc: {{ endpoint: "{grpc}" }}
+  otlp/gateway:
+    protocols:
+      grpc: {{ endpoint: "{gateway}" }}
   sentry:
     endpoint: "{envelopes}"
 exporters:
+  otlp:
+    endpoint: "{backend}"
+    tls: {{ insecure: true }}
+    timeout: 3s
+    retry_on_failure: {{ enabled: true, initial_interval: 100ms, max_interval: 1s, max_elapsed_time: 0s }}
+    sending_queue: {{ storage: "{otlp_queue}", max_size_mib: 16 }}
   sentry:
     dsn: ${{env:TEST_SENTRY_DSN}}
     timeout: 3s
@@ -232,10 +339,12 @@ service:
   pipelines:
     profiles: {{ receivers: [otlp], exporters: [sentry] }}
     profiles/sdk: {{ receivers: [sentry], exporters: [sentry] }}
+    profiles/gateway: {{ receivers: [otlp/gateway], exporters: [otlp] }}
   telemetry:
     metrics: {{ address: none }}
 "#,
-            queue = queue.display()
+            queue = queue.display(),
+            otlp_queue = otlp_queue.display(),
         ),
     )
 }
@@ -333,6 +442,71 @@ async fn send_until_accepted(
         retries += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// One OTLP/gRPC client: a round of `base` every 250 ms, each retried until accepted, until
+/// `stop`.
+fn otlp_load(
+    addr: &str,
+    base: ExportProfilesServiceRequest,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Accepted> {
+    let (addr, stop) = (addr.to_owned(), stop.clone());
+    tokio::spawn(async move {
+        let mut acc = Accepted::default();
+        let mut k = 0;
+        while !stop.load(Ordering::SeqCst) {
+            let req = round(&base, k);
+            if let Some((retries, ambiguous)) = send_until_accepted(&addr, &req, &stop).await {
+                for (key, n) in keys(&expected_chunks(&req)) {
+                    if ambiguous {
+                        *acc.ambiguous.entry(key.clone()).or_default() += n;
+                    }
+                    *acc.keys.entry(key).or_default() += n;
+                }
+                acc.requests += 1;
+                acc.retries += retries;
+            }
+            k += 1;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        acc
+    })
+}
+
+/// What arrived, against what was accepted.
+struct Diff {
+    /// Accepted observations that did not arrive.
+    lost: u64,
+    /// Observations that arrived more often than accepted, beyond the resends allowed for
+    /// requests whose answer was lost.
+    duplicated: u64,
+    /// Observations that arrived and were never sent.
+    extra: u64,
+}
+
+fn compare(accepted: &Accepted, delivered: &Keys) -> Diff {
+    let mut d = Diff {
+        lost: 0,
+        duplicated: 0,
+        extra: 0,
+    };
+    let all: BTreeSet<_> = accepted.keys.keys().chain(delivered.keys()).collect();
+    for k in all {
+        let want = *accepted.keys.get(k).unwrap_or(&0);
+        let got = *delivered.get(k).unwrap_or(&0);
+        let allowed = *accepted.ambiguous.get(k).unwrap_or(&0);
+        if got < want {
+            d.lost += want - got;
+        } else if got > want {
+            if want == 0 {
+                d.extra += got;
+            } else if got - want > allowed {
+                d.duplicated += got - want - allowed;
+            }
+        }
+    }
+    d
 }
 
 fn rss_mib(pid: u32) -> Option<u64> {
@@ -444,8 +618,17 @@ async fn soak_faults_lose_nothing() {
         .map_or_else(|| dir.path().join("queue"), |fs| fs.join("queue"));
     let (sentry, dsn) = start_flapping().await;
     *sentry.stall.lock().unwrap() = plan.stall;
-    let (grpc, envelopes) = (free_addr(), free_addr());
-    let cfg = config(dir.path(), &grpc, &envelopes, &queue);
+    let otlp_queue = tmpfs
+        .clone()
+        .map_or_else(|| dir.path().join("otlp-queue"), |fs| fs.join("otlp-queue"));
+    let doors = Doors {
+        grpc: free_addr(),
+        envelopes: free_addr(),
+        gateway: free_addr(),
+        backend: free_addr(),
+    };
+    let (grpc, envelopes) = (doors.grpc.clone(), doors.envelopes.clone());
+    let cfg = config(dir.path(), &doors, &queue, &otlp_queue);
     let args = ["run", "--config", cfg.to_str().unwrap()];
     let env = [("TEST_SENTRY_DSN", Some(dsn.as_str()))];
     let stderr_log = dir.path().join("profilink.stderr");
@@ -462,34 +645,30 @@ async fn soak_faults_lose_nothing() {
     let began = Instant::now();
     let until = began + Duration::from_secs(plan.seconds);
 
-    // Load: 3 clients, one round each every 250 ms, each retried until accepted.
+    // The OTLP backend behind the gateway, up until the soak takes it down.
+    let backend = Arc::new(Backend::default());
+    let (backend_down, down_rx) = tokio::sync::watch::channel(false);
+    {
+        let backend = backend.clone();
+        let addr = doors.backend.clone();
+        let mut down_rx = down_rx;
+        tokio::spawn(async move {
+            loop {
+                backend.serve(&addr, down_rx.clone()).await;
+                if down_rx.wait_for(|down| !*down).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    // Load: 3 clients to Sentry and one to the gateway, one round each every 250 ms, each
+    // retried until accepted.
     let mut clients = Vec::new();
     for client in 0..3 {
-        let base = client_base(&fixture, client);
-        let grpc = grpc.clone();
-        let stop = stop.clone();
-        clients.push(tokio::spawn(async move {
-            let mut acc = Accepted::default();
-            let mut k = 0;
-            while !stop.load(Ordering::SeqCst) {
-                let req = round(&base, k);
-                if let Some((retries, ambiguous)) = send_until_accepted(&grpc, &req, &stop).await {
-                    let chunk_keys = keys(&expected_chunks(&req));
-                    for (key, n) in &chunk_keys {
-                        *acc.keys.entry(key.clone()).or_default() += n;
-                        if ambiguous {
-                            *acc.ambiguous.entry(key.clone()).or_default() += n;
-                        }
-                    }
-                    acc.requests += 1;
-                    acc.retries += retries;
-                }
-                k += 1;
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            acc
-        }));
+        clients.push(otlp_load(&grpc, client_base(&fixture, client), &stop));
     }
+    let gateway_client = otlp_load(&doors.gateway, client_base(&fixture, 3), &stop);
 
     // Load over the envelope endpoint: an SDK's chunks, one envelope every 500 ms.
     let sdk_base = {
@@ -575,6 +754,25 @@ async fn soak_faults_lose_nothing() {
         })
     });
 
+    // The OTLP backend disappears for a while, and comes back.
+    let backend_flap = {
+        let injected = injected.clone();
+        let (every, hold) = (plan.backend_down_every, plan.backend_down_for);
+        let backend_down = backend_down.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if Instant::now() + hold > until {
+                    break;
+                }
+                let _ = backend_down.send(true);
+                injected.backend_down.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(hold).await;
+                let _ = backend_down.send(false);
+            }
+        })
+    };
+
     // Kills, RSS and unexpected exits, until the end of the load.
     let mut peak_rss = 0;
     let mut unexpected_exits = 0;
@@ -599,6 +797,8 @@ async fn soak_faults_lose_nothing() {
     }
     stop.store(true, Ordering::SeqCst);
     flap.await.unwrap();
+    backend_flap.await.unwrap();
+    let _ = backend_down.send(false);
     if let Some(d) = disk {
         d.abort();
         let _ = std::fs::remove_file(tmpfs.as_ref().unwrap().join("ballast"));
@@ -616,6 +816,7 @@ async fn soak_faults_lose_nothing() {
         accepted.retries += a.retries;
         accepted.envelopes += a.envelopes;
     }
+    let gateway = gateway_client.await.unwrap();
 
     // Drain: Sentry answers, windows go idle, everything queued is delivered.
     sentry.mode.store(Mode::Ok as u8, Ordering::SeqCst);
@@ -631,11 +832,8 @@ async fn soak_faults_lose_nothing() {
                 .cloned()
                 .collect::<Vec<_>>(),
         );
-        let missing: u64 = accepted
-            .keys
-            .iter()
-            .map(|(k, n)| n.saturating_sub(*delivered.get(k).unwrap_or(&0)))
-            .sum();
+        let at_backend = backend.keys.lock().unwrap().clone();
+        let missing = compare(&accepted, &delivered).lost + compare(&gateway, &at_backend).lost;
         if missing == 0 {
             break;
         }
@@ -671,22 +869,13 @@ async fn soak_faults_lose_nothing() {
 
     let chunks: Vec<ProfileChunk> = sentry.chunks.lock().unwrap().values().cloned().collect();
     let delivered = keys(&chunks);
-    let (mut lost, mut duplicated, mut extra) = (0u64, 0u64, 0u64);
-    let all: BTreeSet<_> = accepted.keys.keys().chain(delivered.keys()).collect();
-    for k in all {
-        let want = *accepted.keys.get(k).unwrap_or(&0);
-        let got = *delivered.get(k).unwrap_or(&0);
-        let allowed = *accepted.ambiguous.get(k).unwrap_or(&0);
-        if got < want {
-            lost += want - got;
-        } else if got > want {
-            if want == 0 {
-                extra += got;
-            } else if got - want > allowed {
-                duplicated += got - want - allowed;
-            }
-        }
-    }
+    let Diff {
+        lost,
+        duplicated,
+        extra,
+    } = compare(&accepted, &delivered);
+    let at_backend = backend.keys.lock().unwrap().clone();
+    let gw = compare(&gateway, &at_backend);
     let sparse_dropped: u64 = stderr
         .lines()
         .filter(|l| l.contains("run summary"))
@@ -702,9 +891,11 @@ async fn soak_faults_lose_nothing() {
     let m = |mode: Mode| injected.modes[mode as usize].load(Ordering::Relaxed);
     println!(
         "soak: {}s, {} requests accepted ({} of them envelopes; {} retries), faults: sigkill={} sentry_503={} sentry_429={} \
-         sentry_reset={} sentry_stall={} disk_full={}{}; observations accepted={} delivered={} \
+         sentry_reset={} sentry_stall={} disk_full={}{} otlp_backend_down={}; observations accepted={} delivered={} \
          lost={} duplicated={} unexpected={} changed_chunk_ids={} identical_resends={} \
-         sparse_dropped_in_last_summary={}; peak_rss={}MiB (bound {}MiB); unexpected_exits={}",
+         sparse_dropped_in_last_summary={}; gateway to the OTLP backend: {} requests accepted ({} retries), \
+         observations accepted={} delivered={} lost={} duplicated={} unexpected={} identical_resends={}; \
+         peak_rss={}MiB (bound {}MiB); unexpected_exits={}",
         plan.seconds,
         accepted.requests,
         accepted.envelopes,
@@ -720,6 +911,7 @@ async fn soak_faults_lose_nothing() {
         } else {
             ""
         },
+        injected.backend_down.load(Ordering::Relaxed),
         accepted.keys.values().sum::<u64>(),
         delivered.values().sum::<u64>(),
         lost,
@@ -728,6 +920,14 @@ async fn soak_faults_lose_nothing() {
         sentry.changed_ids.load(Ordering::Relaxed),
         sentry.resends.load(Ordering::Relaxed),
         sparse_dropped,
+        gateway.requests,
+        gateway.retries,
+        gateway.keys.values().sum::<u64>(),
+        at_backend.values().sum::<u64>(),
+        gw.lost,
+        gw.duplicated,
+        gw.extra,
+        backend.resends.load(Ordering::Relaxed),
         peak_rss,
         RSS_BOUND_MIB,
         unexpected_exits,
@@ -749,6 +949,23 @@ async fn soak_faults_lose_nothing() {
         0,
         "a chunk id was reused for other content"
     );
+    assert!(
+        gateway.requests > 0,
+        "no request to the gateway was accepted"
+    );
+    assert!(
+        injected.backend_down.load(Ordering::Relaxed) > 0,
+        "the OTLP backend never went down"
+    );
+    assert_eq!(
+        gw.lost, 0,
+        "observations accepted by the gateway never reached the OTLP backend"
+    );
+    assert_eq!(
+        gw.duplicated, 0,
+        "observations delivered twice to the backend"
+    );
+    assert_eq!(gw.extra, 0, "observations nobody sent reached the backend");
     assert_eq!(unexpected_exits, 0, "profilink exited on its own");
     assert!(
         peak_rss <= RSS_BOUND_MIB,
