@@ -189,3 +189,52 @@ async fn accepted_chunks_survive_sigkill_while_the_otlp_backend_is_down() {
     p.signal("TERM");
     assert!(p.wait_exit(Duration::from_secs(15)).success());
 }
+
+/// Two processes on one queue directory (a copy-pasted config, a second replica on the same
+/// volume) would append to and delete each other's segments. The second is refused at start
+/// with a message naming the directory, and the first keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_on_the_same_queue_directory_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sentry, backend, metrics) = (free_addr(), free_addr(), free_addr());
+    let cfg = config(dir.path(), &sentry, &backend, &metrics);
+    let args = ["run", "--config", cfg.to_str().unwrap()];
+    let mut first = Profilink::start(dir.path(), &args, &[]);
+    first.wait_port(&sentry, Duration::from_secs(10));
+
+    let other = tempfile::tempdir().unwrap();
+    let (sentry2, metrics2) = (free_addr(), free_addr());
+    let cfg2 = config(other.path(), &sentry2, &backend, &metrics2);
+    // The second process's queue is the first one's directory.
+    let yaml = std::fs::read_to_string(&cfg2).unwrap().replace(
+        "./data/otlp-queue",
+        &dir.path().join("data/otlp-queue").display().to_string(),
+    );
+    std::fs::write(&cfg2, yaml).unwrap();
+    let args2 = ["run", "--config", cfg2.to_str().unwrap()];
+    let mut second = Profilink::start(other.path(), &args2, &[]);
+    let status = second.wait_exit(Duration::from_secs(15));
+    let stderr = second.stderr();
+    assert!(!status.success(), "the second process ran:\n{stderr}");
+    assert!(
+        stderr.contains("is in use") && stderr.contains("otlp-queue"),
+        "{stderr}"
+    );
+
+    // The first still takes envelopes.
+    let (body, _) = chunk_envelopes().remove(0);
+    let resp = reqwest::Client::new()
+        .post(format!("http://{sentry}/api/42/envelope/"))
+        .header(
+            "x-sentry-auth",
+            format!("Sentry sentry_key={KEY}, sentry_version=7"),
+        )
+        .header("content-type", "application/x-sentry-envelope")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{}", first.stderr());
+    first.signal("TERM");
+    assert!(first.wait_exit(Duration::from_secs(15)).success());
+}

@@ -95,7 +95,7 @@ async fn deliver(p: Engine<Recorder>, sink: &Recorder, n: usize) {
 }
 
 fn open(dir: &std::path::Path) -> (Arc<Queue>, Recovery) {
-    let (q, r) = Queue::open(
+    let (q, r) = Queue::open_when_free(
         &QueueConfig::default(),
         dir,
         Arc::new(ExporterMetrics::default()),

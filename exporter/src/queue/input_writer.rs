@@ -120,7 +120,8 @@ mod tests {
             max_size_mib: Some(max_size_mib),
             ..QueueConfig::default()
         };
-        let (q, _) = Queue::open(&cfg, dir, Arc::new(ExporterMetrics::default())).unwrap();
+        let (q, _) =
+            Queue::open_when_free(&cfg, dir, Arc::new(ExporterMetrics::default())).unwrap();
         Arc::new(q)
     }
 

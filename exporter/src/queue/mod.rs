@@ -140,6 +140,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Queue {
+    /// [`Queue::open`] in tests that simulate a crash inside one process: the dropped queue's
+    /// last holders (engine tasks, the input writer's thread) end asynchronously, and until
+    /// then its directory lock is held, as a dying process's would be. Waits up to 10 s.
+    #[cfg(test)]
+    pub(crate) fn open_when_free(
+        cfg: &QueueConfig,
+        dir: &Path,
+        metrics: Arc<ExporterMetrics>,
+    ) -> Result<(Queue, Recovery), QueueError> {
+        let start = std::time::Instant::now();
+        loop {
+            match Queue::open(cfg, dir, metrics.clone()) {
+                Err(QueueError::Io(e))
+                    if e.kind() == std::io::ErrorKind::ResourceBusy
+                        && start.elapsed() < std::time::Duration::from_secs(10) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Opens the queue: on disk under `dir` when `cfg.enabled`, else in memory.
     pub fn open(
         cfg: &QueueConfig,

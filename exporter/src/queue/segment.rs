@@ -5,6 +5,10 @@
 //!   `magic (4 bytes, FF 50 4C 51) | length (u32 LE) | CRC32 of payload (u32 LE) | payload`,
 //!   where the payload starts with the record id (u64 LE).
 //! * `seg-<seq:016x>.ack`: acknowledged ids of that segment, each `id (u64 LE) | CRC32 (u32 LE)`.
+//! * `lock`: locked (an exclusive `flock`) while a log is open on the directory. A second
+//!   opener, another process sharing the directory by mistake, is refused: two writers
+//!   would append to and delete each other's segments. The kernel drops the lock when the
+//!   process dies, so a crash never leaves the directory locked.
 //!
 //! Appends are written and (with `fsync`) `sync_data`ed before they return; new files are made
 //! durable by syncing the directory too. Acknowledgements are written but not synced: a
@@ -97,6 +101,30 @@ pub struct SegmentLog {
     active: Option<(u64, File, u64)>,
     next_seq: u64,
     live_bytes: u64,
+    /// Held for the life of the log (see the module docs).
+    _lock: File,
+}
+
+/// Locks `dir/lock`, refusing a directory another open log holds.
+fn lock_dir(dir: &Path) -> io::Result<File> {
+    let path = dir.join("lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            format!(
+                "queue directory {} is in use by another queue (its lock file is held, \
+                 most likely by another profilink process): give each queue its own directory",
+                dir.display()
+            ),
+        )),
+        Err(fs::TryLockError::Error(e)) => Err(e),
+    }
 }
 
 fn seg_path(dir: &Path, seq: u64, ext: &str) -> PathBuf {
@@ -222,6 +250,7 @@ impl SegmentLog {
         mut f: impl FnMut(u64, &[u8]),
     ) -> io::Result<(SegmentLog, ScanStats)> {
         fs::create_dir_all(dir)?;
+        let lock = lock_dir(dir)?;
         let mut seqs = Vec::new();
         for entry in fs::read_dir(dir)? {
             let entry = entry?;
@@ -245,6 +274,7 @@ impl SegmentLog {
             active: None,
             next_seq: seqs.last().map_or(1, |s| s + 1),
             live_bytes: 0,
+            _lock: lock,
         };
         let mut stats = ScanStats::default();
         for seq in seqs {
@@ -451,6 +481,19 @@ mod tests {
         let (log, stats) =
             SegmentLog::open(dir, true, 4096, |id, b| got.push((id, b.to_vec()))).unwrap();
         (log, got, stats)
+    }
+
+    #[test]
+    fn a_directory_open_in_one_log_is_refused_to_another_until_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut first, _, _) = open(dir.path());
+        first.append(&[(1, b"kept".as_slice())]).unwrap();
+        let err = SegmentLog::open(dir.path(), true, 4096, |_, _| {}).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ResourceBusy);
+        assert!(err.to_string().contains("in use"), "{err}");
+        drop(first);
+        let (_, got, _) = open(dir.path());
+        assert_eq!(got, vec![(1, b"kept".to_vec())]);
     }
 
     #[test]
