@@ -111,6 +111,11 @@ run() {
     grep -E '^(==|thread|SUMMARY|panicked|Output of|artifact_prefix|Test unit written)' "$log" | tail -20 >&2 || true
     [ "$crashes" -ne 0 ] || crashes=1
   fi
+  # Coverage reached: libFuzzer's last status line (`cov`: edges, `ft`: features, `corp`:
+  # corpus entries/size).
+  local reached
+  reached=$(grep -E '^#[0-9]+' "$log" | tail -1 | grep -oE '(cov|ft): [0-9]+|corp: [0-9]+/[0-9]+[a-zA-Z]*' | tr '\n' ' ' || true)
+  [ -z "$reached" ] || echo "$t: reached ${reached% }" >&2
   rm -f "$log"
   echo "$t: ${execs:-0} execs, $crashes crashes"
   [ "$crashes" -eq 0 ]

@@ -12,7 +12,6 @@ use libfuzzer_sys::fuzz_target;
 use profilink_exporter::testing::{Queued, decode_otlp_record, encode_otlp_record};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp::ExportTraceServiceRequest;
-use prost::Message;
 
 fn decode_all(record: &[u8]) {
     let _ = decode_otlp_record::<ExportProfilesServiceRequest>(record);
