@@ -283,6 +283,110 @@ proptest! {
     }
 }
 
+/// A permutation of `0..n` from `seed` (a small LCG Fisher-Yates; the test needs many orders,
+/// not good randomness).
+fn permutation(n: usize, mut seed: u64) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        p.swap(i, (seed >> 33) as usize % (i + 1));
+    }
+    p
+}
+
+/// The same chunk with its frame table, stacks and samples in other orders (numbering
+/// changed accordingly), and every frame duplicated once more.
+fn renumbered(c: &ProfileChunk, seed: u64) -> ProfileChunk {
+    let p = &c.profile;
+    let mut frames = p.frames.clone();
+    frames.extend(p.frames.iter().cloned());
+    let fperm = permutation(frames.len(), seed);
+    // New position of old frame i: where fperm put it; old frames use their copy half the time.
+    let mut new_of = vec![0; frames.len()];
+    for (new, &old) in fperm.iter().enumerate() {
+        new_of[old] = new;
+    }
+    let frames_out = fperm.iter().map(|&old| frames[old].clone()).collect();
+    let sperm = permutation(p.stacks.len(), seed ^ 0x5eed);
+    let mut stack_new_of = vec![0; p.stacks.len()];
+    for (new, &old) in sperm.iter().enumerate() {
+        stack_new_of[old] = new;
+    }
+    let stacks = sperm
+        .iter()
+        .enumerate()
+        .map(|(k, &old)| {
+            p.stacks[old]
+                .iter()
+                .map(|&f| new_of[f + p.frames.len() * (k % 2)])
+                .collect()
+        })
+        .collect();
+    let samples = permutation(p.samples.len(), seed ^ 0xa11)
+        .into_iter()
+        .map(|i| {
+            let s = &p.samples[i];
+            Sample {
+                stack_id: stack_new_of[s.stack_id],
+                ..s.clone()
+            }
+        })
+        .collect();
+    let mut out = c.clone();
+    out.profile.frames = frames_out;
+    out.profile.stacks = stacks;
+    out.profile.samples = samples;
+    out
+}
+
+/// The chunk's observations by content: (timestamp bits, thread, frames), sorted.
+fn resolved(c: &ProfileChunk) -> Vec<(u64, String, Vec<Frame>)> {
+    let p = &c.profile;
+    let mut v: Vec<_> = p
+        .samples
+        .iter()
+        .map(|s| {
+            let frames = p.stacks[s.stack_id]
+                .iter()
+                .map(|&f| (*p.frames[f]).clone())
+                .collect();
+            (s.timestamp.to_bits(), s.thread_id.to_string(), frames)
+        })
+        .collect();
+    v.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// `canonical_form` keeps a chunk's observations, does not depend on how frames, stacks
+    /// and samples are numbered and ordered, and tells chunks with other frames apart.
+    #[test]
+    fn canonical_form_is_the_observations_whatever_the_numbering(c in chunk(), seed in any::<u64>()) {
+        let canon = canonical_form(&c);
+        prop_assert_eq!(resolved(&canon), resolved(&c));
+        prop_assert_eq!(&canonical_form(&renumbered(&c, seed)), &canon);
+        // Frames and stacks deduplicated.
+        let mut frames = canon.profile.frames.clone();
+        frames.sort_by_key(|f| format!("{f:?}"));
+        frames.dedup();
+        prop_assert_eq!(frames.len(), canon.profile.frames.len());
+        // A used frame with another line is another chunk.
+        if let Some(s) = c.profile.samples.first()
+            && let Some(&f) = c.profile.stacks[s.stack_id].first()
+        {
+            let mut other = c.clone();
+            let mut frame = (*other.profile.frames[f]).clone();
+            frame.lineno = Some(frame.lineno.map_or(0, |l| l.wrapping_add(1)));
+            other.profile.frames[f] = frame.into();
+            prop_assert_ne!(canonical_form(&other), canon);
+        }
+    }
+}
+
 /// Samples in time order with distinct timestamps and deduplicated frames/stacks in first-use
 /// order come back *equal as they are*, not just canonically.
 #[test]

@@ -415,45 +415,77 @@ fn frame_key(f: &Frame) -> FrameKey<'_> {
 /// Samples whose stack or frames are out of range are dropped (check them first).
 pub fn canonical_form(chunk: &ProfileChunk) -> ProfileChunk {
     let p = &chunk.profile;
-    let mut resolved: Vec<(u64, &str, Vec<&Arc<Frame>>, f64)> = p
+    // The frame table in content classes (equal frames share one), each hashed once, and the
+    // classes ranked by `frame_key` (equal keys share a rank): samples then compare by rank
+    // vectors, which order exactly as their frame keys would, without touching the frames
+    // again per sample.
+    let mut class_of: Vec<usize> = Vec::with_capacity(p.frames.len());
+    let mut classes: Vec<&Arc<Frame>> = Vec::new();
+    {
+        let mut by_content: FxHashMap<&Frame, usize> = FxHashMap::default();
+        for f in &p.frames {
+            let next = classes.len();
+            let c = *by_content.entry(f.as_ref()).or_insert(next);
+            if c == next {
+                classes.push(f);
+            }
+            class_of.push(c);
+        }
+    }
+    let mut by_key: Vec<usize> = (0..classes.len()).collect();
+    by_key.sort_by(|&a, &b| frame_key(classes[a]).cmp(&frame_key(classes[b])));
+    let mut rank = vec![0u32; classes.len()];
+    for pair in by_key.windows(2) {
+        let same = frame_key(classes[pair[0]]) == frame_key(classes[pair[1]]);
+        rank[pair[1]] = rank[pair[0]] + u32::from(!same);
+    }
+
+    struct Resolved<'a> {
+        ns: u64,
+        thread_id: &'a str,
+        classes: Vec<usize>,
+        ranks: Vec<u32>,
+        timestamp: f64,
+    }
+    let mut resolved: Vec<Resolved> = p
         .samples
         .iter()
         .filter_map(|s| {
             let stack = p.stacks.get(s.stack_id)?;
-            let frames = stack
+            let classes = stack
                 .iter()
-                .map(|&f| p.frames.get(f))
+                .map(|&f| class_of.get(f).copied())
                 .collect::<Option<Vec<_>>>()?;
-            let ns = secs_to_nanos(s.timestamp).unwrap_or(0);
-            Some((ns, s.thread_id.as_str(), frames, s.timestamp))
+            let ranks = classes.iter().map(|&c| rank[c]).collect();
+            Some(Resolved {
+                ns: secs_to_nanos(s.timestamp).unwrap_or(0),
+                thread_id: s.thread_id.as_str(),
+                classes,
+                ranks,
+                timestamp: s.timestamp,
+            })
         })
         .collect();
     resolved.sort_by(|a, b| {
-        (a.0, a.1)
-            .cmp(&(b.0, b.1))
-            .then_with(|| {
-                let ka: Vec<_> = a.2.iter().map(|f| frame_key(f)).collect();
-                let kb: Vec<_> = b.2.iter().map(|f| frame_key(f)).collect();
-                ka.cmp(&kb)
-            })
-            .then(a.3.total_cmp(&b.3))
+        (a.ns, a.thread_id, &a.ranks)
+            .cmp(&(b.ns, b.thread_id, &b.ranks))
+            .then(a.timestamp.total_cmp(&b.timestamp))
     });
     let mut out = chunk.clone();
     out.profile.samples.clear();
     out.profile.stacks.clear();
     out.profile.frames.clear();
-    let mut frame_ix: HashMap<&Arc<Frame>, usize> = HashMap::new();
+    let mut frame_ix: Vec<Option<usize>> = vec![None; classes.len()];
     let mut stack_ix: HashMap<Vec<usize>, usize> = HashMap::new();
-    for (_, thread_id, frames, timestamp) in resolved {
-        let ids: Vec<usize> = frames
-            .into_iter()
-            .map(|f| {
-                let next = frame_ix.len();
-                let id = *frame_ix.entry(f).or_insert(next);
-                if id == next {
-                    out.profile.frames.push(Arc::clone(f));
-                }
-                id
+    for r in resolved {
+        let ids: Vec<usize> = r
+            .classes
+            .iter()
+            .map(|&c| {
+                *frame_ix[c].get_or_insert_with(|| {
+                    out.profile.frames.push(Arc::clone(classes[c]));
+                    out.profile.frames.len() - 1
+                })
             })
             .collect();
         let next = stack_ix.len();
@@ -462,9 +494,9 @@ pub fn canonical_form(chunk: &ProfileChunk) -> ProfileChunk {
             out.profile.stacks.push(ids);
         }
         out.profile.samples.push(Sample {
-            timestamp,
+            timestamp: r.timestamp,
             stack_id,
-            thread_id: CompactString::from(thread_id),
+            thread_id: CompactString::from(r.thread_id),
         });
     }
     out
