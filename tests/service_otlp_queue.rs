@@ -22,6 +22,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn config(dir: &Path, sentry: &str, backend: &str, metrics: &str) -> std::path::PathBuf {
+    config_with_queue(dir, sentry, backend, metrics, "")
+}
+
+/// [`config`] with more `sending_queue` keys (`extra`, e.g. `, max_size_mib: 1`).
+fn config_with_queue(
+    dir: &Path,
+    sentry: &str,
+    backend: &str,
+    metrics: &str,
+    extra: &str,
+) -> std::path::PathBuf {
     write_config(
         dir,
         "profilink.yaml",
@@ -37,7 +48,7 @@ exporters:
     tls: {{ insecure: true }}
     timeout: 1s
     retry_on_failure: {{ enabled: true, initial_interval: 50ms, max_interval: 200ms, max_elapsed_time: 0s }}
-    sending_queue: {{ storage: ./data/otlp-queue, num_consumers: 2 }}
+    sending_queue: {{ storage: ./data/otlp-queue, num_consumers: 2{extra} }}
 service:
   pipelines:
     profiles: {{ receivers: [sentry], processors: [profile_linking], exporters: [otlp] }}
@@ -237,4 +248,91 @@ async fn a_second_process_on_the_same_queue_directory_is_refused_at_start() {
     assert_eq!(resp.status(), 200, "{}", first.stderr());
     first.signal("TERM");
     assert!(first.wait_exit(Duration::from_secs(15)).success());
+}
+
+/// With `join_window: 0s`, an envelope whose chunks the OTLP exporter's queue refuses (full:
+/// the backend is down) is refused to the SDK, which sends it again; none is answered 200 and
+/// then held in memory only. So after a SIGKILL, every envelope answered 200 reaches the
+/// backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envelopes_the_full_queue_cannot_take_are_refused_not_held_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sentry, backend, metrics) = (free_addr(), free_addr(), free_addr());
+    let cfg = config_with_queue(dir.path(), &sentry, &backend, &metrics, ", max_size_mib: 1");
+    let args = ["run", "--config", cfg.to_str().unwrap()];
+    let mut p = Profilink::start(dir.path(), &args, &[]);
+    p.wait_port(&sentry, Duration::from_secs(10));
+
+    let client = reqwest::Client::new();
+    let envelopes = chunk_envelopes();
+    let (mut accepted, mut refused) = (Vec::new(), 0);
+    // Distinct chunks (ids and profiler sessions), until the 1 MiB queue has refused a few.
+    for round in 0..400u32 {
+        let (body, chunks) = &envelopes[round as usize % envelopes.len()];
+        let mut text = String::from_utf8(body.clone()).unwrap();
+        let mut chunks = chunks.clone();
+        for c in &mut chunks {
+            let id = format!("{round:08x}{}", &c.chunk_id[8..]);
+            text = text.replace(&c.chunk_id, &id);
+            c.chunk_id = id;
+        }
+        let resp = client
+            .post(format!("http://{sentry}/api/42/envelope/"))
+            .header(
+                "x-sentry-auth",
+                format!("Sentry sentry_key={KEY}, sentry_version=7"),
+            )
+            .header("content-type", "application/x-sentry-envelope")
+            .body(text)
+            .send()
+            .await
+            .unwrap();
+        match resp.status().as_u16() {
+            200 => accepted.extend(chunks),
+            429 | 503 => refused += 1,
+            other => panic!("answer {other}: {}", p.stderr()),
+        }
+        if refused >= 5 {
+            break;
+        }
+    }
+    assert!(refused >= 5, "the 1 MiB queue never filled up");
+    assert!(!accepted.is_empty());
+    p.signal("KILL");
+    p.wait_exit(Duration::from_secs(10));
+
+    let mut p = Profilink::start(dir.path(), &args, &[]);
+    p.wait_port(&sentry, Duration::from_secs(10));
+    let (consumer, mut batches) = profilink_receiver::ChannelConsumer::new(256);
+    let _server = profilink_receiver::serve_otlp_grpc(
+        &profilink_receiver::OtlpGrpcConfig {
+            endpoint: backend.clone(),
+            ..Default::default()
+        },
+        Arc::new(consumer),
+        Arc::new(profilink_receiver::Stats::default()),
+        std::future::pending(),
+    )
+    .await
+    .expect("OTLP backend");
+    let want: std::collections::BTreeSet<String> =
+        accepted.iter().map(|c| c.chunk_id.clone()).collect();
+    let mut got = std::collections::BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !want.is_subset(&got) {
+        let Ok(Some(b)) = tokio::time::timeout_at(deadline, batches.recv()).await else {
+            break;
+        };
+        got.extend(restored(b).into_iter().map(|c| c.chunk_id));
+    }
+    let lost: Vec<_> = want.difference(&got).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} chunks answered 200 never reached the backend: {lost:?}\n{}",
+        lost.len(),
+        want.len(),
+        p.stderr()
+    );
+    p.signal("TERM");
+    assert!(p.wait_exit(Duration::from_secs(15)).success());
 }

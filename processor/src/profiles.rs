@@ -123,6 +123,33 @@ impl Pipeline {
         let Some(join) = &self.join else {
             return;
         };
+        let reqs = self.translate_releases(releases);
+        self.export_or_park(join, reqs).await;
+    }
+
+    /// Releases the chunks that a request's own `add` made due. When they are all that
+    /// request's chunks (always so with `join_window: 0s`), a refusing exporter refuses the
+    /// request: its client sends it again, where parking would answer success for data held
+    /// only in memory. Chunks of earlier requests (already answered) are parked as before.
+    async fn release_for(
+        &self,
+        releases: Vec<Release>,
+        own: &std::collections::HashSet<String>,
+    ) -> Result<(), ConsumeError> {
+        let all_own = releases
+            .iter()
+            .all(|r| r.chunks.iter().all(|(_, c)| own.contains(&c.chunk_id)));
+        if !all_own {
+            self.release(releases).await;
+            return Ok(());
+        }
+        for req in self.translate_releases(releases) {
+            self.export_otlp(req).await?;
+        }
+        Ok(())
+    }
+
+    fn translate_releases(&self, releases: Vec<Release>) -> Vec<ExportProfilesServiceRequest> {
         let mut reqs = Vec::with_capacity(releases.len());
         for r in releases {
             let chunks: Vec<ProfileChunk> = r.chunks.into_iter().map(|(_, c)| c).collect();
@@ -139,7 +166,7 @@ impl Pipeline {
                 reqs.push(t.request);
             }
         }
-        self.export_or_park(join, reqs).await;
+        reqs
     }
 
     async fn export_or_park(&self, join: &SentryJoin, reqs: Vec<ExportProfilesServiceRequest>) {
@@ -423,6 +450,7 @@ impl Pipeline {
             }
         }
         let mut released = Vec::new();
+        let mut own = std::collections::HashSet::new();
         if let Some(join) = &self.join {
             // Chunks wait for their transactions; V1 profiles come with theirs.
             let spans = transactions
@@ -435,11 +463,11 @@ impl Pipeline {
             } else {
                 chunks.clone()
             };
+            own = held.iter().map(|c| c.chunk_id.clone()).collect();
             released = join.add(held, batch_project, spans);
         }
         if chunks.is_empty() && v1.is_empty() {
-            self.release(released).await;
-            return Ok(());
+            return self.release_for(released, &own).await;
         }
 
         let otlp_chunks: &[ProfileChunk] = if self.join.is_some() { &[] } else { &chunks };
@@ -496,8 +524,7 @@ impl Pipeline {
         if let Some(req) = otlp {
             self.export_otlp(req).await?;
         }
-        self.release(released).await;
-        Ok(())
+        self.release_for(released, &own).await
     }
 
     fn count_sentry_translation(&self, t: &sentry_to_otlp::Translation, items: usize) {
