@@ -93,6 +93,45 @@ fn restored(b: Batch) -> Vec<ProfileChunk> {
         .collect()
 }
 
+/// Posts an SDK envelope to the `sentry` receiver at `addr`; returns the answer's status.
+async fn post_envelope(client: &reqwest::Client, addr: &str, body: Vec<u8>) -> u16 {
+    client
+        .post(format!("http://{addr}/api/42/envelope/"))
+        .header(
+            "x-sentry-auth",
+            format!("Sentry sentry_key={KEY}, sentry_version=7"),
+        )
+        .header("content-type", "application/x-sentry-envelope")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// The OTLP backend comes up at `addr` (where the exporter keeps trying): its batches.
+async fn start_backend(
+    addr: &str,
+) -> (
+    profilink_receiver::ServerHandle,
+    tokio::sync::mpsc::Receiver<Batch>,
+) {
+    let (consumer, batches) = profilink_receiver::ChannelConsumer::new(256);
+    let server = profilink_receiver::serve_otlp_grpc(
+        &profilink_receiver::OtlpGrpcConfig {
+            endpoint: addr.to_owned(),
+            ..Default::default()
+        },
+        Arc::new(consumer),
+        Arc::new(profilink_receiver::Stats::default()),
+        std::future::pending(),
+    )
+    .await
+    .expect("OTLP backend");
+    (server, batches)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepted_chunks_survive_sigkill_while_the_otlp_backend_is_down() {
     let dir = tempfile::tempdir().unwrap();
@@ -107,18 +146,8 @@ async fn accepted_chunks_survive_sigkill_while_the_otlp_backend_is_down() {
     // Several rounds of the fixtures, so that requests are queued behind the ones in flight.
     for _ in 0..3 {
         for (body, chunks) in chunk_envelopes() {
-            let resp = client
-                .post(format!("http://{sentry}/api/42/envelope/"))
-                .header(
-                    "x-sentry-auth",
-                    format!("Sentry sentry_key={KEY}, sentry_version=7"),
-                )
-                .header("content-type", "application/x-sentry-envelope")
-                .body(body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(resp.status(), 200, "{}", p.stderr());
+            let status = post_envelope(&client, &sentry, body).await;
+            assert_eq!(status, 200, "{}", p.stderr());
             sent.extend(chunks);
         }
     }
@@ -157,18 +186,7 @@ async fn accepted_chunks_survive_sigkill_while_the_otlp_backend_is_down() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // The backend comes up at the address the exporter keeps trying.
-    let (consumer, mut batches) = profilink_receiver::ChannelConsumer::new(256);
-    let _server = profilink_receiver::serve_otlp_grpc(
-        &profilink_receiver::OtlpGrpcConfig {
-            endpoint: backend.clone(),
-            ..Default::default()
-        },
-        Arc::new(consumer),
-        Arc::new(profilink_receiver::Stats::default()),
-        std::future::pending(),
-    )
-    .await
-    .expect("OTLP backend");
+    let (_server, mut batches) = start_backend(&backend).await;
 
     let want = observations(&sent);
     let mut got = Vec::new();
@@ -234,18 +252,8 @@ async fn a_second_process_on_the_same_queue_directory_is_refused_at_start() {
 
     // The first still takes envelopes.
     let (body, _) = chunk_envelopes().remove(0);
-    let resp = reqwest::Client::new()
-        .post(format!("http://{sentry}/api/42/envelope/"))
-        .header(
-            "x-sentry-auth",
-            format!("Sentry sentry_key={KEY}, sentry_version=7"),
-        )
-        .header("content-type", "application/x-sentry-envelope")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200, "{}", first.stderr());
+    let status = post_envelope(&reqwest::Client::new(), &sentry, body).await;
+    assert_eq!(status, 200, "{}", first.stderr());
     first.signal("TERM");
     assert!(first.wait_exit(Duration::from_secs(15)).success());
 }
@@ -276,18 +284,8 @@ async fn envelopes_the_full_queue_cannot_take_are_refused_not_held_in_memory() {
             text = text.replace(&c.chunk_id, &id);
             c.chunk_id = id;
         }
-        let resp = client
-            .post(format!("http://{sentry}/api/42/envelope/"))
-            .header(
-                "x-sentry-auth",
-                format!("Sentry sentry_key={KEY}, sentry_version=7"),
-            )
-            .header("content-type", "application/x-sentry-envelope")
-            .body(text)
-            .send()
-            .await
-            .unwrap();
-        match resp.status().as_u16() {
+        let status = post_envelope(&client, &sentry, text.into_bytes()).await;
+        match status {
             200 => accepted.extend(chunks),
             429 | 503 => refused += 1,
             other => panic!("answer {other}: {}", p.stderr()),
@@ -303,18 +301,7 @@ async fn envelopes_the_full_queue_cannot_take_are_refused_not_held_in_memory() {
 
     let mut p = Profilink::start(dir.path(), &args, &[]);
     p.wait_port(&sentry, Duration::from_secs(10));
-    let (consumer, mut batches) = profilink_receiver::ChannelConsumer::new(256);
-    let _server = profilink_receiver::serve_otlp_grpc(
-        &profilink_receiver::OtlpGrpcConfig {
-            endpoint: backend.clone(),
-            ..Default::default()
-        },
-        Arc::new(consumer),
-        Arc::new(profilink_receiver::Stats::default()),
-        std::future::pending(),
-    )
-    .await
-    .expect("OTLP backend");
+    let (_server, mut batches) = start_backend(&backend).await;
     let want: std::collections::BTreeSet<String> =
         accepted.iter().map(|c| c.chunk_id.clone()).collect();
     let mut got = std::collections::BTreeSet::new();
