@@ -100,7 +100,7 @@ async fn idle_sessions_are_written_without_shutdown_and_survive_a_crash() {
     .unwrap();
     drop(exp);
     // …is written by the next run.
-    let exp = FileExporter::start(cfg).await.unwrap();
+    let exp = start_when_free(|| FileExporter::start(cfg.clone())).await;
     exp.shutdown(Duration::from_secs(5)).await;
     let files = envelopes(&out);
     assert_eq!(files.len(), 2);

@@ -38,21 +38,6 @@ fn config(server: &StandIn, dir: &Path) -> SentryExporterConfig {
     }
 }
 
-/// Starts an exporter on a queue directory that a dropped exporter may still hold (its
-/// lock), waiting up to 10 s for it to be released.
-async fn start_when_free(cfg: SentryExporterConfig) -> SentryExporter {
-    let start = std::time::Instant::now();
-    loop {
-        match SentryExporter::start(cfg.clone()).await {
-            Ok(exp) => return exp,
-            Err(e) if e.to_string().contains("is in use") && start.elapsed() < WAIT => {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Err(e) => panic!("exporter start: {e}"),
-        }
-    }
-}
-
 fn manual() -> (Arc<ManualClock>, SharedClock) {
     let c = Arc::new(ManualClock::new());
     let shared: SharedClock = c.clone();
@@ -667,7 +652,7 @@ async fn crash_recovery_delivers_every_accepted_chunk() {
     cfg2.sending_queue = cfg.sending_queue.clone();
     // The dropped exporter's tasks end asynchronously and hold the queue directory's lock
     // until then, like a dying process.
-    let exp = start_when_free(cfg2).await;
+    let exp = start_when_free(|| SentryExporter::start(cfg2.clone())).await;
     exp.shutdown(WAIT).await;
     let chunks = server.delivered_chunks();
     let mut seen = std::collections::HashSet::new();

@@ -319,3 +319,27 @@ pub fn twelve_chunks(profiler: &str, platform: &str, start: f64) -> Vec<ProfileC
         .map(|i| chunk(profiler, platform, start + 5.0 * i as f64, 5.0, 20.0))
         .collect()
 }
+
+/// Starts an exporter on a queue directory that a dropped exporter of the same process may
+/// still hold: its tasks end asynchronously, and until then the directory's lock is held, as a
+/// dying process's would be. Retries `start` while it reports the directory in use, up to 10 s.
+pub async fn start_when_free<T, E, F, Fut>(mut start: F) -> T
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let began = std::time::Instant::now();
+    loop {
+        match start().await {
+            Ok(started) => return started,
+            Err(e)
+                if e.to_string().contains("is in use")
+                    && began.elapsed() < Duration::from_secs(10) =>
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("exporter start: {e}"),
+        }
+    }
+}
