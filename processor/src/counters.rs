@@ -77,7 +77,11 @@ impl ServiceCounters {
     /// Adds `n` to one of the public counters.
     pub fn add(counter: &AtomicU64, n: u64) {
         if n > 0 {
-            counter.fetch_add(n, Ordering::Relaxed);
+            // Saturating: some counts are producers' claims (aggregated sample values), and a
+            // counter that wraps would go backwards.
+            let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_add(n))
+            });
         }
     }
 }

@@ -585,6 +585,32 @@ fn huge_aggregated_values_are_bounded() {
 }
 
 #[test]
+fn sums_of_huge_aggregated_values_saturate_in_the_stats() {
+    // Found by fuzzing (otlp_structured, fuzz/regressions/otlp_structured-stats-overflow): the
+    // stats are u64 sums of the producer's claims, and three samples of i64::MAX overflowed
+    // them (a panic with overflow checks, a wrapped counter without).
+    let opts = Options {
+        max_expanded_samples: 1000,
+        ..Options::default()
+    };
+    let t = translate_request(&aggregated(&[i64::MAX; 3]), &opts);
+    assert!(t.rejected.is_empty());
+    assert_eq!(t.stats.samples_in, u64::MAX);
+    assert_eq!(t.stats.samples_dropped_expansion, u64::MAX);
+    assert!((1..=1000).contains(&t.stats.samples_out));
+
+    // Across profiles: each sum fits, their total does not.
+    let mut req = aggregated(&[i64::MAX, i64::MAX]);
+    let p = req.resource_profiles[0].scope_profiles[0].profiles[0].clone();
+    req.resource_profiles[0].scope_profiles[0].profiles.push(p);
+    let t = translate_request(&req, &opts);
+    assert!(t.rejected.is_empty());
+    assert_eq!(t.stats.profiles_translated, 2);
+    assert_eq!(t.stats.samples_in, u64::MAX);
+    assert!((2..=2000).contains(&t.stats.samples_out));
+}
+
+#[test]
 fn aggregated_values_over_a_window_of_centuries_make_a_bounded_number_of_chunks() {
     // Found by fuzzing: one aggregated sample whose profile claims a window of ~580 years
     // became one chunk per observation. The spreading window is capped at one hour.

@@ -306,7 +306,7 @@ impl<'a> Collector<'a> {
             let before = sess.obs.len();
             let produced = if !s.timestamps_unix_nano.is_empty() {
                 let n = s.timestamps_unix_nano.len() as u64;
-                observations += n;
+                observations = observations.saturating_add(n);
                 sess.obs.reserve(s.timestamps_unix_nano.len());
                 sess.obs.extend(
                     s.timestamps_unix_nano
@@ -317,8 +317,10 @@ impl<'a> Collector<'a> {
             } else {
                 let requested = expansion_count(per_value, value_sum(&s.values));
                 let n = scaled(requested, cap, total);
-                observations += requested;
-                dropped += requested - n;
+                // Aggregated values are the producer's claim, up to i64::MAX each: the sums
+                // saturate rather than overflow (they are statistics, not data).
+                observations = observations.saturating_add(requested);
+                dropped = dropped.saturating_add(requested - n);
                 let (start, dur) = (
                     profile.time_unix_nano,
                     profile.duration_nano.min(super::samples::MAX_SPREAD_NS),

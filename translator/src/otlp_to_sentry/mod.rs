@@ -393,16 +393,20 @@ pub fn translate_with(
                         restore_fallback,
                     }) => {
                         t.stats.profiles_translated += 1;
-                        t.stats.samples_in += observations;
-                        t.stats.samples_dropped_expansion += dropped_expansion;
-                        t.stats.links_dropped += unusable_links;
+                        // Saturating: aggregated values are claims of up to i64::MAX each.
+                        let s = &mut t.stats;
+                        s.samples_in = s.samples_in.saturating_add(observations);
+                        s.samples_dropped_expansion = s
+                            .samples_dropped_expansion
+                            .saturating_add(dropped_expansion);
+                        s.links_dropped = s.links_dropped.saturating_add(unusable_links);
                         t.stats.restore_fallbacks += u64::from(restore_fallback);
                     }
                     Ok(collect::Outcome::SkippedNonCpu) => t.stats.profiles_skipped_non_cpu += 1,
                     Ok(collect::Outcome::Restored(chunk, links)) => {
                         let n = chunk.profile.samples.len() as u64;
                         t.stats.profiles_restored += 1;
-                        t.stats.samples_in += n;
+                        t.stats.samples_in = t.stats.samples_in.saturating_add(n);
                         t.stats.samples_out += n;
                         t.stats.chunks += 1;
                         emit(*chunk);
