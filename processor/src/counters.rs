@@ -85,3 +85,23 @@ impl ServiceCounters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_saturate_instead_of_wrapping() {
+        // Some counts are producers' claims (aggregated values up to i64::MAX): a counter that
+        // wrapped would go backwards.
+        let c = AtomicU64::new(u64::MAX - 1);
+        ServiceCounters::add(&c, 5);
+        assert_eq!(c.load(Ordering::Relaxed), u64::MAX);
+        ServiceCounters::add(&c, u64::MAX);
+        assert_eq!(c.load(Ordering::Relaxed), u64::MAX);
+        let c = AtomicU64::new(7);
+        ServiceCounters::add(&c, 0);
+        ServiceCounters::add(&c, 3);
+        assert_eq!(c.load(Ordering::Relaxed), 10);
+    }
+}
