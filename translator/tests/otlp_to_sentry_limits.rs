@@ -586,7 +586,7 @@ fn huge_aggregated_values_are_bounded() {
 
 #[test]
 fn sums_of_huge_aggregated_values_saturate_in_the_stats() {
-    // Found by fuzzing (otlp_structured, fuzz/regressions/otlp_structured-stats-overflow): the
+    // Found by fuzzing (otlp_structured, fuzz/seeds/otlp_structured/stats-overflow): the
     // stats are u64 sums of the producer's claims, and three samples of i64::MAX overflowed
     // them (a panic with overflow checks, a wrapped counter without).
     let opts = Options {
