@@ -93,23 +93,6 @@ fn restored(b: Batch) -> Vec<ProfileChunk> {
         .collect()
 }
 
-/// Posts an SDK envelope to the `sentry` receiver at `addr`; returns the answer's status.
-async fn post_envelope(client: &reqwest::Client, addr: &str, body: Vec<u8>) -> u16 {
-    client
-        .post(format!("http://{addr}/api/42/envelope/"))
-        .header(
-            "x-sentry-auth",
-            format!("Sentry sentry_key={KEY}, sentry_version=7"),
-        )
-        .header("content-type", "application/x-sentry-envelope")
-        .body(body)
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
-}
-
 /// The OTLP backend comes up at `addr` (where the exporter keeps trying): its batches.
 async fn start_backend(
     addr: &str,

@@ -278,18 +278,8 @@ service:
                 .len() as u64;
             chunk_count += 1;
         }
-        let resp = client
-            .post(format!("http://{sentry}/api/42/envelope/"))
-            .header(
-                "x-sentry-auth",
-                format!("Sentry sentry_key={KEY}, sentry_version=7"),
-            )
-            .header("content-type", "application/x-sentry-envelope")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200, "{}", f.display());
+        let status = post_envelope(&client, &sentry, body).await;
+        assert_eq!(status, 200, "{}", f.display());
     }
     assert!(chunk_count >= 2);
 

@@ -730,3 +730,20 @@ service:
         dir,
     }
 }
+
+/// Posts an SDK envelope to the `sentry` receiver at `addr`; returns the answer's status.
+pub async fn post_envelope(client: &reqwest::Client, addr: &str, body: Vec<u8>) -> u16 {
+    client
+        .post(format!("http://{addr}/api/42/envelope/"))
+        .header(
+            "x-sentry-auth",
+            format!("Sentry sentry_key={KEY}, sentry_version=7"),
+        )
+        .header("content-type", "application/x-sentry-envelope")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
