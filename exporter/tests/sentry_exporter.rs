@@ -867,6 +867,7 @@ async fn corrupt_queue_record_is_skipped_and_counted() {
             .unwrap();
     }
     drop(exp); // crash before the idle timeout: all three are still input records
+    wait_until_unlocked(dir.path()).await;
     let input_dir = dir.path().join("queue").join("input");
     let seg = std::fs::read_dir(&input_dir)
         .unwrap()

@@ -320,6 +320,44 @@ pub fn twelve_chunks(profiler: &str, platform: &str, start: f64) -> Vec<ProfileC
         .collect()
 }
 
+/// Waits (up to 10 s) until no queue under `dir` is held any more: every `lock` file below it
+/// can be locked. A dropped exporter's tasks end asynchronously and hold their queue until
+/// then; a test that edits queue files "after a crash" waits for this first, so that nothing
+/// of the dropped exporter writes to them afterwards.
+pub async fn wait_until_unlocked(dir: &std::path::Path) {
+    fn locks(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                locks(&p, out);
+            } else if p.file_name().is_some_and(|n| n == "lock") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    locks(dir, &mut files);
+    assert!(!files.is_empty(), "no queue lock files under {}", dir.display());
+    let began = std::time::Instant::now();
+    for path in files {
+        let file = std::fs::File::open(&path).unwrap();
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    assert!(
+                        began.elapsed() < Duration::from_secs(10),
+                        "{} is still locked after 10 s",
+                        path.display()
+                    );
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(std::fs::TryLockError::Error(e)) => panic!("{}: {e}", path.display()),
+            }
+        }
+    }
+}
+
 /// Starts an exporter on a queue directory that a dropped exporter of the same process may
 /// still hold: its tasks end asynchronously, and until then the directory's lock is held, as a
 /// dying process's would be. Retries `start` while it reports the directory in use, up to 10 s.
