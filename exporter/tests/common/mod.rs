@@ -337,7 +337,11 @@ pub async fn wait_until_unlocked(dir: &std::path::Path) {
     }
     let mut files = Vec::new();
     locks(dir, &mut files);
-    assert!(!files.is_empty(), "no queue lock files under {}", dir.display());
+    assert!(
+        !files.is_empty(),
+        "no queue lock files under {}",
+        dir.display()
+    );
     let began = std::time::Instant::now();
     for path in files {
         let file = std::fs::File::open(&path).unwrap();
