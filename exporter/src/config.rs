@@ -335,6 +335,10 @@ pub struct OtlpExporterConfig {
     pub sending_queue: crate::send_queue::SendingQueueConfig,
     /// Extra request headers / gRPC metadata.
     pub headers: BTreeMap<String, String>,
+    /// The authentication header of every request, asked for at each attempt (set by the
+    /// service from `auth: { authenticator: ... }`; not read from YAML).
+    #[serde(skip)]
+    pub auth: crate::AuthSlot,
 }
 
 impl OtlpExporterConfig {
@@ -363,6 +367,7 @@ impl Default for OtlpExporterConfig {
             queue_size: 1000,
             sending_queue: Default::default(),
             headers: BTreeMap::new(),
+            auth: Default::default(),
         }
     }
 }

@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 
 mod accumulate;
+mod client_auth;
 mod clock;
 mod config;
 mod durations;
@@ -65,6 +66,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 
+pub use client_auth::{AuthSlot, ClientAuth, NoToken};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{
     AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, FileExporterConfig,

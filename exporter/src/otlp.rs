@@ -142,7 +142,8 @@ impl OtlpExporter {
                 cfg.timeout,
                 &cfg.headers,
                 &cfg.tls,
-            )?,
+            )?
+            .with_auth(cfg.auth.clone()),
             OtlpProtocol::Http => OtlpClient::http(
                 &cfg.endpoint,
                 cfg.compression,
@@ -150,7 +151,8 @@ impl OtlpExporter {
                 &cfg.headers,
                 consumers,
                 &cfg.tls,
-            )?,
+            )?
+            .with_auth(cfg.auth.clone()),
         };
         let metrics = Arc::new(ExporterMetrics::default());
         let dir = q.dir("profiles");

@@ -10,6 +10,7 @@
 //! step they share.
 
 use crate::ExportError;
+use crate::client_auth::{AuthSlot, NoToken};
 use crate::config::Compression;
 use crate::http::{compress, content_encoding, parse_retry_after, request_error};
 use crate::otlp_retry::{AttemptError, classify_grpc, classify_http};
@@ -226,6 +227,7 @@ enum Transport {
 #[derive(Debug, Clone)]
 pub struct OtlpClient<S> {
     transport: Transport,
+    auth: AuthSlot,
     timeout: Duration,
     destination: String,
     _signal: PhantomData<fn() -> S>,
@@ -258,6 +260,7 @@ impl<S: Signal> OtlpClient<S> {
                 grpc,
                 metadata: metadata_map(headers)?,
             },
+            auth: AuthSlot::default(),
             timeout,
             destination: url,
             _signal: PhantomData,
@@ -283,10 +286,19 @@ impl<S: Signal> OtlpClient<S> {
                 headers: header_map(headers)?,
                 compression,
             },
+            auth: AuthSlot::default(),
             timeout,
             destination: url,
             _signal: PhantomData,
         })
+    }
+
+    /// The client with `auth`'s header on every attempt, asked for anew each time (replacing a
+    /// configured header of the same name). Without a token at that moment the attempt fails
+    /// as retryable and nothing is sent.
+    pub fn with_auth(mut self, auth: AuthSlot) -> Self {
+        self.auth = auth;
+        self
     }
 
     /// Where requests go (URL; no credentials).
@@ -307,8 +319,9 @@ impl<S: Signal> OtlpClient<S> {
                 headers,
                 compression,
             } => {
+                let headers = self.auth.http(headers).map_err(no_token)?;
                 let answer =
-                    post(client, &self.destination, headers, *compression, request).await?;
+                    post(client, &self.destination, &headers, *compression, request).await?;
                 classify_http(answer.status, answer.retry_after, &answer.body_text())?;
                 Ok(partial_from_body::<S>(&answer.content_type, &answer.body))
             }
@@ -324,7 +337,7 @@ impl<S: Signal> OtlpClient<S> {
         let mut grpc = grpc.clone();
         let mut call = tonic::Request::new(request.clone());
         call.set_timeout(self.timeout);
-        *call.metadata_mut() = metadata.clone();
+        *call.metadata_mut() = self.auth.grpc(metadata).map_err(no_token)?;
         let exchange = async move {
             grpc.ready()
                 .await
@@ -355,6 +368,16 @@ impl<S: Signal> OtlpClient<S> {
                 )
             }
         }
+    }
+}
+
+/// An attempt without a token to send: retried (the token file may have a token again soon),
+/// never sent without it.
+fn no_token(e: NoToken) -> AttemptError {
+    AttemptError::Retryable {
+        after: None,
+        message: e.to_string(),
+        network: false,
     }
 }
 

@@ -64,6 +64,10 @@ pub struct OtlpTracesConfig {
     /// Requests whose uncompressed protobuf is larger are split by resource, scope and span
     /// (default 10 MiB; 0 = never split).
     pub max_request_bytes: u64,
+    /// The authentication header of every request, asked for at each attempt (set by the
+    /// service from the exporter's `auth`; not read from YAML).
+    #[serde(skip)]
+    pub auth: crate::AuthSlot,
 }
 
 impl Default for OtlpTracesConfig {
@@ -78,6 +82,7 @@ impl Default for OtlpTracesConfig {
             num_consumers: 2,
             sending_queue: SendingQueueConfig::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            auth: Default::default(),
         }
     }
 }

@@ -168,7 +168,8 @@ impl Sender {
             cfg.timeout,
             &cfg.headers,
             &cfg.tls,
-        )?;
+        )?
+        .with_auth(cfg.auth.clone());
         Ok(Self::otlp(client, cfg, clock, metrics))
     }
 
@@ -186,7 +187,8 @@ impl Sender {
             &cfg.headers,
             cfg.num_consumers,
             &cfg.tls,
-        )?;
+        )?
+        .with_auth(cfg.auth.clone());
         Ok(Self::otlp(client, cfg, clock, metrics))
     }
 
