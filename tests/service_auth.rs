@@ -8,7 +8,7 @@ mod service_support;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use axum::routing::post;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp::profiles_service_client::ProfilesServiceClient;
@@ -19,31 +19,29 @@ use std::time::{Duration, Instant};
 use tonic::Code;
 use tonic::metadata::MetadataValue;
 
-/// A loopback OTLP/HTTP endpoint recording the `authorization` header of every request.
-async fn header_recorder() -> (String, Arc<Mutex<Vec<String>>>) {
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let app =
-        Router::new()
-            .route(
-                "/v1development/profiles",
-                post(
-                    |State(seen): State<Arc<Mutex<Vec<String>>>>,
-                     headers: HeaderMap,
-                     _body: Bytes| async move {
-                        let auth = headers
-                            .get("authorization")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or("<none>")
-                            .to_string();
-                        seen.lock().unwrap().push(auth);
-                        (
-                            [("content-type", "application/x-protobuf")],
-                            Vec::<u8>::new(),
-                        )
-                    },
-                ),
-            )
-            .with_state(seen.clone());
+/// What an OTLP/HTTP endpoint saw: (path, `authorization` header) of each request.
+type Seen = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A loopback OTLP/HTTP endpoint (profiles and traces) recording the `authorization` header
+/// of every request.
+async fn header_recorder() -> (String, Seen) {
+    let seen = Seen::default();
+    let record = |State(seen): State<Seen>, uri: Uri, headers: HeaderMap, _body: Bytes| async move {
+        let auth = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("<none>")
+            .to_string();
+        seen.lock().unwrap().push((uri.path().to_string(), auth));
+        (
+            [("content-type", "application/x-protobuf")],
+            Vec::<u8>::new(),
+        )
+    };
+    let app = Router::new()
+        .route("/v1development/profiles", post(record))
+        .route("/v1/traces", post(record))
+        .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -187,7 +185,7 @@ service:
     }
     let headers = seen.lock().unwrap().clone();
     assert!(
-        headers.iter().all(|h| h == "Bearer client-secret"),
+        headers.iter().all(|(_, h)| h == "Bearer client-secret"),
         "{headers:?}"
     );
     tokio::time::timeout(Duration::from_secs(10), backend_batches.recv())
@@ -285,6 +283,123 @@ service:
         assert!(!log.contains(secret), "{secret} logged:\n{log}");
     }
     assert!(log.contains("token file changed"), "{log}");
+}
+
+/// The `authorization` headers `seen` on `path`, in order.
+fn auth_on(seen: &Seen, path: &str) -> Vec<String> {
+    let seen = seen.lock().unwrap();
+    seen.iter()
+        .filter(|(p, _)| p == path)
+        .map(|(_, a)| a.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exporter_tokens_follow_their_file_for_profiles_and_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("exporter.tokens");
+    std::fs::write(&token_file, "old-token\n").unwrap();
+    let (recorder, seen) = header_recorder().await;
+    let http = free_addr();
+    let config = write_config(
+        dir.path(),
+        "profilink.yaml",
+        &format!(
+            r#"
+extensions:
+  bearertokenauth/out: {{ filename: "{file}" }}
+receivers:
+  otlp: {{ protocols: {{ http: {{ endpoint: "{http}" }} }} }}
+processors:
+  profile_linking: {{ wait: 0s }}
+exporters:
+  otlp_http:
+    endpoint: "{recorder}"
+    compression: none
+    auth: {{ authenticator: bearertokenauth/out }}
+service:
+  extensions: [bearertokenauth/out]
+  pipelines:
+    profiles: {{ receivers: [otlp], exporters: [otlp_http] }}
+    traces: {{ receivers: [otlp], processors: [profile_linking], exporters: [otlp_http] }}
+  telemetry:
+    metrics: {{ address: none }}
+"#,
+            file = token_file.display(),
+        ),
+    );
+    let mut p = Profilink::start(
+        dir.path(),
+        &["run", "--config", config.to_str().unwrap()],
+        &[],
+    );
+    p.wait_port(&http, Duration::from_secs(20));
+    let profile = otlp_fixture("ebpf-profile.pb").encode_to_vec();
+    let trace = r#"{"resourceSpans":[{"resource":{"attributes":[
+        {"key":"process.pid","value":{"intValue":"4242"}}]},
+      "scopeSpans":[{"spans":[{"traceId":"0123456789abcdef0123456789abcdef",
+        "spanId":"0123456789abcdef","name":"GET /","startTimeUnixNano":"1",
+        "endTimeUnixNano":"2"}]}]}]}"#;
+    let send_both = || async {
+        let r = http_post(
+            &format!("http://{http}/v1development/profiles"),
+            &profile,
+            &[],
+        )
+        .await;
+        assert_eq!(r.status(), 200);
+        let r = reqwest::Client::new()
+            .post(format!("http://{http}/v1/traces"))
+            .header("content-type", "application/json")
+            .body(trace)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    };
+    let paths = ["/v1development/profiles", "/v1/traces"];
+    // Sends both signals until each path has seen `token` (within 10 s).
+    let until_seen = |token: &'static str| {
+        let (seen, p, send_both) = (&seen, &p, &send_both);
+        async move {
+            let want = format!("Bearer {token}");
+            let waited = Instant::now();
+            while !paths.iter().all(|path| auth_on(seen, path).contains(&want)) {
+                assert!(
+                    waited.elapsed() < Duration::from_secs(10),
+                    "{want} not seen on both paths: {:?}; stderr:\n{}",
+                    seen.lock().unwrap(),
+                    p.stderr()
+                );
+                send_both().await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    until_seen("old-token").await;
+
+    // The file rotates: both exporter instances (profiles and traces) send the new token
+    // from then on, without a restart; nothing is ever sent without a token.
+    std::fs::write(&token_file, "new-token\n").unwrap();
+    until_seen("new-token").await;
+    send_both().await;
+    until_seen("new-token").await;
+    for path in paths {
+        let auths = auth_on(&seen, path);
+        let first_new = auths.iter().position(|a| a == "Bearer new-token").unwrap();
+        assert!(
+            auths[..first_new].iter().all(|a| a == "Bearer old-token")
+                && auths[first_new..].iter().all(|a| a == "Bearer new-token"),
+            "{path}: {auths:?}"
+        );
+    }
+
+    p.signal("TERM");
+    p.wait_exit(Duration::from_secs(20));
+    let log = p.stderr();
+    for secret in ["old-token", "new-token"] {
+        assert!(!log.contains(secret), "{secret} logged:\n{log}");
+    }
 }
 
 #[test]

@@ -1,11 +1,13 @@
 //! The `bearertokenauth` extensions while the service runs (started with the extensions, token
 //! files re-read every second until the service stops), and the `auth:` settings they serve:
 //! receivers get the [`Authenticator`] their listeners check, OTLP exporters the header they
-//! add to every request.
+//! add to every request (asked for at each request, so that it follows the token file).
 
 use super::components::{ExporterSpec, ExtensionSpec, Plan, ReceiverSpec};
 use super::error::ServiceError;
 use super::stop::waiter;
+use axum::http::{HeaderName, HeaderValue};
+use profilink_exporter::{AuthSlot, ClientAuth};
 use profilink_receiver::auth::{Authenticator, BearerTokenAuth};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,9 +65,27 @@ pub fn with_receiver_auth(spec: &ReceiverSpec, auths: &Authenticators) -> Receiv
     spec
 }
 
-/// `spec` of exporter `id` with the header of its `auth` among its `headers` (replacing a
-/// configured header of the same name), for the profiles and the traces instance alike. The
-/// token is read when the exporter starts.
+/// The header of a running `bearertokenauth` extension, as an OTLP exporter's [`ClientAuth`]:
+/// its first token now, following its token file.
+struct ExtensionAuth {
+    id: String,
+    auth: Arc<BearerTokenAuth>,
+}
+
+impl ClientAuth for ExtensionAuth {
+    fn header(&self) -> Option<(HeaderName, HeaderValue)> {
+        self.auth.client_header()
+    }
+
+    fn name(&self) -> String {
+        self.id.clone()
+    }
+}
+
+/// `spec` of exporter `id` with the header of its `auth` (replacing a configured header of the
+/// same name), for the profiles and the traces instance alike. The exporter asks for the
+/// header at every request, so a rotated token file takes effect without a restart; the
+/// extension must have a token when the exporter starts.
 pub fn with_exporter_auth(
     id: &str,
     spec: &ExporterSpec,
@@ -88,20 +108,24 @@ pub fn with_exporter_auth(
     let (header, value) = auth
         .client_header()
         .ok_or_else(|| ServiceError::Auth(format!("{at}: {name} has no token to send")))?;
-    let value = value
-        .to_str()
-        .map_err(|_| ServiceError::Auth(format!("{at}: {name}: the token is not text")))?
-        .to_string();
+    if value.to_str().is_err() {
+        return Err(ServiceError::Auth(format!(
+            "{at}: {name}: the token is not text"
+        )));
+    }
     let mut c = c.clone();
-    let before = c.headers.len();
-    c.headers
-        .retain(|k, _| !k.eq_ignore_ascii_case(header.as_str()));
-    if c.headers.len() != before {
+    if c.headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case(header.as_str()))
+    {
         tracing::warn!(exporter = %id, header = %header, "auth replaces the configured header of the same name");
     }
     if c.tls.insecure || c.endpoint.starts_with("http://") {
         tracing::warn!(exporter = %id, "auth: the token is sent without TLS (the Collector refuses this for gRPC)");
     }
-    c.headers.insert(header.as_str().to_string(), value);
+    c.auth = AuthSlot::new(Arc::new(ExtensionAuth {
+        id: name.clone(),
+        auth: auth.clone(),
+    }));
     Ok(ExporterSpec::Otlp(c))
 }

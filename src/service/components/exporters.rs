@@ -70,6 +70,7 @@ pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfi
                 timeout: c.timeout,
                 tls: c.tls.clone(),
                 headers: c.headers.clone(),
+                auth: c.auth.clone(),
                 retry_on_failure: c.retry_on_failure.clone(),
                 num_consumers: c.num_consumers,
                 sending_queue: c.effective_sending_queue(),
