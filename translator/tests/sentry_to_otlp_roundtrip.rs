@@ -455,3 +455,51 @@ fn a_canonical_chunk_comes_back_identical() {
     assert_eq!(back, chunk);
     assert_eq!(back.to_json(), chunk.to_json());
 }
+
+/// An f64 holding a time in the first weeks after 1970 has digits below the nanosecond, which
+/// OTLP (integer nanoseconds) cannot carry: the sample comes back at nanosecond resolution,
+/// and the canonical forms, which compare at that resolution, are equal. Found by the
+/// `chunk_roundtrip` fuzz target (finding 6 in fuzz/README.md).
+#[test]
+fn sub_nanosecond_digits_are_not_part_of_the_observation() {
+    let frame = Frame {
+        function: Some("main".into()),
+        ..Default::default()
+    };
+    let sample = |timestamp| Sample {
+        timestamp,
+        stack_id: 0,
+        thread_id: "1".into(),
+    };
+    let chunk = ProfileChunk {
+        chunk_id: "0123456789abcdef0123456789abcdef".into(),
+        profiler_id: "87b148781b0a4a5284a3e3f9cc93e1ec".into(),
+        platform: "python".into(),
+        version: "2".into(),
+        profile: ProfileData {
+            frames: vec![frame.into()],
+            stacks: vec![vec![0]],
+            samples: vec![sample(179530.17174558146), sample(179530.181)],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let t = translate(
+        &SentryInput {
+            chunks: std::slice::from_ref(&chunk),
+            v1_profiles: &[],
+        },
+        &NoLinks,
+        &Options::default(),
+    );
+    assert!(t.rejected.is_empty(), "{:?}", t.rejected);
+    let back = restore_request(&t.request).remove(0).unwrap();
+    let times: Vec<f64> = back.profile.samples.iter().map(|s| s.timestamp).collect();
+    assert_eq!(times, [179530.171745581, 179530.181]);
+    assert_eq!(canonical_form(&back), canonical_form(&chunk));
+    // The canonical form itself is at nanosecond resolution.
+    assert_eq!(
+        canonical_form(&chunk).profile.samples[0].timestamp,
+        179530.171745581
+    );
+}

@@ -410,7 +410,9 @@ fn frame_key(f: &Frame) -> FrameKey<'_> {
 
 /// A canonical form of a chunk for comparisons: every sample resolved to its frames, then
 /// samples sorted by (time in ns, thread id, frames), frames and stacks deduplicated and
-/// numbered in first-use order. Two chunks with the same observations and metadata have equal
+/// numbered in first-use order, and timestamps at nanosecond resolution (what OTLP carries:
+/// an f64 of a time in the first weeks after 1970 holds digits below the nanosecond, which no
+/// translation keeps). Two chunks with the same observations and metadata have equal
 /// canonical forms however their frames, stacks and samples were numbered and ordered.
 /// Samples whose stack or frames are out of range are dropped (check them first).
 pub fn canonical_form(chunk: &ProfileChunk) -> ProfileChunk {
@@ -457,12 +459,13 @@ pub fn canonical_form(chunk: &ProfileChunk) -> ProfileChunk {
                 .map(|&f| class_of.get(f).copied())
                 .collect::<Option<Vec<_>>>()?;
             let ranks = classes.iter().map(|&c| rank[c]).collect();
+            let ns = secs_to_nanos(s.timestamp);
             Some(Resolved {
-                ns: secs_to_nanos(s.timestamp).unwrap_or(0),
+                ns: ns.unwrap_or(0),
                 thread_id: s.thread_id.as_str(),
                 classes,
                 ranks,
-                timestamp: s.timestamp,
+                timestamp: ns.map_or(s.timestamp, nanos_to_secs),
             })
         })
         .collect();
