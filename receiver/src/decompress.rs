@@ -99,25 +99,20 @@ pub async fn read_body(
     encoding: Encoding,
     limit: usize,
 ) -> Result<Vec<u8>, BodyError> {
-    let mut sink = Sink::new(encoding, limit);
+    let mut decoder = FrameDecoder::new(encoding, limit);
     if encoding == Encoding::Identity
         && let Some(size) = axum::body::HttpBody::size_hint(body).exact()
     {
-        sink.out.expect(size);
+        decoder.sink.out.expect(size);
     }
-    let mut raw = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| BodyError::Read(e.into()))?;
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        raw = raw.saturating_add(data.len());
-        if raw > limit {
-            return Err(BodyError::TooLarge { limit });
-        }
-        sink.write(&data)?;
+        decoder.push(&data)?;
     }
-    sink.finish()
+    decoder.finish()
 }
 
 /// Reads and discards what is left of `body`, at most `max` bytes and for at most `timeout`,
@@ -140,12 +135,51 @@ pub async fn drain(body: &mut Body, max: usize, timeout: Duration) {
 
 /// Decompresses a whole in-memory buffer with the same caps as `read_body`.
 pub fn decode_bytes(data: &[u8], encoding: Encoding, limit: usize) -> Result<Vec<u8>, BodyError> {
-    if data.len() > limit {
-        return Err(BodyError::TooLarge { limit });
+    decode_frames([data], encoding, limit)
+}
+
+/// Decompresses a body that arrives in `frames`, frame by frame as [`read_body`] reads an
+/// HTTP body (the fuzz target `decompress` splits bodies anywhere and checks that the frames
+/// never change the outcome).
+pub fn decode_frames<'a>(
+    frames: impl IntoIterator<Item = &'a [u8]>,
+    encoding: Encoding,
+    limit: usize,
+) -> Result<Vec<u8>, BodyError> {
+    let mut decoder = FrameDecoder::new(encoding, limit);
+    for frame in frames {
+        decoder.push(frame)?;
     }
-    let mut sink = Sink::new(encoding, limit);
-    sink.write(data)?;
-    sink.finish()
+    decoder.finish()
+}
+
+/// A body's decoder fed frame by frame: at most `limit` bytes of input and of output.
+struct FrameDecoder {
+    sink: Sink,
+    raw: usize,
+    limit: usize,
+}
+
+impl FrameDecoder {
+    fn new(encoding: Encoding, limit: usize) -> Self {
+        FrameDecoder {
+            sink: Sink::new(encoding, limit),
+            raw: 0,
+            limit,
+        }
+    }
+
+    fn push(&mut self, data: &[u8]) -> Result<(), BodyError> {
+        self.raw = self.raw.saturating_add(data.len());
+        if self.raw > self.limit {
+            return Err(BodyError::TooLarge { limit: self.limit });
+        }
+        self.sink.write(data)
+    }
+
+    fn finish(self) -> Result<Vec<u8>, BodyError> {
+        self.sink.finish()
+    }
 }
 
 /// A `Vec` that refuses to grow past `limit`.

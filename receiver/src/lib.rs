@@ -141,5 +141,5 @@ pub use upstream::{ForwardError, ForwardFuture, ForwardRequest, Upstream, Upstre
 pub mod testing {
     //! The body decoder the fuzz targets drive directly. Not part of the API (hidden from the
     //! docs, may change with any release); tests of behaviour go through the servers.
-    pub use crate::decompress::{BodyError, Encoding, decode_bytes};
+    pub use crate::decompress::{BodyError, Encoding, decode_bytes, decode_frames};
 }

@@ -173,3 +173,60 @@ async fn reads_a_streamed_body() {
         Err(BodyError::TooLarge { limit: 99 })
     ));
 }
+
+/// `body` cut into frames of `size` bytes (the last one shorter).
+fn frames(body: &[u8], size: usize) -> Vec<&[u8]> {
+    body.chunks(size).collect()
+}
+
+#[test]
+fn frames_split_anywhere_decode_like_the_whole_body() {
+    let data = payload();
+    let mut two_members = gzip(&data[..1000]);
+    two_members.extend(gzip(&data[1000..5000]));
+    let bodies = [
+        (Encoding::Identity, data[..5000].to_vec(), &data[..5000]),
+        (Encoding::Gzip, two_members, &data[..5000]),
+        (Encoding::Deflate, zlib(&data), &data[..]),
+        (
+            Encoding::Zstd,
+            zstd::encode_all(&data[..], 1).unwrap(),
+            &data[..],
+        ),
+    ];
+    for (encoding, body, plain) in &bodies {
+        for size in [1, 7, 4096, body.len()] {
+            let got = decode_frames(frames(body, size), *encoding, usize::MAX);
+            assert_eq!(
+                got.as_deref().ok(),
+                Some(*plain),
+                "{encoding:?} in {size}-byte frames"
+            );
+        }
+        // Output one byte over the limit is too large however the body is framed.
+        let limit = plain.len() - 1;
+        for size in [1, 4096] {
+            assert!(matches!(
+                decode_frames(frames(body, size), *encoding, limit),
+                Err(BodyError::TooLarge { .. })
+            ));
+        }
+    }
+    // The compressed input counts across frames too.
+    assert!(matches!(
+        decode_frames([&b"12345"[..], b"678"], Encoding::Identity, 7),
+        Err(BodyError::TooLarge { limit: 7 })
+    ));
+    // A truncated stream is refused whatever the framing.
+    let z = zlib(&data);
+    for size in [1, 4096] {
+        assert!(
+            decode_frames(
+                frames(&z[..z.len() - 3], size),
+                Encoding::Deflate,
+                usize::MAX
+            )
+            .is_err()
+        );
+    }
+}
