@@ -8,8 +8,8 @@ use libfuzzer_sys::fuzz_target;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::validate::{has_errors, validate_chunk, validate_otlp};
 use profilink_translator::NoLinks;
-use profilink_translator::sentry_to_otlp::{canonical_form, restore_request};
 use profilink_translator::sentry_to_otlp::{Options, SentryInput, translate};
+use profilink_translator::sentry_to_otlp::{canonical_form, restore_request};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(chunk) = ProfileChunk::from_json(data) else {

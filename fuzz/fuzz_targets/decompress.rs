@@ -1,14 +1,16 @@
 //! HTTP body decompression with a size limit (`receiver::decompress::decode_bytes`): gzip,
 //! deflate (zlib), zstd, br and identity. The output never exceeds the limit (bombs stop at
 //! it); data compressed here comes back exactly when it fits and is refused as too large
-//! when it does not.
+//! when it does not. Every body is also decoded in frames, as an HTTP body arrives
+//! (`decode_frames`, the loop of `read_body`), cut at places derived from the input: the
+//! framing never changes whether a body is accepted, nor what it decodes to.
 //!
 //! Byte 0: encoding (`% 5`) and mode (`/ 5 % 2`: 0 raw compressed input, 1 the rest is plain
 //! data compressed here). Bytes 1-2: the limit in KiB (1..=64 Ki), little endian.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use profilink_receiver::testing::{BodyError, Encoding, decode_bytes};
+use profilink_receiver::testing::{BodyError, Encoding, decode_bytes, decode_frames};
 use std::io::Write;
 
 const ENCODINGS: [Encoding; 5] = [
@@ -37,6 +39,48 @@ fn compress(encoding: Encoding, plain: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// `body` cut into frames whose sizes come from `seed` (a small LCG): at most 64 KiB each,
+/// single bytes only for small bodies (each frame is a decoder call).
+fn frames(body: &[u8], seed: u64) -> Vec<&[u8]> {
+    const CAPS: [usize; 4] = [16, 512, 4096, 65536];
+    let mut cap = CAPS[(seed % 4) as usize];
+    if body.len() <= 4096 && seed % 7 == 0 {
+        cap = 1;
+    }
+    let mut state = seed | 1;
+    let mut out = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let size = (1 + (state >> 33) as usize % cap).min(rest.len());
+        let (frame, tail) = rest.split_at(size);
+        out.push(frame);
+        rest = tail;
+    }
+    out
+}
+
+/// Decodes `body` whole and in frames: both accept or both refuse, with the same output.
+fn decode_both(body: &[u8], encoding: Encoding, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let whole = decode_bytes(body, encoding, limit);
+    let seed = body
+        .iter()
+        .fold(body.len() as u64, |h, &b| h.rotate_left(5) ^ u64::from(b));
+    let framed = decode_frames(frames(body, seed), encoding, limit);
+    match (&whole, &framed) {
+        (Ok(a), Ok(b)) => assert!(a == b, "{encoding:?}: frames decode to other bytes"),
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!(
+            "{encoding:?}: whole body {:?}, in frames {:?}",
+            a.as_ref().map(Vec::len),
+            b.as_ref().map(Vec::len)
+        ),
+    }
+    whole
+}
+
 fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {
         return;
@@ -46,7 +90,7 @@ fuzz_target!(|data: &[u8]| {
     let limit = (usize::from(u16::from_le_bytes([data[1], data[2]])) + 1) * 1024;
     let rest = &data[3..];
     if !structured {
-        if let Ok(out) = decode_bytes(rest, encoding, limit) {
+        if let Ok(out) = decode_both(rest, encoding, limit) {
             assert!(out.len() <= limit, "{} bytes out, limit {limit}", out.len());
         }
         return;
@@ -57,7 +101,7 @@ fuzz_target!(|data: &[u8]| {
     let Some(body) = compress(encoding, &plain) else {
         return;
     };
-    match decode_bytes(&body, encoding, limit) {
+    match decode_both(&body, encoding, limit) {
         Ok(out) => {
             assert!(
                 plain.len() <= limit,

@@ -8,8 +8,8 @@ use profilink_proto::sentry::{
     Envelope, ProfileChunk, SampleProfileV1, Transaction, parse_span_item,
 };
 use profilink_proto::validate::{validate_chunk, validate_envelope};
-use profilink_translator::{TransactionLinks, span_intervals, span_item_interval};
 use profilink_translator::sentry_to_otlp::{Options, SentryInput, V1WithTransaction, translate};
+use profilink_translator::{TransactionLinks, span_intervals, span_item_interval};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(envelope) = Envelope::parse(data) else {
