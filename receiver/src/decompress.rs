@@ -138,7 +138,7 @@ pub fn decode_bytes(data: &[u8], encoding: Encoding, limit: usize) -> Result<Vec
     decode_frames([data], encoding, limit)
 }
 
-/// Decompresses a body that arrives in `frames`, frame by frame as [`read_body`] reads an
+/// Decompresses a body that arrives in `frames`, frame by frame as `read_body` reads an
 /// HTTP body (the fuzz target `decompress` splits bodies anywhere and checks that the frames
 /// never change the outcome).
 pub fn decode_frames<'a>(
