@@ -382,14 +382,34 @@ service:
     // from then on, without a restart; nothing is ever sent without a token.
     std::fs::write(&token_file, "new-token\n").unwrap();
     until_seen("new-token").await;
-    send_both().await;
-    until_seen("new-token").await;
-    for path in paths {
-        let auths = auth_on(&seen, path);
-        let first_new = auths.iter().position(|a| a == "Bearer new-token").unwrap();
+    // Requests in flight at the switch may arrive in either order; the ones sent after it
+    // all carry the new token.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before: Vec<usize> = paths.iter().map(|p| auth_on(&seen, p).len()).collect();
+    for _ in 0..2 {
+        send_both().await;
+    }
+    let waited = Instant::now();
+    while paths
+        .iter()
+        .zip(&before)
+        .any(|(p, n)| auth_on(&seen, p).len() < n + 2)
+    {
         assert!(
-            auths[..first_new].iter().all(|a| a == "Bearer old-token")
-                && auths[first_new..].iter().all(|a| a == "Bearer new-token"),
+            waited.elapsed() < Duration::from_secs(10),
+            "later requests not exported: {:?}",
+            seen.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for (path, n) in paths.iter().zip(before) {
+        let auths = auth_on(&seen, path);
+        assert!(
+            auths[..n].iter().all(|a| a.starts_with("Bearer ")),
+            "{path}: {auths:?}"
+        );
+        assert!(
+            auths[n..].iter().all(|a| a == "Bearer new-token"),
             "{path}: {auths:?}"
         );
     }
