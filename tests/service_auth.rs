@@ -348,13 +348,7 @@ service:
         )
         .await;
         assert_eq!(r.status(), 200);
-        let r = reqwest::Client::new()
-            .post(format!("http://{http}/v1/traces"))
-            .header("content-type", "application/json")
-            .body(trace)
-            .send()
-            .await
-            .unwrap();
+        let r = post_json_traces(&http, trace).await;
         assert_eq!(r.status(), 200);
     };
     let paths = ["/v1development/profiles", "/v1/traces"];

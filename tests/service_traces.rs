@@ -384,13 +384,7 @@ service:
       "scopeSpans":[{"spans":[{"traceId":"0123456789abcdef0123456789abcdef",
         "spanId":"0123456789abcdef","name":"GET /","startTimeUnixNano":"1",
         "endTimeUnixNano":"2"}]}]}]}"#;
-    let resp = reqwest::Client::new()
-        .post(format!("http://{http}/v1/traces"))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let resp = post_json_traces(&http, body).await;
     assert_eq!(resp.status(), 200);
     // Profiles are refused on a receiver only a traces pipeline uses.
     {

@@ -78,11 +78,7 @@ impl std::fmt::Debug for AuthSlot {
 
 impl PartialEq for AuthSlot {
     fn eq(&self, other: &Self) -> bool {
-        match (&self.0, &other.0) {
-            (None, None) => true,
-            (Some(a), Some(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
-            _ => false,
-        }
+        crate::observer::same_arc(&self.0, &other.0)
     }
 }
 

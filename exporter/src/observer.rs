@@ -49,11 +49,17 @@ impl std::fmt::Debug for ObserverSlot {
 
 impl PartialEq for ObserverSlot {
     fn eq(&self, other: &Self) -> bool {
-        match (&self.0, &other.0) {
-            (None, None) => true,
-            (Some(a), Some(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
-            _ => false,
-        }
+        same_arc(&self.0, &other.0)
+    }
+}
+
+/// Whether two optional shared values are the same one (both absent, or the same allocation):
+/// how config slots holding trait objects compare.
+pub(crate) fn same_arc<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
+        _ => false,
     }
 }
 

@@ -645,6 +645,17 @@ pub fn shifted(base: &ExportProfilesServiceRequest, shift_ns: u64) -> ExportProf
 }
 
 /// Writes a config file into `dir`.
+/// POSTs OTLP/JSON traces to the HTTP receiver at `http` (`host:port`).
+pub async fn post_json_traces(http: &str, body: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("http://{http}/v1/traces"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
 pub fn write_config(dir: &Path, name: &str, yaml: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, yaml).unwrap();
