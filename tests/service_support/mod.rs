@@ -644,7 +644,6 @@ pub fn shifted(base: &ExportProfilesServiceRequest, shift_ns: u64) -> ExportProf
     req
 }
 
-/// Writes a config file into `dir`.
 /// POSTs OTLP/JSON traces to the HTTP receiver at `http` (`host:port`).
 pub async fn post_json_traces(http: &str, body: &str) -> reqwest::Response {
     reqwest::Client::new()
@@ -656,6 +655,7 @@ pub async fn post_json_traces(http: &str, body: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// Writes a config file into `dir`.
 pub fn write_config(dir: &Path, name: &str, yaml: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, yaml).unwrap();
