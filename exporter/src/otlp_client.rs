@@ -13,7 +13,7 @@ use crate::ExportError;
 use crate::client_auth::{AuthSlot, NoToken};
 use crate::config::Compression;
 use crate::http::{compress, content_encoding, parse_retry_after, request_error};
-use crate::otlp_retry::{AttemptError, classify_grpc, classify_http};
+use crate::otlp_retry::{AttemptError, classify_grpc_status, classify_http};
 use profilink_proto::signal::Signal;
 use profilink_tls::ClientTlsConfig;
 use prost::Message;
@@ -22,12 +22,10 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
-use tonic::Code;
 use tonic::codec::CompressionEncoding;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
 use tonic::transport::Channel;
-use tonic_types::StatusExt;
 
 /// Largest part of a response body read (for partial successes and logs).
 const MAX_RESPONSE_BODY: usize = 64 << 10;
@@ -341,7 +339,7 @@ impl<S: Signal> OtlpClient<S> {
         let exchange = async move {
             grpc.ready()
                 .await
-                .map_err(|e| tonic::Status::unknown(format!("Service was not ready: {e}")))?;
+                .map_err(|e| tonic::Status::from_error(e.into()))?;
             let codec = tonic_prost::ProstCodec::<S::Request, S::Response>::default();
             grpc.unary(call, PathAndQuery::from_static(S::GRPC_PATH), codec)
                 .await
@@ -353,20 +351,7 @@ impl<S: Signal> OtlpClient<S> {
                 network: true,
             }),
             Ok(Ok(response)) => Ok(S::into_partial(response.into_inner())),
-            Ok(Err(status)) => {
-                let retry_info = status.get_details_retry_info().map(|r| r.retry_delay);
-                // A transport failure shows up as UNAVAILABLE without a server message.
-                Err(
-                    match classify_grpc(status.code(), retry_info, status.message()) {
-                        AttemptError::Retryable { after, message, .. } => AttemptError::Retryable {
-                            after,
-                            network: status.code() == Code::Unavailable,
-                            message,
-                        },
-                        permanent => permanent,
-                    },
-                )
-            }
+            Ok(Err(status)) => Err(classify_grpc_status(&status)),
         }
     }
 }

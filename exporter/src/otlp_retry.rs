@@ -60,6 +60,58 @@ pub fn classify_grpc(
     }
 }
 
+/// Classifies a failed gRPC call. A status the client made itself from a transport failure
+/// (the connection was refused, closed or reset under the call, or an HTTP/2 error ended it)
+/// carries no answer from the server: whatever code tonic gave it (often `UNKNOWN
+/// "transport error"`), it is a retryable network failure, as the Collector's gRPC client
+/// reports such failures as `UNAVAILABLE`. The request may have been received, so a retry can
+/// deliver it twice (at-least-once), never lose it. Any other status is the server's answer,
+/// classified by [`classify_grpc`] with its `google.rpc.RetryInfo`.
+pub fn classify_grpc_status(status: &tonic::Status) -> AttemptError {
+    use tonic_types::StatusExt;
+    if let Some(cause) = transport_cause(status) {
+        return AttemptError::Retryable {
+            after: None,
+            message: format!("gRPC transport failure: {cause}"),
+            network: true,
+        };
+    }
+    let retry_info = status.get_details_retry_info().map(|r| r.retry_delay);
+    match classify_grpc(status.code(), retry_info, status.message()) {
+        // Without a server message UNAVAILABLE is the connection's failure too.
+        AttemptError::Retryable { after, message, .. } => AttemptError::Retryable {
+            after,
+            network: status.code() == Code::Unavailable,
+            message,
+        },
+        permanent => permanent,
+    }
+}
+
+/// The transport failure behind `status`, described, when the client made it from one (its
+/// source chain holds a `tonic::transport::Error`, a hyper or HTTP/2 error, or an I/O error);
+/// `None` for a status that came from the server.
+fn transport_cause(status: &tonic::Status) -> Option<String> {
+    let mut chain = std::iter::successors(std::error::Error::source(status), |e| e.source());
+    if !chain.any(|e| {
+        e.is::<tonic::transport::Error>()
+            || e.is::<hyper::Error>()
+            || e.is::<h2::Error>()
+            || e.is::<std::io::Error>()
+    }) {
+        return None;
+    }
+    let mut cause = status.message().to_string();
+    for e in std::iter::successors(std::error::Error::source(status), |e| e.source()) {
+        let text = e.to_string();
+        if !cause.contains(&text) {
+            cause.push_str(": ");
+            cause.push_str(&text);
+        }
+    }
+    Some(cause)
+}
+
 /// Classifies an HTTP status by the OTLP rules (`Ok(())` for 2xx).
 pub fn classify_http(
     status: u16,
@@ -166,6 +218,55 @@ mod tests {
                 AttemptError::Permanent(_)
             ));
         }
+    }
+
+    #[test]
+    fn a_status_made_from_a_transport_failure_is_a_retryable_network_error() {
+        // What tonic gives for a connection reset under a call: UNKNOWN "transport error"
+        // with the I/O error as its source.
+        let reset = io_error(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset by peer",
+        );
+        let status = tonic::Status::from_error(Box::new(reset));
+        assert_eq!(status.code(), Code::Unknown);
+        match classify_grpc_status(&status) {
+            AttemptError::Retryable {
+                network: true,
+                after: None,
+                message,
+            } => assert!(message.contains("connection reset by peer"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        // What the soak saw when the backend went away under a call: INTERNAL "h2 protocol
+        // error" made from the connection's HTTP/2 error.
+        let h2 = tonic::Status::from_error(Box::new(h2::Error::from(h2::Reason::INTERNAL_ERROR)));
+        assert_eq!(h2.code(), Code::Internal);
+        assert!(matches!(
+            classify_grpc_status(&h2),
+            AttemptError::Retryable { network: true, .. }
+        ));
+        // The same codes from the server are its answer: permanent.
+        for code in [Code::Unknown, Code::Internal] {
+            assert!(matches!(
+                classify_grpc_status(&tonic::Status::new(code, "transport error")),
+                AttemptError::Permanent(_)
+            ));
+        }
+        // A server's UNAVAILABLE is retried and, like a refused connection, counted as a
+        // network failure when retries run out.
+        assert!(matches!(
+            classify_grpc_status(&tonic::Status::unavailable("down")),
+            AttemptError::Retryable { network: true, .. }
+        ));
+        assert!(matches!(
+            classify_grpc_status(&tonic::Status::aborted("try again")),
+            AttemptError::Retryable { network: false, .. }
+        ));
+    }
+
+    fn io_error(kind: std::io::ErrorKind, text: &str) -> std::io::Error {
+        std::io::Error::new(kind, text.to_string())
     }
 
     #[test]
