@@ -4,7 +4,8 @@
 //! * `seg-<seq:016x>.log`: records, each framed as
 //!   `magic (4 bytes, FF 50 4C 51) | length (u32 LE) | CRC32 of payload (u32 LE) | payload`,
 //!   where the payload starts with the record id (u64 LE).
-//! * `seg-<seq:016x>.ack`: acknowledged ids of that segment, each `id (u64 LE) | CRC32 (u32 LE)`.
+//! * `seg-<seq:016x>.ack`: acknowledged ids of that segment, each `id (u64 LE) | CRC32 (u32 LE)`,
+//!   kept a whole number of entries (a partial one, from a full disk, is cut off).
 //! * `lock`: locked (an exclusive `flock`) while a log is open on the directory. A second
 //!   opener, another process sharing the directory by mistake, is refused: two writers
 //!   would append to and delete each other's segments. The kernel drops the lock when the
@@ -222,6 +223,19 @@ fn scan(buf: &[u8], stats: &mut ScanStats, name: &str, mut f: impl FnMut(u64, u6
     }
 }
 
+/// Cuts an acknowledgement file back to a whole number of entries. Entries are read in
+/// steps of [`ACK_LEN`] from the start, so a partial one (a write cut short by a full disk,
+/// or a crash mid-write) would put every entry appended after it out of step: their ids
+/// would not read, and their records would come back after a restart.
+fn whole_entries(file: &File) -> io::Result<()> {
+    let len = file.metadata()?.len();
+    let extra = len % ACK_LEN as u64;
+    if extra != 0 {
+        file.set_len(len - extra)?;
+    }
+    Ok(())
+}
+
 fn read_acks(path: &Path) -> io::Result<HashSet<u64>> {
     let mut acked = HashSet::new();
     let buf = match fs::read(path) {
@@ -432,12 +446,18 @@ impl SegmentLog {
                 if seg.ack.is_none() {
                     let path = seg_path(&self.dir, seq, "ack");
                     let file = OpenOptions::new().create(true).append(true).open(path)?;
+                    whole_entries(&file)?;
                     seg.ack = Some(file);
                 }
                 // Written, not synced (see the module docs): a lost acknowledgement only
                 // makes a record come back once more after a power loss.
-                if let Some(file) = seg.ack.as_mut() {
-                    file.write_all(&buf)?;
+                if let Some(file) = seg.ack.as_mut()
+                    && let Err(e) = file.write_all(&buf)
+                {
+                    // A write cut short (a full disk) leaves part of an entry: cut it off,
+                    // or every later entry would be read out of step.
+                    let _ = whole_entries(file);
+                    return Err(e);
                 }
             }
             for id in &ids {
@@ -552,6 +572,30 @@ mod tests {
         assert_eq!(got.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![1, 3]);
         assert_eq!(stats.corrupt, 1);
         assert_eq!(stats.torn_tails, 1);
+    }
+
+    #[test]
+    fn acknowledgements_after_a_partial_entry_still_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _, _) = open(dir.path());
+        log.append(&[(1, b"a".as_slice()), (2, b"b"), (3, b"c"), (4, b"d")])
+            .unwrap();
+        log.ack(&[1]).unwrap();
+        drop(log);
+        // The disk filled up under the next acknowledgement: part of it was written.
+        let ack = seg_path(dir.path(), 1, "ack");
+        let mut bytes = fs::read(&ack).unwrap();
+        bytes.extend_from_slice(&2u64.to_le_bytes()[..5]);
+        fs::write(&ack, bytes).unwrap();
+        let (mut log, got, _) = open(dir.path());
+        assert_eq!(
+            got.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            vec![2, 3, 4]
+        );
+        log.ack(&[2, 3]).unwrap();
+        drop(log);
+        let (_, got, _) = open(dir.path());
+        assert_eq!(got.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![4]);
     }
 
     #[test]
