@@ -224,7 +224,7 @@ mod tests {
     fn a_status_made_from_a_transport_failure_is_a_retryable_network_error() {
         // What tonic gives for a connection reset under a call: UNKNOWN "transport error"
         // with the I/O error as its source.
-        let reset = io_error(
+        let reset = std::io::Error::new(
             std::io::ErrorKind::ConnectionReset,
             "connection reset by peer",
         );
@@ -263,10 +263,6 @@ mod tests {
             classify_grpc_status(&tonic::Status::aborted("try again")),
             AttemptError::Retryable { network: false, .. }
         ));
-    }
-
-    fn io_error(kind: std::io::ErrorKind, text: &str) -> std::io::Error {
-        std::io::Error::new(kind, text.to_string())
     }
 
     #[test]
