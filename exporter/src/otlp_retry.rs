@@ -92,8 +92,9 @@ pub fn classify_grpc_status(status: &tonic::Status) -> AttemptError {
 /// source chain holds a `tonic::transport::Error`, a hyper or HTTP/2 error, or an I/O error);
 /// `None` for a status that came from the server.
 fn transport_cause(status: &tonic::Status) -> Option<String> {
-    let mut chain = std::iter::successors(std::error::Error::source(status), |e| e.source());
-    if !chain.any(|e| {
+    let chain: Vec<&(dyn std::error::Error + 'static)> =
+        std::iter::successors(std::error::Error::source(status), |e| e.source()).collect();
+    if !chain.iter().any(|e| {
         e.is::<tonic::transport::Error>()
             || e.is::<hyper::Error>()
             || e.is::<h2::Error>()
@@ -102,7 +103,7 @@ fn transport_cause(status: &tonic::Status) -> Option<String> {
         return None;
     }
     let mut cause = status.message().to_string();
-    for e in std::iter::successors(std::error::Error::source(status), |e| e.source()) {
+    for e in chain {
         let text = e.to_string();
         if !cause.contains(&text) {
             cause.push_str(": ");

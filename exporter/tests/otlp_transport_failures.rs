@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
+use tonic::codegen::tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status};
 
-#[derive(Default)]
+/// The backend: counts the resource profiles it receives.
 struct Counting(Arc<AtomicUsize>);
 
 #[tonic::async_trait]
@@ -105,7 +106,7 @@ async fn delivered_after(how: Failure) {
                 ProfilesServiceServer::new(Counting(received.clone()))
                     .accept_compressed(tonic::codec::CompressionEncoding::Gzip),
             )
-            .serve_with_incoming(tokio_stream_of(backend)),
+            .serve_with_incoming(TcpListenerStream::new(backend)),
     );
     let front = flaky_front(2, how, backend_addr).await;
     let exp = OtlpExporter::start(OtlpExporterConfig {
@@ -147,13 +148,6 @@ async fn delivered_after(how: Failure) {
     );
     assert!(m.retries >= 1, "the failed attempts were not retried");
     assert_eq!(received.load(Ordering::SeqCst), 3, "not delivered");
-}
-
-/// The accepted connections of `l` as the stream tonic serves.
-fn tokio_stream_of(
-    l: TcpListener,
-) -> impl tonic::codegen::tokio_stream::Stream<Item = std::io::Result<TcpStream>> {
-    tonic::codegen::tokio_stream::wrappers::TcpListenerStream::new(l)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
