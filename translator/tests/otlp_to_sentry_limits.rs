@@ -560,54 +560,61 @@ fn aggregated(values: &[i64]) -> ExportProfilesServiceRequest {
 fn huge_aggregated_values_are_bounded() {
     let opts = Options::default();
     let start = Instant::now();
-    let t = translate_request(&aggregated(&[1_000_000_000_000]), &opts);
+    let t = translate_request(&aggregated(&[4_000_000_000]), &opts);
     assert!(start.elapsed() < Duration::from_secs(20));
     assert_eq!(t.stats.samples_out, 1_000_000);
-    assert_eq!(t.stats.samples_in, 1_000_000_000_000);
-    assert_eq!(
-        t.stats.samples_dropped_expansion,
-        1_000_000_000_000 - 1_000_000
-    );
+    assert_eq!(t.stats.samples_in, 4_000_000_000);
+    assert_eq!(t.stats.samples_dropped_expansion, 4_000_000_000 - 1_000_000);
 
-    // Proportional scaling across samples, i64::MAX included, bounded by the option.
+    // Proportional scaling across samples, bounded by the option.
     let opts = Options {
         max_expanded_samples: 1000,
         ..Options::default()
     };
-    let t = translate_request(
-        &aggregated(&[3_000_000_000_000, 1_000_000_000_000, -5, 0]),
-        &opts,
-    );
+    let t = translate_request(&aggregated(&[3_000_000_000, 1_000_000_000, -5, 0]), &opts);
     assert_eq!(t.stats.samples_out, 1000);
-    let t = translate_request(&aggregated(&[i64::MAX, i64::MAX]), &opts);
-    assert!(t.stats.samples_out <= 1000);
     assert!(t.rejected.is_empty());
 }
 
 #[test]
-fn sums_of_huge_aggregated_values_saturate_in_the_stats() {
-    // Found by fuzzing (otlp_structured, fuzz/seeds/otlp_structured/stats-overflow): the
-    // stats are u64 sums of the producer's claims, and three samples of i64::MAX overflowed
-    // them (a panic with overflow checks, a wrapped counter without).
+fn implausible_aggregated_claims_are_rejected_not_counted_as_drops() {
+    // Issue 28: a claim of 10^12 or 2^63-1 observations was scaled down and its difference
+    // added to the drop counter, which one request could saturate. A profile claiming more
+    // than 2^32 observations (1.4 CPU years at 100 Hz) is rejected as `limit_exceeded`.
     let opts = Options {
         max_expanded_samples: 1000,
         ..Options::default()
     };
-    let t = translate_request(&aggregated(&[i64::MAX; 3]), &opts);
+    for values in [
+        &[1_000_000_000_000][..],
+        &[i64::MAX; 3],
+        &[1 << 31, 1 << 31, 1],
+    ] {
+        let t = translate_request(&aggregated(values), &opts);
+        assert_eq!(t.rejected.len(), 1, "{values:?}");
+        assert!(
+            matches!(t.rejected[0].error, TranslateError::LimitExceeded(_)),
+            "{:?}",
+            t.rejected[0].error
+        );
+        assert_eq!(t.stats.samples_dropped_expansion, 0);
+        assert_eq!(t.stats.samples_out, 0);
+        assert!(t.chunks.is_empty());
+    }
+    // Exactly 2^32 is still a claim: scaled, and the drop is what was claimed minus what was kept.
+    let t = translate_request(&aggregated(&[1 << 31, 1 << 31]), &opts);
     assert!(t.rejected.is_empty());
-    assert_eq!(t.stats.samples_in, u64::MAX);
-    assert_eq!(t.stats.samples_dropped_expansion, u64::MAX);
-    assert!((1..=1000).contains(&t.stats.samples_out));
+    assert_eq!(t.stats.samples_out, 1000);
+    assert_eq!(t.stats.samples_dropped_expansion, (1 << 32) - 1000);
 
-    // Across profiles: each sum fits, their total does not.
-    let mut req = aggregated(&[i64::MAX, i64::MAX]);
+    // Across profiles each drop is bounded, so the stats stay far from saturating.
+    let mut req = aggregated(&[1 << 31, 1 << 31]);
     let p = req.resource_profiles[0].scope_profiles[0].profiles[0].clone();
     req.resource_profiles[0].scope_profiles[0].profiles.push(p);
     let t = translate_request(&req, &opts);
-    assert!(t.rejected.is_empty());
     assert_eq!(t.stats.profiles_translated, 2);
-    assert_eq!(t.stats.samples_in, u64::MAX);
-    assert!((2..=2000).contains(&t.stats.samples_out));
+    assert_eq!(t.stats.samples_in, 2 << 32);
+    assert_eq!(t.stats.samples_dropped_expansion, (2 << 32) - 2000);
 }
 
 #[test]

@@ -234,6 +234,14 @@ impl<'a> Collector<'a> {
             }
             timestamps = timestamps.saturating_add(nt);
         }
+        // A claim no profiler can make is refused, not scaled: scaling it would count a
+        // fictitious drop of up to 2^64 observations (see `claims::MAX_PLAUSIBLE_CLAIM`).
+        if total > u128::from(super::claims::MAX_PLAUSIBLE_CLAIM) {
+            return Err(TranslateError::LimitExceeded(format!(
+                "aggregated samples claim {total} observations, over {}",
+                super::claims::MAX_PLAUSIBLE_CLAIM
+            )));
+        }
         // Observations to reserve room for: the timestamps (backed by the input) and the
         // capped expansions, these only up to `EXPANSION_RESERVE` (the rest, if any, grows on
         // demand), so a profile rejected later cannot make us reserve much more than its size.

@@ -179,6 +179,7 @@ use crate::sample_link::SampleLink;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesDictionary, ResourceProfiles};
 use profilink_proto::sentry::ProfileChunk;
 
+mod claims;
 mod collect;
 mod debug_images;
 mod frames;
@@ -195,6 +196,7 @@ mod split;
 mod stacks;
 mod strict;
 
+pub use claims::{ExpansionClaims, MAX_PLAUSIBLE_CLAIM, expansion_claims};
 pub use debug_images::{BUILD_ID_GNU_KEY, debug_id_from_build_id};
 pub use frames::FRAME_TYPE_KEY;
 pub use options::{

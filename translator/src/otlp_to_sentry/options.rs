@@ -88,7 +88,10 @@ pub struct Options {
     /// Maximum samples produced from aggregated values (samples with values but no timestamps)
     /// per profile. Default 1,000,000. When a profile asks for more, every aggregated sample's
     /// count is scaled down by the same factor (see the module docs); the difference is counted
-    /// in [`super::Stats::samples_dropped_expansion`]. Values above 2^32 are treated as 2^32.
+    /// in [`super::Stats::samples_dropped_expansion`]. Values above 2^32 are treated as 2^32. A
+    /// profile claiming more than [`super::MAX_PLAUSIBLE_CLAIM`] (2^32) observations is rejected
+    /// (`limit_exceeded`) instead: no profiler makes such a claim, and scaling it would count a
+    /// fictitious drop.
     pub max_expanded_samples: usize,
     /// Maximum [`crate::SampleLink`]s returned per call (one per linked observation). Default
     /// 1,000,000; the rest are counted in [`super::Stats::links_dropped`].

@@ -21,7 +21,9 @@
 //!
 //!   The total over a profile is bounded by `max_expanded_samples`: when the requested total
 //!   `T` exceeds the bound `M`, each sample gets `floor(n * M / T)` observations and the
-//!   difference is counted in [`super::Stats::samples_dropped_expansion`].
+//!   difference is counted in [`super::Stats::samples_dropped_expansion`]. A profile whose `T`
+//!   is above [`super::MAX_PLAUSIBLE_CLAIM`] (2^32) is rejected (`limit_exceeded`), so one
+//!   profile's drop count is below 2^32.
 //! * Neither values nor timestamps: no observation.
 //!
 //! # Sample kinds
