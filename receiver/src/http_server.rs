@@ -3,6 +3,7 @@
 //! and profilink's `max_connections`, on hyper-util's connection builder.
 
 use crate::connections::{self, ConnectionLimits};
+use crate::detach::Detached;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -108,6 +109,7 @@ pub async fn serve<St, S, F>(
         .keep_alive_timeout(HTTP2_KEEPALIVE_TIMEOUT);
     let read_timeout = nonzero(settings.read_timeout);
     let graceful = GracefulShutdown::new();
+    let detached = Detached::default();
     tokio::pin!(shutdown);
     loop {
         let conn = tokio::select! {
@@ -121,15 +123,25 @@ pub async fn serve<St, S, F>(
         };
         let in_flight = conn.in_flight();
         let router = router.clone();
+        let detached = detached.clone();
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
             let guard = in_flight.enter();
             let req = req.map(|b| DeadlineBody::new(b, read_timeout));
             let mut router = router.clone();
-            async move {
+            // All or nothing: the handler runs to its end even if the client goes away.
+            let call = detached.run(async move {
                 let response: Result<Response<axum::body::Body>, Infallible> =
                     router.call(req).await;
                 drop(guard);
                 response
+            });
+            async move {
+                call.await.unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "{what}: request handler panicked");
+                    let mut response = Response::new(axum::body::Body::empty());
+                    *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                    Ok(response)
+                })
             }
         });
         let connection = builder
@@ -144,6 +156,8 @@ pub async fn serve<St, S, F>(
     }
     drop(incoming);
     graceful.shutdown().await;
+    // Requests whose clients went away still run; the pipelines stop after them.
+    detached.idle().await;
 }
 
 /// A request body that fails once `read_timeout` (when set) has passed since the request

@@ -98,6 +98,7 @@ mod config;
 mod connections;
 mod cors;
 mod decompress;
+mod detach;
 mod error;
 mod http_server;
 mod item_stats;
@@ -123,6 +124,7 @@ pub use batch::{
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
 pub use cors::CorsConfig;
+pub use detach::Detached;
 pub use error::ReceiverError;
 pub use http_server::HttpServerSettings;
 pub use item_stats::ItemCounters;

@@ -30,6 +30,7 @@ use crate::auth::ListenerAuth;
 use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpGrpcConfig;
 use crate::connections::{self, ConnectionLimits};
+use crate::detach::Detached;
 use crate::error::ReceiverError;
 use crate::otlp_export::{self, ExportError, IngestSignal};
 use crate::server::{self, ServerHandle};
@@ -198,6 +199,7 @@ fn ready(status: Status) -> BoxFuture<http::Response<tonic::body::Body>, Infalli
 pub struct ExportService<S, C> {
     handler: Arc<OtlpGrpcHandler<C>>,
     settings: GrpcSettings,
+    detached: Detached,
     _signal: PhantomData<fn() -> S>,
 }
 
@@ -212,6 +214,7 @@ impl<S, C> Clone for ExportService<S, C> {
         ExportService {
             handler: Arc::clone(&self.handler),
             settings: self.settings.clone(),
+            detached: self.detached.clone(),
             _signal: PhantomData,
         }
     }
@@ -224,6 +227,7 @@ impl<S: IngestSignal, C: Consumer> ExportService<S, C> {
         ExportService {
             handler: Arc::new(OtlpGrpcHandler::new(consumer, stats)),
             settings: GrpcSettings::new(config),
+            detached: Detached::default(),
             _signal: PhantomData,
         }
     }
@@ -234,8 +238,16 @@ impl<S: IngestSignal, C: Consumer> ExportService<S, C> {
         ExportService {
             handler: Arc::clone(&self.handler),
             settings: self.settings.clone(),
+            detached: self.detached.clone(),
             _signal: PhantomData,
         }
+    }
+
+    /// The calls of this service (and of the services sharing its handler) still running
+    /// after their clients went away (see [`crate::detach`]); a server waits for them when it
+    /// stops.
+    pub fn detached(&self) -> Detached {
+        self.detached.clone()
     }
 
     /// The traces service sharing this service's handler and settings, for the same server.
@@ -281,7 +293,8 @@ impl<S: IngestSignal, C: Consumer> Service<http::Request<tonic::body::Body>>
             .apply_max_message_size_config(Some(self.settings.max_decoding_message_size), None);
         let method = ExportMethod::<S, C>(Arc::clone(handler), PhantomData);
         let stats = Arc::clone(&handler.stats);
-        Box::pin(async move {
+        // All or nothing: the call runs to its end even if the client cancels it.
+        let call = self.detached.run(async move {
             let mut response = grpc.unary(method, request).await;
             normalize_status(&mut response);
             let counters = &stats.otlp_grpc;
@@ -290,7 +303,13 @@ impl<S: IngestSignal, C: Consumer> Service<http::Request<tonic::body::Body>>
             } else {
                 counters.request_accepted();
             }
-            Ok(response)
+            response
+        });
+        Box::pin(async move {
+            Ok(call.await.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "OTLP/gRPC export call panicked");
+                Status::internal("the export call failed").into_http()
+            }))
         })
     }
 }
@@ -395,6 +414,7 @@ where
     let listener = server::bind(&config.endpoint).await?;
     let local_addr = server::local_addr(&listener, &config.endpoint)?;
     let traces = service.traces();
+    let detached = service.detached();
     let router = grpc_server(config).add_service(service).add_service(traces);
     let limits = grpc_connection_limits(config);
     const WHAT: &str = "OTLP/gRPC receiver";
@@ -405,10 +425,12 @@ where
                 .with_keepalive(Some(crate::connections::TCP_KEEPALIVE));
             let incoming = connections::limit(incoming, limits, WHAT);
             tokio::spawn(async move {
-                router
+                let served = router
                     .serve_with_incoming_shutdown(incoming, shutdown)
                     .await
-                    .map_err(ReceiverError::serve)
+                    .map_err(ReceiverError::serve);
+                detached.idle().await;
+                served
             })
         }
         Some(tls_config) => {
@@ -421,10 +443,12 @@ where
             })?;
             let incoming = connections::limit(incoming, limits, WHAT);
             tokio::spawn(async move {
-                router
+                let served = router
                     .serve_with_incoming_shutdown(incoming, shutdown)
                     .await
-                    .map_err(ReceiverError::serve)
+                    .map_err(ReceiverError::serve);
+                detached.idle().await;
+                served
             })
         }
     };
