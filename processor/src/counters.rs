@@ -45,6 +45,11 @@ pub struct ServiceCounters {
     pub sampling_dropped_chunks: AtomicU64,
     /// OTLP and V1 profiles dropped by `profile_sampling`.
     pub sampling_dropped_profiles: AtomicU64,
+    /// Requests refused for good by the amplification budget (`reason="amplification"`).
+    pub budget_rejected_requests: AtomicU64,
+    /// Requests refused because the shared amplification budget was exhausted
+    /// (`reason="budget_full"`; the client retries).
+    pub budget_full_requests: AtomicU64,
 }
 
 impl ServiceCounters {
@@ -64,6 +69,15 @@ impl ServiceCounters {
         {
             Self::add(&self.translation_errors[i], n);
         }
+    }
+
+    /// Counts a request the amplification budget refused with `e`.
+    pub fn budget_refusal(&self, e: &profilink_receiver::ConsumeError) {
+        let counter = match e {
+            profilink_receiver::ConsumeError::Full { .. } => &self.budget_full_requests,
+            _ => &self.budget_rejected_requests,
+        };
+        Self::add(counter, 1);
     }
 
     /// Translation errors counted for `reason`.

@@ -20,12 +20,14 @@
 //! * [`Export`]: the one trait every exporter is driven through, implemented for the exporter
 //!   crate's exporters; [`Exporter`] is one running exporter by its component id.
 //! * [`ServiceCounters`]: the counters every profiles pipeline shares.
+//! * [`Budget`]: the amplification budget bounding what OTLP -> chunks translation may hold.
 //!
 //! The `profilink` binary builds these from its configuration (see its `service` module).
 
 #![warn(missing_docs)]
 
 mod adapters;
+mod budget;
 mod counters;
 mod each;
 mod export;
@@ -40,6 +42,10 @@ mod traces;
 mod translation;
 
 pub use adapters::{Backpressure, QUEUE_HEADROOM};
+pub use budget::{
+    BUDGET_RETRY_AFTER, Budget, DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_REQUEST_EXPANSION, OBSERVATION_BYTES, Reservation,
+};
 pub use counters::{INVALID_CHUNK_REASON, ServiceCounters, TRANSLATION_ERROR_REASONS};
 pub use export::{
     BoxFuture, ChunkExporter, Export, Exporter, ProfileExporter, TraceExporter, consume_error,

@@ -15,6 +15,7 @@
 //! `UNAVAILABLE` with `RetryInfo`, HTTP 503/429 with `Retry-After`);
 //! [`Pipeline::check_ready`] refuses before a request body is even read while a queue is full.
 
+use crate::budget::{Budget, Reservation};
 use crate::counters::ServiceCounters;
 use crate::export::{ChunkExporter, ProfileExporter, export_all};
 use crate::join::buffer::{JoinConfig, Release};
@@ -54,6 +55,7 @@ pub struct Pipeline {
     store: Option<Arc<StoreWriter>>,
     join: Option<SentryJoin>,
     span_threads: Option<SharedSpanThreads>,
+    budget: Budget,
 }
 
 impl Pipeline {
@@ -91,7 +93,16 @@ impl Pipeline {
             store: None,
             join: None,
             span_threads: None,
+            budget: Budget::default(),
         }
+    }
+
+    /// Translates OTLP within `budget` (share one between the pipelines of a service, so it
+    /// bounds all of them together; see [`crate::budget`]). Default: a budget of its own with
+    /// the default bounds.
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Remembers, for the `traces` pipelines' stamping, where the samples linked to each span
@@ -259,6 +270,16 @@ impl Pipeline {
     /// every chunk carries the resource attributes its run of resources has in common (all of
     /// them for a run of one), which always include the routing attributes.
     pub fn otlp_to_chunks(&self, data: &ProfilesData) -> Vec<ExportChunk> {
+        self.otlp_to_chunks_within(data, None)
+    }
+
+    /// [`Pipeline::otlp_to_chunks`] keeping only the chunks that fit `reservation` (see
+    /// [`crate::budget`]; its outcome then says whether any was left out).
+    fn otlp_to_chunks_within(
+        &self,
+        data: &ProfilesData,
+        mut reservation: Option<&mut Reservation>,
+    ) -> Vec<ExportChunk> {
         let dict = data.dictionary.as_ref();
         let rps = &data.resource_profiles;
         let attrs: Vec<BTreeMap<String, String>> =
@@ -281,7 +302,13 @@ impl Pipeline {
             for a in &attrs[start + 1..end] {
                 common.retain(|k, v| a.get(k) == Some(v));
             }
-            self.translate_run(dict, &rps[start..end], common, &mut out);
+            self.translate_run(
+                dict,
+                &rps[start..end],
+                common,
+                reservation.as_deref_mut(),
+                &mut out,
+            );
             start = end;
         }
         out
@@ -292,10 +319,17 @@ impl Pipeline {
         dict: Option<&profilink_proto::otlp::ProfilesDictionary>,
         rps: &[ResourceProfiles],
         resource: BTreeMap<String, String>,
+        mut reservation: Option<&mut Reservation>,
         out: &mut Vec<ExportChunk>,
     ) {
         let c = &self.counters;
-        let t = otlp_to_sentry::translate(dict, rps, &self.o2s);
+        let mut chunks = Vec::new();
+        let mut t = otlp_to_sentry::translate_with(dict, rps, &self.o2s, &mut |chunk| {
+            if reservation.as_deref_mut().is_none_or(|r| r.keep(&chunk)) {
+                chunks.push(chunk);
+            }
+        });
+        t.chunks = chunks;
         if let Some(known) = &self.span_threads
             && !t.links.is_empty()
         {
@@ -386,9 +420,21 @@ impl Pipeline {
 
     async fn consume_otlp(&self, data: ProfilesData) -> Result<(), ConsumeError> {
         if !self.chunk_exporters.is_empty() {
-            let chunks = self.otlp_to_chunks(&data);
+            let claims = otlp_to_sentry::expansion_claims(
+                data.dictionary.as_ref(),
+                &data.resource_profiles,
+                &self.o2s,
+            );
+            let mut reservation = self
+                .budget
+                .admit(&claims)
+                .inspect_err(|e| self.over_budget(e))?;
+            let chunks = self.otlp_to_chunks_within(&data, Some(&mut reservation));
+            reservation.outcome().inspect_err(|e| self.over_budget(e))?;
             let chunks = self.sample_chunks(chunks);
             self.export_chunks(chunks).await?;
+            // Held until the exporters have the chunks (their queues bound them from here).
+            drop(reservation);
         }
         if !self.otlp_exporters.is_empty() {
             let mut data = data;
@@ -525,6 +571,12 @@ impl Pipeline {
             self.export_otlp(req).await?;
         }
         self.release_for(released, &own).await
+    }
+
+    /// Counts and logs a request refused by the amplification budget.
+    fn over_budget(&self, e: &ConsumeError) {
+        self.counters.budget_refusal(e);
+        tracing::debug!(pipeline = %self.name, error = %e, "request refused by the amplification budget");
     }
 
     fn count_sentry_translation(&self, t: &sentry_to_otlp::Translation, items: usize) {

@@ -8,7 +8,7 @@ use super::exporters::Exporters;
 use super::extensions::RunningStore;
 use super::stop::spawn_ticker;
 use profilink_processor::{
-    Fanout, LinkingConfig, Pipeline, ServiceCounters, TracesPipeline, span_threads,
+    Budget, Fanout, LinkingConfig, Pipeline, ServiceCounters, TracesPipeline, span_threads,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,6 +57,8 @@ pub fn build_pipelines(
     let mut traces = BTreeMap::new();
     let mut profiles = BTreeMap::new();
     let counters = Arc::new(ServiceCounters::default());
+    // One amplification budget for every pipeline: it bounds them together.
+    let budget = Budget::default();
     for (name, p) in &config.service.pipelines {
         let processors: Vec<&ProcessorSpec> = p
             .processors
@@ -99,7 +101,8 @@ pub fn build_pipelines(
         let pipeline = Pipeline::new(name, &processors, chunks, otlp, counters.clone())
             .with_store(store.map(|s| s.writer.clone()))
             .with_join(join)
-            .with_span_threads(known.clone());
+            .with_span_threads(known.clone())
+            .with_budget(budget.clone());
         profiles.insert(name.clone(), Arc::new(pipeline));
     }
 

@@ -36,6 +36,22 @@ impl Render for ServiceCounters {
             load(&c.dropped_samples_expansion),
         );
         f.sample(name, &[("reason", "size")], load(&c.dropped_samples_size));
+        let name = "profilink_translation_refused_requests_total";
+        f.header(
+            name,
+            "counter",
+            "OTLP requests the amplification budget refused before translating them, by reason.",
+        );
+        f.sample(
+            name,
+            &[("reason", "amplification")],
+            load(&c.budget_rejected_requests),
+        );
+        f.sample(
+            name,
+            &[("reason", "budget_full")],
+            load(&c.budget_full_requests),
+        );
         let plain: [(&str, &str, &AtomicU64); 4] = [
             (
                 "profilink_translated_chunks_total",
