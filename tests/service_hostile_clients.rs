@@ -1,0 +1,320 @@
+//! Hostile and careless clients against the real binary (issue 28): requests that ask for far
+//! more than they carry, implausible claims that used to freeze a counter, and requests whose
+//! clients give up while they are being processed.
+//!
+//! Each test runs `profilink` with an OTLP receiver (gRPC and HTTP) and a `file` exporter with
+//! a durable queue, and reads `/metrics` and the process's peak resident memory (`VmHWM`).
+
+mod service_support;
+
+use profilink::telemetry::metrics::scrape;
+use profilink_proto::otlp::{
+    AnyValue, ExportProfilesServiceRequest, KeyValue, Profile, ResourceProfiles, ScopeProfiles,
+    any_value,
+};
+use prost::Message;
+use service_support::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A running binary with its addresses.
+struct Service {
+    process: Profilink,
+    grpc: String,
+    http: String,
+    metrics: String,
+    dir: tempfile::TempDir,
+}
+
+impl Service {
+    fn start() -> Service {
+        let dir = tempfile::tempdir().unwrap();
+        let (grpc, http, metrics) = (free_addr(), free_addr(), free_addr());
+        let config = write_config(
+            dir.path(),
+            "profilink.yaml",
+            &format!(
+                r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: "{grpc}" }}
+      http: {{ endpoint: "{http}" }}
+exporters:
+  file:
+    path: ./out
+    chunk_idle_timeout: 200ms
+    sending_queue: {{ storage: ./data/queue }}
+service:
+  pipelines:
+    profiles: {{ receivers: [otlp], exporters: [file] }}
+  telemetry:
+    metrics: {{ address: "{metrics}" }}
+"#
+            ),
+        );
+        let mut process = Profilink::start(
+            dir.path(),
+            &["run", "--config", config.to_str().unwrap()],
+            &[],
+        );
+        process.wait_port(&grpc, Duration::from_secs(20));
+        process.wait_port(&http, Duration::from_secs(20));
+        process.wait_port(&metrics, Duration::from_secs(20));
+        Service {
+            process,
+            grpc,
+            http,
+            metrics,
+            dir,
+        }
+    }
+
+    async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        let (_, text) = get_text(&format!("http://{}/metrics", self.metrics)).await;
+        scrape(&text, name, labels).unwrap_or(0)
+    }
+
+    /// Peak resident memory of the process so far, in bytes.
+    fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.pid()))
+            .expect("/proc/<pid>/status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM");
+        kib * 1024
+    }
+
+    fn out(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// The real sentry-python profile of the OTLP fixture, `copies` times in one request (its
+/// dictionary once), every sample turned into an aggregated one (values only) worth `value`.
+fn aggregated(copies: usize, value: i64) -> ExportProfilesServiceRequest {
+    let fixture = otlp_fixture("python-sdk-trace-chunk-00.pb");
+    let mut profile: Profile = fixture.resource_profiles[0].scope_profiles[0].profiles[0].clone();
+    for s in &mut profile.samples {
+        s.timestamps_unix_nano.clear();
+        s.values = vec![value];
+    }
+    with_profile_copies(fixture, profile, copies)
+}
+
+/// `fixture`'s first resource and dictionary holding `copies` of `profile`, each copy in a
+/// resource of its own process (`service.instance.id`), so every copy is a session.
+fn with_profile_copies(
+    fixture: ExportProfilesServiceRequest,
+    profile: Profile,
+    copies: usize,
+) -> ExportProfilesServiceRequest {
+    let template = &fixture.resource_profiles[0];
+    let resource_profiles = (0..copies)
+        .map(|i| {
+            let mut resource = template.resource.clone().unwrap_or_default();
+            resource.attributes.push(KeyValue {
+                key: "service.instance.id".into(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(format!("copy-{i}"))),
+                }),
+                ..Default::default()
+            });
+            ResourceProfiles {
+                resource: Some(resource),
+                scope_profiles: vec![ScopeProfiles {
+                    scope: template.scope_profiles[0].scope.clone(),
+                    profiles: vec![profile.clone()],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+        })
+        .collect();
+    ExportProfilesServiceRequest {
+        resource_profiles,
+        dictionary: fixture.dictionary,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_request_claiming_billions_of_observations_is_refused_for_good_in_bounded_memory() {
+    let svc = Service::start();
+    // Issue 28: 0.8 MB drove the process past 4 GiB in 10 s, 7.8 MB to 23 GiB without an answer.
+    let small = aggregated(100, 1_000_000_000_000);
+    let big = aggregated(1000, 1_000_000_000_000);
+    let (small_len, big_len) = (small.encoded_len(), big.encoded_len());
+    assert!(small_len < 1 << 20, "{small_len} bytes");
+    let (_, small_obs) = otlp_counts(&small);
+
+    let start = Instant::now();
+    let mut client = grpc_client(&svc.grpc).await;
+    let status = client.export(small).await.expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("aggregated sample values"),
+        "the message says why: {}",
+        status.message()
+    );
+    let answer = reqwest::Client::new()
+        .post(format!("http://{}/v1development/profiles", svc.http))
+        .header("content-type", "application/x-protobuf")
+        .body(big.encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        400,
+        "{big_len} bytes over HTTP: a permanent refusal"
+    );
+    let elapsed = start.elapsed();
+    assert!(elapsed < Duration::from_secs(10), "answered in {elapsed:?}");
+    let peak = svc.peak_rss();
+    assert!(peak < 512 << 20, "peak RSS {} MiB", peak >> 20);
+
+    // Both refusals are visible: the refused observations and the reason.
+    assert_eq!(
+        svc.metric(
+            "profilink_receiver_refused_samples_total",
+            &[("receiver", "otlp"), ("transport", "grpc")]
+        )
+        .await,
+        small_obs
+    );
+    assert_eq!(
+        svc.metric(
+            "profilink_translation_refused_requests_total",
+            &[("reason", "amplification")]
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        svc.metric(
+            "profilink_translation_dropped_samples_total",
+            &[("reason", "expansion")]
+        )
+        .await,
+        0,
+        "nothing was translated, so nothing was dropped in translation"
+    );
+    // The service is still there for everyone else.
+    grpc_export(&svc.grpc, otlp_fixture("ebpf-profile.pb")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn implausible_claims_move_the_counters_by_real_amounts() {
+    let svc = Service::start();
+    // Issue 28: one request of 2^63-1 values saturated the expansion drop counter at 2^64-1.
+    let implausible = aggregated(1, i64::MAX);
+    let (_, obs) = otlp_counts(&implausible);
+    let mut client = grpc_client(&svc.grpc).await;
+    for round in 1..=2u64 {
+        let status = client
+            .export(implausible.clone())
+            .await
+            .expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert_eq!(
+            svc.metric(
+                "profilink_receiver_refused_samples_total",
+                &[("receiver", "otlp"), ("transport", "grpc")]
+            )
+            .await,
+            round * obs
+        );
+        assert_eq!(
+            svc.metric(
+                "profilink_translation_refused_requests_total",
+                &[("reason", "amplification")]
+            )
+            .await,
+            round
+        );
+    }
+
+    // A plausible claim over the per-profile cap is scaled; the drop is what was claimed less
+    // what was kept, the same amount for each of two identical requests.
+    let samples = implausible.resource_profiles[0].scope_profiles[0].profiles[0]
+        .samples
+        .len() as u64;
+    let per_sample = 3_000_000_000 / samples;
+    let claim = per_sample * samples;
+    let plausible = aggregated(1, per_sample as i64);
+    let drop_counter = || {
+        svc.metric(
+            "profilink_translation_dropped_samples_total",
+            &[("reason", "expansion")],
+        )
+    };
+    client.export(plausible.clone()).await.expect("accepted");
+    let first = drop_counter().await;
+    assert!(
+        (claim - 1_000_000..claim).contains(&first),
+        "dropped {first} of a claim of {claim} with a cap of 1,000,000"
+    );
+    client.export(plausible).await.expect("accepted");
+    assert_eq!(drop_counter().await, 2 * first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_gave_up_is_delivered_in_the_same_run() {
+    let svc = Service::start();
+    // Issue 28: a request abandoned after 0.3 s stayed in the queue, undelivered and
+    // uncounted, until a restart sent it.
+    let fixture = otlp_fixture("python-sdk-trace-chunk-00.pb");
+    let profile = fixture.resource_profiles[0].scope_profiles[0].profiles[0].clone();
+    let req = with_profile_copies(fixture, profile, 300);
+    let (_, obs) = otlp_counts(&req);
+    let mut client = grpc_client(&svc.grpc).await;
+    let mut call = tonic::Request::new(req);
+    call.set_timeout(Duration::from_millis(300));
+    let gave_up = client.export(call).await.expect_err("the client gives up");
+    assert!(
+        matches!(
+            gave_up.code(),
+            tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+        ),
+        "{gave_up:?}"
+    );
+
+    // Within a minute the request is accepted, counted and written, and the queue is empty.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let labels = [("receiver", "otlp"), ("transport", "grpc")];
+    loop {
+        let accepted = svc
+            .metric("profilink_receiver_accepted_samples_total", &labels)
+            .await;
+        let delivered = svc
+            .metric(
+                "profilink_exporter_sent_samples_total",
+                &[("exporter", "file")],
+            )
+            .await;
+        let sparse = svc
+            .metric(
+                "profilink_exporter_sparse_samples_dropped_total",
+                &[("exporter", "file")],
+            )
+            .await;
+        let queued = svc
+            .metric("profilink_queue_size_bytes", &[("exporter", "file")])
+            .await;
+        if accepted == obs && delivered + sparse == obs && queued == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after 60 s: accepted {accepted}, delivered {delivered} (+{sparse} sparse) of {obs}, {queued} bytes queued; stderr:\n{}",
+            svc.process.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let written = std::fs::read_dir(svc.out().join("out")).unwrap().count();
+    assert!(written > 0, "envelopes written");
+    // And the next request is accepted.
+    grpc_export(&svc.grpc, otlp_fixture("ebpf-profile.pb")).await;
+}
