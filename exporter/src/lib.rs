@@ -148,6 +148,17 @@ pub enum ExportError {
         /// Suggested wait.
         retry_after: Duration,
     },
+    /// The data is larger than the whole queue: it can never fit, so receivers should refuse
+    /// it for good (gRPC `INVALID_ARGUMENT`, HTTP 400) rather than ask for a retry.
+    #[error(
+        "the batch needs {needed} bytes of queue space, more than the queue's capacity of {capacity}"
+    )]
+    TooLarge {
+        /// Bytes the batch needs.
+        needed: u64,
+        /// The queue's capacity.
+        capacity: u64,
+    },
     /// The exporter was shut down.
     #[error("exporter is shut down")]
     Closed,

@@ -713,6 +713,32 @@ async fn full_queue_applies_backpressure() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_the_whole_queue_is_refused_for_good() {
+    // Issue 28: such a batch was answered "full, retry later" forever, even by an empty queue.
+    let server = StandIn::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&server, dir.path());
+    cfg.sending_queue.max_size_mib = Some(1);
+    let exp = SentryExporter::start(cfg).await.unwrap();
+    let batch: Vec<ExportChunk> = (0..40)
+        .map(|i| ExportChunk::new(chunk(PROFILER_A, "python", T0 + 5.0 * i as f64, 5.0, 400.0)))
+        .collect();
+    let err = exp.export(batch).await.expect_err("over 1 MiB");
+    match err {
+        ExportError::TooLarge { needed, capacity } => {
+            assert_eq!(capacity, 1 << 20);
+            assert!(needed > capacity, "{needed}");
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(exp.metrics().snapshot().refused_full, 0, "not a full queue");
+    // What fits is still taken.
+    let small = chunk(PROFILER_A, "python", T0, 5.0, 400.0);
+    exp.export(vec![ExportChunk::new(small)]).await.unwrap();
+    exp.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_queue_drops_oldest_when_configured() {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_addr = dead.local_addr().unwrap();

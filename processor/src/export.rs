@@ -112,6 +112,7 @@ pub fn consume_error(id: &str, e: ExportError) -> ConsumeError {
     match e {
         ExportError::Full { retry_after } => ConsumeError::Full { retry_after },
         ExportError::Closed => ConsumeError::Internal(format!("exporter {id} is shutting down")),
+        e @ ExportError::TooLarge { .. } => ConsumeError::Rejected(format!("exporter {id}: {e}")),
         other => ConsumeError::Internal(format!("exporter {id}: {other}")),
     }
 }

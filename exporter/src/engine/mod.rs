@@ -127,6 +127,17 @@ impl<S: Sink> Engine<S> {
         let result = self.writer.append(bodies).await;
         let (ids, dropped) = match result {
             Ok(v) => v,
+            Err(QueueError::Full {
+                needed, capacity, ..
+            }) if needed > capacity => {
+                // It could never fit: "retry later" would have the client retry forever.
+                tracing::warn!(
+                    needed,
+                    capacity,
+                    "a batch larger than the whole queue was refused for good"
+                );
+                return Err(ExportError::TooLarge { needed, capacity });
+            }
             Err(QueueError::Full { .. }) => {
                 ExporterMetrics::add(&self.metrics.refused_full, 1);
                 let samples: usize = chunks.iter().map(|(_, c)| c.profile.samples.len()).sum();
