@@ -318,3 +318,112 @@ async fn a_request_whose_client_gave_up_is_delivered_in_the_same_run() {
     // And the next request is accepted.
     grpc_export(&svc.grpc, otlp_fixture("ebpf-profile.pb")).await;
 }
+
+/// A dictionary with one stack of 1,000 frames (long names), and `sessions` processes that
+/// each sampled it twice: a few hundred bytes per process on the wire, 1,000 frames in every
+/// process's chunk (the fuzz case of issue 28: 409 KB that peaked at 1.07 GB).
+fn shared_dictionary(sessions: i64) -> ExportProfilesServiceRequest {
+    use profilink_proto::otlp::{
+        Function, Line, Location, ProfilesDictionary, Sample, Stack, ValueType,
+    };
+    let mut d = ProfilesDictionary {
+        string_table: vec![
+            String::new(),
+            "samples".into(),
+            "count".into(),
+            "/src/deep.rs".into(),
+        ],
+        function_table: vec![Function::default()],
+        location_table: vec![Location::default()],
+        stack_table: vec![Stack::default()],
+        ..Default::default()
+    };
+    for i in 0..1000 {
+        d.string_table.push(format!(
+            "deep::module::path::function_{i:04}_{}",
+            "x".repeat(150)
+        ));
+        d.function_table.push(Function {
+            name_strindex: d.string_table.len() as i32 - 1,
+            filename_strindex: 3,
+            ..Default::default()
+        });
+        d.location_table.push(Location {
+            lines: vec![Line {
+                function_index: i + 1,
+                line: 1,
+                column: 0,
+            }],
+            ..Default::default()
+        });
+    }
+    d.stack_table.push(Stack {
+        location_indices: (1..=1000).collect(),
+    });
+    let t0 = 1_700_000_000_000_000_000u64;
+    let resource_profiles = (0..sessions)
+        .map(|pid| ResourceProfiles {
+            resource: Some(profilink_proto::otlp::Resource {
+                attributes: vec![KeyValue {
+                    key: "process.pid".into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::IntValue(pid + 1)),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            scope_profiles: vec![ScopeProfiles {
+                profiles: vec![Profile {
+                    sample_type: Some(ValueType {
+                        type_strindex: 1,
+                        unit_strindex: 2,
+                    }),
+                    time_unix_nano: t0,
+                    duration_nano: 1_000_000_000,
+                    samples: vec![Sample {
+                        stack_index: 1,
+                        timestamps_unix_nano: vec![t0, t0 + 50_000_000],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .collect();
+    ExportProfilesServiceRequest {
+        resource_profiles,
+        dictionary: Some(d),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dictionary_copied_into_thousands_of_sessions_is_refused_for_good_in_bounded_memory() {
+    let svc = Service::start();
+    let req = shared_dictionary(2500);
+    let len = req.encoded_len();
+    assert!(len < 1 << 20, "{len} bytes");
+    let start = Instant::now();
+    let answer = reqwest::Client::new()
+        .post(format!("http://{}/v1development/profiles", svc.http))
+        .header("content-type", "application/x-protobuf")
+        .body(req.encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status();
+    let body = answer.bytes().await.unwrap();
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        String::from_utf8_lossy(&body).contains("per-request bound"),
+        "the message says why"
+    );
+    let elapsed = start.elapsed();
+    assert!(elapsed < Duration::from_secs(30), "answered in {elapsed:?}");
+    let peak = svc.peak_rss();
+    assert!(peak < 512 << 20, "peak RSS {} MiB", peak >> 20);
+    // A smaller request of the same shape fits and is delivered.
+    grpc_export(&svc.grpc, shared_dictionary(20)).await;
+}
