@@ -41,8 +41,14 @@ pub struct OtlpGrpcConfig {
     pub keepalive: GrpcKeepalive,
     /// Most concurrent calls (HTTP/2 streams) per connection. Default 100.
     pub max_concurrent_streams: u32,
-    /// Most connections open at once on this listener. Default 1024.
+    /// Most connections open at once on this listener. At the bound, the oldest connection
+    /// that never started a call is closed for each new client. Default 1024.
     pub max_connections: usize,
+    /// Close a connection that has not started a call (HTTP/2 preface, settings and first
+    /// `HEADERS`) this long after it was accepted, as grpc-go's `ConnectionTimeout` (120 s
+    /// there, for the preface alone). Default 10s; `0s`: never. (profilink's key.)
+    #[serde(with = "humantime_serde")]
+    pub handshake_timeout: Duration,
     /// Longest time for one call, from its headers to its answer (reading the request message
     /// included): a call not done within this ends with `CANCELLED` and its stream is freed, so
     /// a request message sent at a byte per second cannot hold a stream and its buffer. A
@@ -101,6 +107,7 @@ impl Default for OtlpGrpcConfig {
             keepalive: GrpcKeepalive::default(),
             max_concurrent_streams: 100,
             max_connections: 1024,
+            handshake_timeout: crate::connections::DEFAULT_HANDSHAKE_TIMEOUT,
             request_timeout: Duration::from_secs(60),
             endpoint: "127.0.0.1:4317".into(),
             max_recv_msg_size_mib: 64,
@@ -156,8 +163,13 @@ pub struct OtlpHttpConfig {
     /// Close a connection whose response write stalls this long. Default 30s; `0s`: never.
     #[serde(with = "humantime_serde")]
     pub write_timeout: Duration,
-    /// Most connections open at once on this listener. Default 1024.
+    /// Most connections open at once on this listener (at the bound, the oldest that never
+    /// sent a request is closed for each new client). Default 1024.
     pub max_connections: usize,
+    /// Close a connection that has not sent a request's headers this long after it was
+    /// accepted. Default 10s; `0s`: never. (profilink's key.)
+    #[serde(with = "humantime_serde")]
+    pub handshake_timeout: Duration,
 }
 
 impl Default for OtlpHttpConfig {
@@ -169,6 +181,7 @@ impl Default for OtlpHttpConfig {
             idle_timeout: server.idle_timeout,
             write_timeout: server.write_timeout,
             max_connections: server.max_connections,
+            handshake_timeout: server.handshake_timeout,
             endpoint: "127.0.0.1:4318".into(),
             max_request_body_size_mib: 64,
             tls: None,
@@ -189,6 +202,7 @@ impl OtlpHttpConfig {
             idle_timeout: self.idle_timeout,
             write_timeout: self.write_timeout,
             max_connections: self.max_connections,
+            handshake_timeout: self.handshake_timeout,
         }
     }
     /// The body size limit in bytes.
@@ -231,8 +245,13 @@ pub struct SentryReceiverConfig {
     /// Close a connection whose response write stalls this long. Default 30s; `0s`: never.
     #[serde(with = "humantime_serde")]
     pub write_timeout: Duration,
-    /// Most connections open at once on this listener. Default 1024.
+    /// Most connections open at once on this listener (at the bound, the oldest that never
+    /// sent a request is closed for each new client). Default 1024.
     pub max_connections: usize,
+    /// Close a connection that has not sent a request's headers this long after it was
+    /// accepted. Default 10s; `0s`: never. (profilink's key.)
+    #[serde(with = "humantime_serde")]
+    pub handshake_timeout: Duration,
 }
 
 impl Default for SentryReceiverConfig {
@@ -244,6 +263,7 @@ impl Default for SentryReceiverConfig {
             idle_timeout: server.idle_timeout,
             write_timeout: server.write_timeout,
             max_connections: server.max_connections,
+            handshake_timeout: server.handshake_timeout,
             endpoint: "127.0.0.1:9000".into(),
             max_envelope_size_mib: 100,
             allowed_keys: BTreeMap::new(),
@@ -262,6 +282,7 @@ impl SentryReceiverConfig {
             idle_timeout: self.idle_timeout,
             write_timeout: self.write_timeout,
             max_connections: self.max_connections,
+            handshake_timeout: self.handshake_timeout,
         }
     }
     /// The envelope size limit in bytes.

@@ -50,9 +50,14 @@ pub struct HttpServerSettings {
     /// closes the connection. Default 30s (the Collector's).
     #[serde(with = "humantime_serde")]
     pub write_timeout: Duration,
-    /// Most connections open at once on this listener; further clients wait in the accept
-    /// backlog. Default 1024.
+    /// Most connections open at once on this listener. At the bound, the oldest connection
+    /// that never sent a request is closed for each new client; when every one has sent one,
+    /// further clients wait in the accept backlog. Default 1024.
     pub max_connections: usize,
+    /// Close a connection that has not started a request (complete headers) this long after
+    /// it was accepted. Default 10s; `0s`: never.
+    #[serde(with = "humantime_serde")]
+    pub handshake_timeout: Duration,
 }
 
 impl Default for HttpServerSettings {
@@ -63,6 +68,7 @@ impl Default for HttpServerSettings {
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(30),
             max_connections: 1024,
+            handshake_timeout: crate::connections::DEFAULT_HANDSHAKE_TIMEOUT,
         }
     }
 }
@@ -76,6 +82,7 @@ impl HttpServerSettings {
     pub fn connection_limits(&self) -> ConnectionLimits {
         ConnectionLimits {
             max_connections: self.max_connections,
+            handshake_timeout: nonzero(self.handshake_timeout),
             idle_timeout: nonzero(self.idle_timeout),
             write_timeout: nonzero(self.write_timeout),
         }

@@ -484,6 +484,7 @@ fn grpc_server(config: &OtlpGrpcConfig) -> Server {
 fn grpc_connection_limits(config: &OtlpGrpcConfig) -> ConnectionLimits {
     ConnectionLimits {
         max_connections: config.max_connections,
+        handshake_timeout: nonzero(config.handshake_timeout),
         idle_timeout: nonzero(config.keepalive.server_parameters.max_connection_idle),
         write_timeout: None,
     }
