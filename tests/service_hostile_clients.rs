@@ -427,3 +427,107 @@ async fn a_dictionary_copied_into_thousands_of_sessions_is_refused_for_good_in_b
     // A smaller request of the same shape fits and is delivered.
     grpc_export(&svc.grpc, shared_dictionary(20)).await;
 }
+
+/// Raises this process's soft `RLIMIT_NOFILE` to `needed` when the hard limit allows.
+fn raise_fd_limit(needed: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        if lim.rlim_cur < needed && lim.rlim_max >= needed {
+            lim.rlim_cur = needed;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        }
+    }
+    lim.rlim_cur
+}
+
+/// `n` TCP connections to `addr` that never send a byte.
+async fn silent_connections(addr: &str, n: usize) -> Vec<tokio::net::TcpStream> {
+    let mut conns = Vec::with_capacity(n);
+    for _ in 0..n {
+        conns.push(
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("connects"),
+        );
+    }
+    conns
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_at_the_bound_do_not_lock_new_clients_out() {
+    // Issue 28: 1,100 sockets that never send a byte filled the 1,024-connection bound; a new
+    // gRPC client got DEADLINE_EXCEEDED (slots held 300 s) and a new Sentry client timed out.
+    let have = raise_fd_limit(8192);
+    assert!(have >= 4096, "needs RLIMIT_NOFILE >= 4096, have {have}");
+    let dir = tempfile::tempdir().unwrap();
+    let (grpc, sentry, metrics) = (free_addr(), free_addr(), free_addr());
+    let config = write_config(
+        dir.path(),
+        "profilink.yaml",
+        &format!(
+            r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: "{grpc}" }}
+  sentry:
+    endpoint: "{sentry}"
+exporters:
+  file:
+    path: ./out
+    sending_queue: {{ storage: ./data/queue }}
+service:
+  pipelines:
+    profiles: {{ receivers: [otlp, sentry], exporters: [file] }}
+  telemetry:
+    metrics: {{ address: "{metrics}" }}
+"#
+        ),
+    );
+    // The binary's own descriptor limit must fit both bounds (it inherits this process's).
+    let mut process = Profilink::start(
+        dir.path(),
+        &["run", "--config", config.to_str().unwrap()],
+        &[],
+    );
+    process.wait_port(&grpc, Duration::from_secs(20));
+    process.wait_port(&sentry, Duration::from_secs(20));
+
+    let silent_grpc = silent_connections(&grpc, 1100).await;
+    let silent_sentry = silent_connections(&sentry, 1100).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let start = Instant::now();
+    let mut client = tokio::time::timeout(Duration::from_secs(5), grpc_client(&grpc))
+        .await
+        .expect("a new gRPC client connects within 5 s");
+    let mut call = tonic::Request::new(otlp_fixture("ebpf-profile.pb"));
+    call.set_timeout(Duration::from_secs(5));
+    client.export(call).await.expect("answered within 5 s");
+    let grpc_took = start.elapsed();
+
+    let envelope = std::fs::read(fixtures().join("sentry/python/trace-chunk-00.envelope")).unwrap();
+    let start = Instant::now();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let status = post_envelope(&http, &sentry, envelope).await;
+    let sentry_took = start.elapsed();
+    assert_eq!(status, 200);
+    assert!(
+        grpc_took < Duration::from_secs(5),
+        "gRPC answered in {grpc_took:?}"
+    );
+    assert!(
+        sentry_took < Duration::from_secs(5),
+        "Sentry answered in {sentry_took:?}"
+    );
+    drop((silent_grpc, silent_sentry));
+}
