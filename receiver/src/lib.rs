@@ -137,6 +137,7 @@ pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
 pub use sentry_envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
 pub use server::{ServerHandle, bind_and_serve};
 pub use stats::{Counters, CountersSnapshot, Stats};
+pub use tls::MAX_HANDSHAKES as MAX_TLS_HANDSHAKES;
 pub use upstream::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};
 
 #[doc(hidden)]

@@ -19,6 +19,11 @@ use tokio_rustls::server::TlsStream;
 /// How long a client may take to complete its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Most TLS handshakes in progress at once per listener: beyond it the oldest is abandoned
+/// for each new connection, so sockets that never finish a handshake cannot hold descriptors
+/// without bound nor keep real clients waiting.
+pub const MAX_HANDSHAKES: usize = 1024;
+
 /// ALPN for gRPC: HTTP/2 only.
 pub const ALPN_GRPC: &[&[u8]] = profilink_tls::ALPN_GRPC;
 /// ALPN for the HTTP receivers: HTTP/2 or HTTP/1.1.
@@ -117,6 +122,9 @@ async fn accept_loop(
     acceptor: TlsAcceptor,
     tx: mpsc::Sender<TlsConnection>,
 ) {
+    let mut handshakes: std::collections::VecDeque<tokio::task::AbortHandle> =
+        std::collections::VecDeque::new();
+    let mut abandoned = 0u64;
     loop {
         let accepted = tokio::select! {
             _ = tx.closed() => return,
@@ -136,7 +144,20 @@ async fn accept_loop(
         let _ = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive);
         let acceptor = acceptor.clone();
         let tx = tx.clone();
-        tokio::spawn(async move {
+        handshakes.retain(|h| !h.is_finished());
+        if handshakes.len() >= MAX_HANDSHAKES
+            && let Some(oldest) = handshakes.pop_front()
+        {
+            oldest.abort();
+            abandoned += 1;
+            if abandoned.is_power_of_two() {
+                tracing::warn!(
+                    abandoned,
+                    "{MAX_HANDSHAKES} TLS handshakes in progress: abandoning the oldest for new connections"
+                );
+            }
+        }
+        let handshake = tokio::spawn(async move {
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => {
                     let _ = tx.send(TlsConnection { stream, remote }).await;
@@ -146,6 +167,7 @@ async fn accept_loop(
                 Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
             }
         });
+        handshakes.push_back(handshake.abort_handle());
     }
 }
 

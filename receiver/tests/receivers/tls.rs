@@ -279,3 +279,55 @@ async fn min_version_refuses_older_clients() {
     http.next_batch().await;
     http.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_sockets_cannot_hold_up_tls_handshakes() {
+    // Issue 28: every accepted socket got its own handshake task for 10 s, without bound; now
+    // at most MAX_HANDSHAKES run, the oldest abandoned for each new connection.
+    let mut sentry = start_sentry(
+        SentryReceiverConfig {
+            tls: Some(tls_config()),
+            ..SentryReceiverConfig::default()
+        },
+        4,
+    )
+    .await;
+    let n = profilink_receiver::MAX_TLS_HANDSHAKES + 100;
+    let mut silent = Vec::with_capacity(n);
+    for _ in 0..n {
+        silent.push(tokio::net::TcpStream::connect(sentry.addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, envelope) = envelope_fixtures().remove(0);
+    let start = std::time::Instant::now();
+    let r = https_client()
+        .post(format!(
+            "https://127.0.0.1:{}/api/1/envelope/",
+            sentry.addr.port()
+        ))
+        .header("x-sentry-auth", sdk_auth(KEY))
+        .body(envelope)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .expect("answered within 5 s");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(sentry_payload(sentry.next_batch().await).chunks.len(), 1);
+    // The oldest silent sockets were let go.
+    let mut closed = 0;
+    let mut buf = [0u8; 1];
+    for s in silent.iter_mut().take(50) {
+        if let Ok(Ok(0)) = tokio::time::timeout(
+            Duration::from_millis(50),
+            tokio::io::AsyncReadExt::read(s, &mut buf),
+        )
+        .await
+        {
+            closed += 1;
+        }
+    }
+    assert!(closed > 0, "the oldest handshakes were abandoned");
+    drop(silent);
+    sentry.stop().await;
+}
