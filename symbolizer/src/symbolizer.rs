@@ -28,6 +28,9 @@ pub struct Summary {
 
 impl Summary {
     fn add(&mut self, outcome: Outcome, n: u64) {
+        if n == 0 {
+            return;
+        }
         match outcome {
             Outcome::Symbolized => self.symbolized += n,
             Outcome::NotNative => self.not_native += n,

@@ -410,7 +410,7 @@ pub fn eu_addr2line_with(file: &Path, addrs: &[u64], demangle: bool) -> Vec<Vec<
 /// A dictionary builder.
 pub struct Dict {
     pub d: ProfilesDictionary,
-    strings: HashMap<String, i32>,
+    pub strings: HashMap<String, i32>,
 }
 
 impl Default for Dict {
