@@ -22,6 +22,7 @@ use crate::join::{JoinMetrics, SentryJoin};
 use crate::sampling::Sampler;
 use crate::spec::ProcessorSpec;
 use crate::store::StoreWriter;
+use crate::symbolize::SymbolizeStage;
 use crate::traces::SharedSpanThreads;
 use crate::translation::{
     all_threads, otlp_to_sentry_options, profile_count, resource_attributes, resource_profiler_id,
@@ -54,6 +55,7 @@ pub struct Pipeline {
     store: Option<Arc<StoreWriter>>,
     join: Option<SentryJoin>,
     span_threads: Option<SharedSpanThreads>,
+    symbolize: Option<SymbolizeStage>,
 }
 
 impl Pipeline {
@@ -70,9 +72,14 @@ impl Pipeline {
             .iter()
             .filter_map(|p| match p {
                 ProcessorSpec::Sampling(c) => Some(Sampler::new(c)),
-                ProcessorSpec::Batch(_) | ProcessorSpec::Linking(_) => None,
+                _ => None,
             })
             .collect();
+        // OTLP is symbolized once, by the first `symbolize` processor listed.
+        let symbolize = processors.iter().find_map(|p| match p {
+            ProcessorSpec::Symbolize(c) => Some(SymbolizeStage::new(c)),
+            _ => None,
+        });
         let mut routing_attributes: Vec<String> = chunk_exporters
             .iter()
             .filter_map(|e| e.routing_attribute().map(str::to_owned))
@@ -91,7 +98,13 @@ impl Pipeline {
             store: None,
             join: None,
             span_threads: None,
+            symbolize,
         }
+    }
+
+    /// The `symbolize` processor's counters, when the pipeline has one.
+    pub fn symbolize_metrics(&self) -> Option<Arc<profilink_symbolizer::SymbolizerMetrics>> {
+        self.symbolize.as_ref().map(SymbolizeStage::metrics)
     }
 
     /// Remembers, for the `traces` pipelines' stamping, where the samples linked to each span
@@ -385,6 +398,10 @@ impl Pipeline {
     }
 
     async fn consume_otlp(&self, data: ProfilesData) -> Result<(), ConsumeError> {
+        let data = match &self.symbolize {
+            Some(s) => s.apply(data).await.map_err(ConsumeError::Internal)?,
+            None => data,
+        };
         if !self.chunk_exporters.is_empty() {
             let chunks = self.otlp_to_chunks(&data);
             let chunks = self.sample_chunks(chunks);
