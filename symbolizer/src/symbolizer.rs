@@ -105,7 +105,7 @@ impl Symbolizer {
     }
 
     /// Names the native locations of `dict` that have no lines: each gets its inline chain
-    /// (see [`crate::rewrite`]). `resources` are the profiles using the dictionary (their
+    /// (marked with [`SYMBOLIZED_KEY`](crate::SYMBOLIZED_KEY)). `resources` are the profiles using the dictionary (their
     /// `process.pid` tells which processes' files to look in). Every location is counted in
     /// the metrics with its outcome.
     pub fn symbolize(
