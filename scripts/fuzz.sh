@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(otlp_request otlp_json envelope chunk_roundtrip queue_record otlp_queue_record decompress config_yaml otlp_structured)
+TARGETS=(otlp_request otlp_json envelope chunk_roundtrip queue_record otlp_queue_record decompress config_yaml otlp_structured symbolize_elf)
 CARGO_FUZZ_VERSION=0.13.2
 
 usage() {

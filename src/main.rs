@@ -49,6 +49,10 @@ fn main() -> ExitCode {
             output,
             transactions,
             sparse_threads,
+            symbolize,
+            debug_dirs,
+            debuginfod,
+            symbol_cache,
             inputs,
         }) => {
             let args = cli::translate::Args {
@@ -57,6 +61,9 @@ fn main() -> ExitCode {
                 output: output.as_deref(),
                 transactions: &transactions,
                 sparse_threads,
+                symbolize: symbolize.then(|| {
+                    cli::translate::symbolize_config(debug_dirs, debuginfod, symbol_cache)
+                }),
                 inputs: &inputs,
             };
             match cli::translate::run(&args) {

@@ -16,7 +16,8 @@
 //!   and the [`StoreWriter`] of the `profile_store` extension.
 //! * [`TracesPipeline`]: a `traces` pipeline: span stamping for Sentry's trace linking.
 //! * [`ProcessorSpec`]: the processors' configs (`batch`: [`BatchConfig`],
-//!   `profile_sampling`: [`SamplingConfig`], `profile_linking`: [`LinkingConfig`]).
+//!   `profile_sampling`: [`SamplingConfig`], `profile_linking`: [`LinkingConfig`],
+//!   `symbolize`: [`SymbolizeStage`]).
 //! * [`Export`]: the one trait every exporter is driven through, implemented for the exporter
 //!   crate's exporters; [`Exporter`] is one running exporter by its component id.
 //! * [`ServiceCounters`]: the counters every profiles pipeline shares.
@@ -38,6 +39,7 @@ mod profiles;
 mod sampling;
 mod spec;
 mod store;
+mod symbolize;
 mod traces;
 mod translation;
 
@@ -59,6 +61,7 @@ pub use profiles::Pipeline;
 pub use sampling::{Sampler, SamplingConfig};
 pub use spec::{BatchConfig, ProcessorSpec};
 pub use store::{MAX_PENDING_BYTES, StoreCounters, StoreWriter};
+pub use symbolize::SymbolizeStage;
 pub use traces::{
     SharedSpanThreads, StampCounters, TICK as TRACES_TICK, TracesPipeline, span_threads,
 };

@@ -23,6 +23,7 @@ use crate::join::{JoinMetrics, SentryJoin};
 use crate::sampling::Sampler;
 use crate::spec::ProcessorSpec;
 use crate::store::StoreWriter;
+use crate::symbolize::SymbolizeStage;
 use crate::traces::SharedSpanThreads;
 use crate::translation::{
     all_threads, otlp_to_sentry_options, profile_count, resource_attributes, resource_profiler_id,
@@ -56,6 +57,7 @@ pub struct Pipeline {
     join: Option<SentryJoin>,
     span_threads: Option<SharedSpanThreads>,
     budget: Budget,
+    symbolize: Option<SymbolizeStage>,
 }
 
 impl Pipeline {
@@ -72,9 +74,14 @@ impl Pipeline {
             .iter()
             .filter_map(|p| match p {
                 ProcessorSpec::Sampling(c) => Some(Sampler::new(c)),
-                ProcessorSpec::Batch(_) | ProcessorSpec::Linking(_) => None,
+                _ => None,
             })
             .collect();
+        // OTLP is symbolized once, by the first `symbolize` processor listed.
+        let symbolize = processors.iter().find_map(|p| match p {
+            ProcessorSpec::Symbolize(c) => Some(SymbolizeStage::new(c)),
+            _ => None,
+        });
         let mut routing_attributes: Vec<String> = chunk_exporters
             .iter()
             .filter_map(|e| e.routing_attribute().map(str::to_owned))
@@ -94,6 +101,7 @@ impl Pipeline {
             join: None,
             span_threads: None,
             budget: Budget::default(),
+            symbolize,
         }
     }
 
@@ -103,6 +111,11 @@ impl Pipeline {
     pub fn with_budget(mut self, budget: Budget) -> Self {
         self.budget = budget;
         self
+    }
+
+    /// The `symbolize` processor's counters, when the pipeline has one.
+    pub fn symbolize_metrics(&self) -> Option<Arc<profilink_symbolizer::SymbolizerMetrics>> {
+        self.symbolize.as_ref().map(SymbolizeStage::metrics)
     }
 
     /// Remembers, for the `traces` pipelines' stamping, where the samples linked to each span
@@ -419,16 +432,26 @@ impl Pipeline {
     }
 
     async fn consume_otlp(&self, data: ProfilesData) -> Result<(), ConsumeError> {
-        if !self.chunk_exporters.is_empty() {
+        // The budget first: a request refused for its claims costs no symbolization.
+        let reservation = if self.chunk_exporters.is_empty() {
+            None
+        } else {
             let claims = otlp_to_sentry::expansion_claims(
                 data.dictionary.as_ref(),
                 &data.resource_profiles,
                 &self.o2s,
             );
-            let mut reservation = self
-                .budget
-                .admit(&claims)
-                .inspect_err(|e| self.over_budget(e))?;
+            Some(
+                self.budget
+                    .admit(&claims)
+                    .inspect_err(|e| self.over_budget(e))?,
+            )
+        };
+        let data = match &self.symbolize {
+            Some(s) => s.apply(data).await.map_err(ConsumeError::Internal)?,
+            None => data,
+        };
+        if let Some(mut reservation) = reservation {
             let chunks = self.otlp_to_chunks_within(&data, Some(&mut reservation));
             reservation.outcome().inspect_err(|e| self.over_budget(e))?;
             let chunks = self.sample_chunks(chunks);

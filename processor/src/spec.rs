@@ -1,8 +1,10 @@
 //! The typed configs of the processors a pipeline runs: `batch`, `profile_sampling`
-//! ([`SamplingConfig`]) and `profile_linking` ([`LinkingConfig`]).
+//! ([`SamplingConfig`]), `profile_linking` ([`LinkingConfig`]) and `symbolize`
+//! ([`SymbolizerConfig`]).
 
 use crate::linking::LinkingConfig;
 use crate::sampling::SamplingConfig;
+use profilink_symbolizer::SymbolizerConfig;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -15,6 +17,8 @@ pub enum ProcessorSpec {
     Sampling(SamplingConfig),
     /// `profile_linking`.
     Linking(LinkingConfig),
+    /// `symbolize`.
+    Symbolize(SymbolizerConfig),
 }
 
 /// `processors.batch`.

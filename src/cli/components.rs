@@ -38,6 +38,11 @@ const COMPONENTS: &[Component] = &[
         stability: &[("profiles", "Alpha"), ("traces", "Alpha")],
     },
     Component {
+        kind: "processors",
+        name: "symbolize",
+        stability: &[("profiles", "Development")],
+    },
+    Component {
         kind: "exporters",
         name: "sentry",
         stability: &[("profiles", "Alpha"), ("traces", "Alpha")],

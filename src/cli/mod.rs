@@ -94,6 +94,20 @@ pub enum Command {
         /// still alone; or `drop` them all.
         #[arg(long, value_enum, default_value_t = SparseThreads::Group)]
         sparse_threads: SparseThreads,
+        /// Name native frames of OTLP inputs first (function, file, line, inline chains) from
+        /// debug directories, the live processes' files under /proc and debuginfod servers.
+        #[arg(long)]
+        symbolize: bool,
+        /// Debug directory in the build-id layout (repeatable; default /usr/lib/debug).
+        #[arg(long = "debug-dir", requires = "symbolize")]
+        debug_dirs: Vec<PathBuf>,
+        /// debuginfod server URL (repeatable; default: DEBUGINFOD_URLS).
+        #[arg(long = "debuginfod", requires = "symbolize")]
+        debuginfod: Vec<String>,
+        /// Directory of the debuginfod download cache (default
+        /// $XDG_CACHE_HOME/profilink/debuginfod, else ~/.cache/profilink/debuginfod).
+        #[arg(long = "symbol-cache", requires = "symbolize")]
+        symbol_cache: Option<PathBuf>,
         /// Input files (`-` for standard input).
         #[arg(required = true)]
         inputs: Vec<PathBuf>,

@@ -10,6 +10,7 @@ use profilink_proto::input::InputFormat;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp_json;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
+use profilink_symbolizer::{Symbolizer, SymbolizerConfig};
 use profilink_translator::{SentryParts, decode_otlp, otlp_to_sentry, sentry_to_otlp};
 use prost::Message;
 use std::io::{BufWriter, Write};
@@ -27,6 +28,8 @@ pub struct Args<'a> {
     pub transactions: &'a [PathBuf],
     /// Threads Relay would drop: grouped first, or dropped.
     pub sparse_threads: SparseThreads,
+    /// Symbolize native frames of OTLP inputs first, with this config.
+    pub symbolize: Option<SymbolizerConfig>,
     /// Inputs.
     pub inputs: &'a [PathBuf],
 }
@@ -55,9 +58,53 @@ pub fn run(args: &Args) -> Result<u8> {
             .read_transactions(&input.bytes, input.format)
             .with_context(|| format!("{}: rejected", input.name))?;
     }
+    if let Some(cfg) = &args.symbolize {
+        symbolize(cfg, &mut g);
+    }
     match args.to {
         OutputFormat::Sentry | OutputFormat::Envelope => to_sentry(args, g),
         OutputFormat::Otlp | OutputFormat::OtlpJson => to_otlp(args, g),
+    }
+}
+
+/// The symbolizer config of `--symbolize` and its flags: debug directories (default
+/// `/usr/lib/debug`), debuginfod URLs (default `DEBUGINFOD_URLS`), the download cache, and a
+/// wait as long as one download may take (an offline command waits for its downloads).
+pub fn symbolize_config(
+    debug_dirs: Vec<PathBuf>,
+    debuginfod: Vec<String>,
+    symbol_cache: Option<PathBuf>,
+) -> SymbolizerConfig {
+    let mut cfg = SymbolizerConfig::default();
+    if !debug_dirs.is_empty() {
+        cfg.debug_dirs = debug_dirs;
+    }
+    if !debuginfod.is_empty() {
+        cfg.debuginfod.urls = Some(debuginfod);
+    }
+    cfg.debuginfod.cache_dir = symbol_cache;
+    cfg.wait = cfg.debuginfod.timeout;
+    cfg
+}
+
+/// Names the native frames of every OTLP input; says on stderr what was named and why the
+/// rest was not.
+fn symbolize(cfg: &SymbolizerConfig, g: &mut Gathered) {
+    let symbolizer = Symbolizer::new(cfg.clone());
+    for (name, req) in &mut g.otlp {
+        let s = symbolizer.symbolize_request(req);
+        let mut rest: Vec<String> = s
+            .unsymbolized
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect();
+        rest.sort();
+        let rest = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(", not: {}", rest.join(", "))
+        };
+        eprintln!("{name}: symbolized {} native frame(s){rest}", s.symbolized);
     }
 }
 

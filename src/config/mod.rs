@@ -26,7 +26,7 @@ use std::path::Path;
 /// Known component types per section.
 pub const RECEIVER_TYPES: &[&str] = &["otlp", "sentry"];
 /// Known processor types.
-pub const PROCESSOR_TYPES: &[&str] = &["batch", "profile_sampling", "profile_linking"];
+pub const PROCESSOR_TYPES: &[&str] = &["batch", "profile_sampling", "profile_linking", "symbolize"];
 /// Known exporter types: `otlp_grpc` is the Collector's current name of `otlp`, `otlphttp` its
 /// former name of `otlp_http`.
 pub const EXPORTER_TYPES: &[&str] = &[

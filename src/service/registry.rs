@@ -50,6 +50,11 @@ pub fn registry(
             .iter()
             .filter_map(|(name, p)| p.join_metrics().map(|m| (name.clone(), m)))
             .collect(),
+        symbolizers: pipelines
+            .profiles
+            .iter()
+            .filter_map(|(name, p)| p.symbolize_metrics().map(|m| (name.clone(), m)))
+            .collect(),
         traces_exporters: exporters.traces_metrics.clone(),
         stamping: pipelines
             .traces

@@ -133,7 +133,7 @@ fn check_traces_pipeline(
     for id in &p.processors {
         if matches!(
             components.processors.get(id),
-            Some(ProcessorSpec::Sampling(_))
+            Some(ProcessorSpec::Sampling(_) | ProcessorSpec::Symbolize(_))
         ) {
             return Err(ConfigError::at(
                 format!("{at}.processors"),

@@ -3,6 +3,7 @@
 use crate::config::{ConfigError, component_type, typed};
 use profilink_processor::SamplingConfig;
 pub use profilink_processor::{BatchConfig, ProcessorSpec};
+use profilink_symbolizer::SymbolizerConfig;
 use serde_yaml_ng::Value;
 
 /// Reads `processors.<id>`.
@@ -22,6 +23,12 @@ pub fn read_processor(id: &str, value: &Value) -> Result<ProcessorSpec, ConfigEr
             Ok(ProcessorSpec::Sampling(c))
         }
         "profile_linking" => Ok(ProcessorSpec::Linking(typed(value, &at)?)),
+        "symbolize" => {
+            let c: SymbolizerConfig = typed(value, &at)?;
+            c.check()
+                .map_err(|(key, msg)| ConfigError::at(format!("{at}.{key}"), msg))?;
+            Ok(ProcessorSpec::Symbolize(c))
+        }
         other => Err(ConfigError::at(
             at,
             format!("processor type {other:?} is not available in this version of profilink"),

@@ -53,6 +53,10 @@
 //! | `profilink_store_link_failures_total` | counter | | batches of transactions the `profile_store` could not link to chunks |
 //! | `profilink_store_pending_bytes` | gauge | | estimated bytes of chunks waiting to be stored |
 //! | `profilink_join_released_chunks_total` | counter | `pipeline`, `reason` | chunks released by a Sentry → OTLP pipeline's join buffer: `covered` (spans ended past their end by more than the session's longest span plus 1 s), `window`, `overflow` (bounds), `shutdown` |
+//! | `profilink_symbolizer_frames_total` | counter | `pipeline`, `outcome` | native locations seen by a `symbolize` processor: `symbolized`, `no_debug_info`, `build_id_mismatch`, `fetch_failed`, `timeout`, `not_native` |
+//! | `profilink_symbolizer_cache_{hits,misses}_total` | counter | `pipeline` | address lookups answered from the (build id, address) cache / from the debug information |
+//! | `profilink_symbolizer_debuginfod_fetches_total` | counter | `pipeline`, `result` | debuginfod lookups: `ok`, `not_found`, `error` |
+//! | `profilink_symbolizer_debuginfod_bytes_total` | counter | `pipeline` | bytes of debug files downloaded |
 //! | `profilink_join_unlinked_chunks_total` | counter | `pipeline` | chunks released with no span of their profiler overlapping them |
 //! | `profilink_join_evicted_spans_total` | counter | `pipeline` | spans forgotten early to stay within `max_spans` |
 //! | `profilink_join_dropped_requests_total` | counter | `pipeline` | linked requests dropped while OTLP exporters refused |
@@ -78,6 +82,7 @@ mod pipelines;
 mod process;
 mod receivers;
 mod relay;
+mod symbolizer;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -112,6 +117,8 @@ pub struct Registry {
     pub store: Option<Arc<StoreCounters>>,
     /// The join buffers of Sentry → OTLP pipelines, by pipeline.
     pub joins: Vec<(String, Arc<JoinMetrics>)>,
+    /// The `symbolize` processors of profiles pipelines, by pipeline.
+    pub symbolizers: Vec<(String, Arc<profilink_symbolizer::SymbolizerMetrics>)>,
     /// The traces instances of exporters, by exporter id.
     pub traces_exporters: Vec<(String, Arc<TracesMetrics>)>,
     /// The span stamping of traces pipelines, by pipeline.
@@ -149,6 +156,7 @@ impl Registry {
         }
         sections.extend([
             &self.joins as &dyn Render,
+            &self.symbolizers,
             &self.traces_exporters,
             &self.stamping,
             &relay,

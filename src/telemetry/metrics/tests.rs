@@ -29,6 +29,10 @@ fn renders_and_scrapes() {
         counters,
         store: Some(Arc::new(StoreCounters::default())),
         joins: vec![("profiles/x".into(), Arc::new(JoinMetrics::default()))],
+        symbolizers: vec![(
+            "profiles/x".into(),
+            Arc::new(profilink_symbolizer::SymbolizerMetrics::default()),
+        )],
         traces_exporters: vec![("sentry".into(), Arc::new(TracesMetrics::default()))],
         stamping: vec![("traces".into(), Arc::new(StampCounters::default()))],
         forwarders: Vec::new(),
@@ -39,6 +43,9 @@ fn renders_and_scrapes() {
         .fetch_add(5, Ordering::Relaxed);
     r.stamping[0].1.thread_ids.fetch_add(2, Ordering::Relaxed);
     r.joins[0].1.released_window.fetch_add(3, Ordering::Relaxed);
+    r.symbolizers[0]
+        .1
+        .add_frames(profilink_symbolizer::Outcome::Timeout, 7);
     if let Some(st) = &r.store {
         st.dropped.fetch_add(4, Ordering::Relaxed);
     }
@@ -67,6 +74,14 @@ fn renders_and_scrapes() {
             &[("pipeline", "profiles/x"), ("reason", "window")]
         ),
         Some(3)
+    );
+    assert_eq!(
+        scrape(
+            &text,
+            "profilink_symbolizer_frames_total",
+            &[("pipeline", "profiles/x"), ("outcome", "timeout")]
+        ),
+        Some(7)
     );
     assert!(text.contains("# TYPE profilink_receiver_accepted_samples counter\n"));
     assert!(

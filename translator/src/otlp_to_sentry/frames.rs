@@ -12,7 +12,9 @@
 //!   a relative path gives `filename` = the path as given and no `abs_path`. Empty names and the
 //!   JVM placeholder `<unknown>` are omitted.
 //! * `lineno`/`colno`: `Line.line`/`Line.column` when in `1..=u32::MAX`.
-//! * `instruction_addr`: for frames without a function name (unsymbolized native code) whose
+//! * `instruction_addr`: for frames without a function name (unsymbolized native code), and
+//!   for every frame of a `native` location with lines (named by a symbolizer such as
+//!   profilink's `symbolize`: each inline level gets the same address), whose
 //!   `Location.address` is not 0, that address as lowercase `"0x…"`: moved into its image's
 //!   slot when the mapping has a debug image and the address lies in the image (see
 //!   [`super::debug_images`]), else unchanged. Address 0 is proto3's "unset": such a frame
@@ -257,8 +259,10 @@ impl<'a> FrameTable<'a> {
         let path = abs_path.or(filename);
         let in_app = is_in_app(runtime, function, path, package);
         Frame {
+            // Named native frames (symbolized before translation) keep their address too, so
+            // Sentry can symbolicate again with the project's own debug files.
             instruction_addr: address
-                .filter(|_| function.is_none())
+                .filter(|_| function.is_none() || runtime == Runtime::Native)
                 .map(|a| format_instruction_addr(a).into()),
             abs_path: abs_path.map(Arc::from),
             colno: positive_u32(col),

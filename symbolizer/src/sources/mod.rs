@@ -1,0 +1,7 @@
+//! Where objects and debug files come from: [`debug_dirs`], [`process`], [`debuginfod`] (with
+//! its [`disk_cache`]).
+
+pub(crate) mod debug_dirs;
+pub(crate) mod debuginfod;
+pub(crate) mod disk_cache;
+pub(crate) mod process;
