@@ -136,10 +136,16 @@ fn unknown_service<S: Signal>() -> Status {
 
 #[tonic::async_trait]
 impl<C: Consumer> profiles_service_server::ProfilesService for OtlpGrpcHandler<C> {
+    /// Mounted in another tonic server, the request arrives decoded (by tonic's codec, as
+    /// version 1); one naming another version is still refused before anything is ingested.
     async fn export(
         &self,
         request: tonic::Request<ExportProfilesServiceRequest>,
     ) -> Result<tonic::Response<ExportProfilesServiceResponse>, Status> {
+        let headers = request.metadata().clone().into_headers();
+        if let Err(e) = crate::profiles_version::request_version(&headers) {
+            return Err(Status::invalid_argument(e.to_string()));
+        }
         OtlpGrpcHandler::export(self, request.into_inner())
             .await
             .map(tonic::Response::new)
@@ -533,5 +539,37 @@ fn grpc_connection_limits(config: &OtlpGrpcConfig) -> ConnectionLimits {
         max_connections: config.max_connections,
         idle_timeout: nonzero(config.keepalive.server_parameters.max_connection_idle),
         write_timeout: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ChannelConsumer;
+    use profiles_service_server::ProfilesService;
+
+    #[tokio::test]
+    async fn a_mounted_handler_refuses_other_versions_too() {
+        let (consumer, _batches) = ChannelConsumer::new(4);
+        let handler = OtlpGrpcHandler::new(Arc::new(consumer), Arc::new(Stats::default()));
+        let call = |version: Option<&'static str>| {
+            let mut request = tonic::Request::new(ExportProfilesServiceRequest::default());
+            if let Some(v) = version {
+                request
+                    .metadata_mut()
+                    .insert("otlp-profiles-development-version", v.parse().unwrap());
+            }
+            request
+        };
+        let refused = ProfilesService::export(&handler, call(Some("2")))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument);
+        assert!(refused.message().contains("supports version 1"));
+        for ok in [None, Some("1")] {
+            ProfilesService::export(&handler, call(ok))
+                .await
+                .expect("version 1");
+        }
     }
 }
