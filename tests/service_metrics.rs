@@ -2,9 +2,11 @@
 //! OTLP profiles over gRPC and HTTP (one valid and one invalid request each) into one pipeline
 //! with two Sentry exporters, one whose Sentry fails twice and then accepts, one whose Sentry
 //! always fails so every chunk is given up after its retries. The Collector's counters must
-//! hold exactly the workload's numbers, `otelcol_exporter_send_failed_*` once per sample given
-//! up (never once per attempt), and the attempt-duration histograms one observation per
-//! attempt.
+//! hold exactly the workload's numbers: the receivers' profile samples are sample records
+//! with their `sample_type` label (49 for the eBPF fixture, as a Collector counts it), next to
+//! profilink's observations (189) under `profilink_receiver_*_samples_total`;
+//! `otelcol_exporter_send_failed_*` once per sample given up (never once per attempt), and
+//! the attempt-duration histograms one observation per attempt.
 
 mod service_support;
 
@@ -12,6 +14,7 @@ use profilink::telemetry::metrics::{scrape, scrape_f64};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use prost::Message;
 use service_support::*;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// `req` with a dictionary error (a function naming a string that does not exist): the
@@ -36,6 +39,27 @@ async fn scrape_until(url: &str, timeout: Duration, done: impl Fn(&str) -> bool)
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Sample records (`Sample` messages) of `req` by `"<type>:<unit>"` of their profile's
+/// `sample_type`, resolved here independently of the receivers.
+fn records_by_type(req: &ExportProfilesServiceRequest) -> BTreeMap<String, u64> {
+    let strings = &req.dictionary.as_ref().unwrap().string_table;
+    let mut out = BTreeMap::new();
+    for p in req
+        .resource_profiles
+        .iter()
+        .flat_map(|rp| &rp.scope_profiles)
+        .flat_map(|sp| &sp.profiles)
+    {
+        let t = p.sample_type.unwrap();
+        let label = format!(
+            "{}:{}",
+            strings[t.type_strindex as usize], strings[t.unit_strindex as usize]
+        );
+        *out.entry(label).or_default() += p.samples.len() as u64;
+    }
+    out
 }
 
 fn get(text: &str, name: &str, labels: &[(&str, &str)]) -> u64 {
@@ -156,25 +180,57 @@ service:
         "nothing kept after sparse threads:\n{text}"
     );
 
-    // Receivers: exact samples and requests per transport.
+    // Receivers: exact sample records (by sample_type), observations and requests per
+    // transport. The eBPF fixture: 49 Sample messages holding 189 timestamps.
+    let records = records_by_type(&req);
+    assert_eq!(records.values().sum::<u64>(), 49, "{records:?}");
+    assert_eq!(samples, 189);
+    assert_eq!(records_by_type(&over_http), records);
+    assert_eq!(records_by_type(&bad), records);
     for (transport, ok, bad) in [
         ("grpc", samples, bad_samples),
         ("http", http_samples, bad_samples),
     ] {
         let l = [("receiver", "otlp"), ("transport", transport)];
+        for (sample_type, n) in &records {
+            let typed = [l[0], l[1], ("sample_type", sample_type.as_str())];
+            let what = format!("{transport} {sample_type}");
+            for (name, want) in [
+                ("otelcol_receiver_accepted_profile_samples_total", *n),
+                ("otelcol_receiver_refused_profile_samples_total", *n),
+                ("otelcol_receiver_failed_profile_samples_total", 0),
+            ] {
+                assert_eq!(get(&text, name, &typed), want, "{name} {what}:\n{text}");
+            }
+        }
+        // No other sample type: the per-listener sums are the labelled series.
+        let all: u64 = records.values().sum();
         assert_eq!(
             get(&text, "otelcol_receiver_accepted_profile_samples_total", &l),
+            all
+        );
+        assert_eq!(
+            get(&text, "otelcol_receiver_refused_profile_samples_total", &l),
+            all
+        );
+        // Observations stay under profilink's names.
+        assert_eq!(
+            get(&text, "profilink_receiver_accepted_samples_total", &l),
             ok,
             "{transport}"
         );
         assert_eq!(
-            get(&text, "otelcol_receiver_refused_profile_samples_total", &l),
+            get(&text, "profilink_receiver_refused_samples_total", &l),
             bad,
             "{transport}"
         );
         assert_eq!(
-            get(&text, "otelcol_receiver_failed_profile_samples_total", &l),
-            0
+            get(
+                &text,
+                "profilink_receiver_refusals_total",
+                &[l[0], l[1], ("reason", "invalid")]
+            ),
+            1
         );
         for (outcome, n) in [("success", 1), ("refused", 1), ("failure", 0)] {
             let l = [

@@ -4,6 +4,11 @@
 //!
 //! * A delivered request may carry a partial success (protobuf, or OTLP/JSON when the server
 //!   answers `application/json`); partial successes are never retried.
+//! * Every request of a versioned signal carries the version profilink was built for
+//!   ([`Signal::VERSION_METADATA`]: `otlp-profiles-development-version: 1` for profiles, as
+//!   gRPC metadata or HTTP header), replacing a configured header of that name: the version
+//!   names the schema the body is encoded in, which only profilink knows. A receiver that
+//!   does not decode it answers `INVALID_ARGUMENT` / 400, which is not retried.
 //!
 //! The queues and delivery loops around the client are the exporters' ([`crate::otlp`] for
 //! profiles, [`crate::traces`] for traces); [`crate::otlp_retry::after_failure`] is the retry
@@ -68,6 +73,28 @@ pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, Expor
         map.insert(name, value);
     }
     Ok(map)
+}
+
+/// `map` with signal `S`'s version header (see the module docs).
+fn with_version_header<S: Signal>(mut map: HeaderMap) -> HeaderMap {
+    if let Some((key, value)) = S::VERSION_METADATA {
+        map.insert(
+            HeaderName::from_static(key),
+            HeaderValue::from_static(value),
+        );
+    }
+    map
+}
+
+/// `map` with signal `S`'s version metadata (see the module docs).
+fn with_version_metadata<S: Signal>(mut map: MetadataMap) -> MetadataMap {
+    if let Some((key, value)) = S::VERSION_METADATA {
+        map.insert(
+            AsciiMetadataKey::from_static(key),
+            AsciiMetadataValue::from_static(value),
+        );
+    }
+    map
 }
 
 /// Configured `headers` as gRPC metadata (keys lowercased).
@@ -256,7 +283,7 @@ impl<S: Signal> OtlpClient<S> {
         Ok(OtlpClient {
             transport: Transport::Grpc {
                 grpc,
-                metadata: metadata_map(headers)?,
+                metadata: with_version_metadata::<S>(metadata_map(headers)?),
             },
             auth: AuthSlot::default(),
             timeout,
@@ -281,7 +308,7 @@ impl<S: Signal> OtlpClient<S> {
         Ok(OtlpClient {
             transport: Transport::Http {
                 client: crate::http::client(timeout, pool, tls)?,
-                headers: header_map(headers)?,
+                headers: with_version_header::<S>(header_map(headers)?),
                 compression,
             },
             auth: AuthSlot::default(),
@@ -403,6 +430,39 @@ mod tests {
             http_url::<Profiles>("http://x/v1development/profiles/"),
             "http://x/v1development/profiles/"
         );
+    }
+
+    #[test]
+    fn profiles_requests_carry_the_version_traces_none() {
+        let configured: BTreeMap<String, String> = [
+            (
+                "OTLP-Profiles-Development-Version".to_string(),
+                "7".to_string(),
+            ),
+            ("x-team".to_string(), "a".to_string()),
+        ]
+        .into();
+        let h = with_version_header::<Profiles>(header_map(&configured).unwrap());
+        let values: Vec<_> = h
+            .get_all("otlp-profiles-development-version")
+            .iter()
+            .collect();
+        assert_eq!(
+            values,
+            ["1"],
+            "the built-in version replaces a configured one"
+        );
+        assert_eq!(h["x-team"], "a");
+        let m = with_version_metadata::<Profiles>(metadata_map(&configured).unwrap());
+        let values: Vec<_> = m
+            .get_all("otlp-profiles-development-version")
+            .iter()
+            .collect();
+        assert_eq!(values, ["1"]);
+        let t = with_version_header::<Traces>(HeaderMap::new());
+        assert!(t.is_empty());
+        let t = with_version_metadata::<Traces>(MetadataMap::new());
+        assert!(t.is_empty());
     }
 
     #[test]

@@ -34,6 +34,16 @@ pub const EXPORT_PATH: &str =
 /// The OTLP/HTTP path for profiles.
 pub const HTTP_PATH: &str = "/v1development/profiles";
 
+/// The request metadata naming the OTLP profiles development version (gRPC metadata key;
+/// over HTTP the same header, `OTLP-Profiles-Development-Version`, case-insensitive). A
+/// request without it is version 1. See opentelemetry-proto's "Profiles development version".
+pub const PROFILES_VERSION_HEADER: &str = "otlp-profiles-development-version";
+
+/// The OTLP profiles development version of the types above (opentelemetry-proto 0.33, proto
+/// 1.10): what exporters send in [`PROFILES_VERSION_HEADER`]. Bump it together with an
+/// incompatible schema change.
+pub const PROFILES_DEVELOPMENT_VERSION: u32 = 1;
+
 /// Converts a `ProfilesData` into the equivalent export request (same fields, no copy of tables).
 pub fn request_from_data(data: ProfilesData) -> ExportProfilesServiceRequest {
     ExportProfilesServiceRequest {

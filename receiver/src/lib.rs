@@ -44,6 +44,7 @@
 //! | case | gRPC | HTTP |
 //! |---|---|---|
 //! | accepted (maybe with `partial_success`) | `OK` | 200 |
+//! | profiles: `otlp-profiles-development-version` repeated, malformed or not `1` (checked before the body is read; [`profiles_version`]) | `INVALID_ARGUMENT` | 400 |
 //! | undecodable protobuf / invalid OTLP/JSON | `INVALID_ARGUMENT` | 400 |
 //! | dictionary with errors (whole request unusable) | `INVALID_ARGUMENT` | 400 |
 //! | some profiles invalid | `OK`, `partial_success.rejected_profiles` = count | 200, same |
@@ -107,6 +108,8 @@ mod otlp_grpc;
 mod otlp_http;
 mod otlp_ingest;
 mod otlp_traces;
+pub mod profiles_version;
+pub mod sample_records;
 mod sentry_auth;
 mod sentry_envelope;
 mod sentry_forward;
@@ -136,7 +139,7 @@ pub use otlp_grpc::{
 pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
 pub use sentry_envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
 pub use server::{ServerHandle, bind_and_serve};
-pub use stats::{Counters, CountersSnapshot, Stats};
+pub use stats::{Counters, CountersSnapshot, RefusalReason, Stats};
 pub use tls::MAX_HANDSHAKES as MAX_TLS_HANDSHAKES;
 pub use upstream::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};
 

@@ -12,9 +12,13 @@
 //!   permanent for the right reason);
 //! * a message over the size limit is `RESOURCE_EXHAUSTED` (tonic says `OUT_OF_RANGE`, which
 //!   OTLP clients retry);
-//! * authentication (`auth`, `bearer_token`; see [`crate::auth`]) and the consumer's
-//!   [`Consumer::check_ready`] are checked on the headers, before the body is read, so refused
-//!   requests cost no decoding; a failed check is `UNAUTHENTICATED`, counted as refused.
+//! * authentication (`auth`, `bearer_token`; see [`crate::auth`]), the OTLP profiles
+//!   development version ([`crate::profiles_version`]; profiles only) and the consumer's
+//!   [`Consumer::check_ready`] are checked in that order on the headers, before the body is
+//!   read, so refused requests cost no decoding: `UNAUTHENTICATED`, `INVALID_ARGUMENT` naming
+//!   the supported version, `UNAVAILABLE`; counted as refused requests with their
+//!   [`RefusalReason`] (and no samples: none were read). The body is then decoded by the
+//!   decoder of the request's version.
 //!
 //! When the consumer does not take traces ([`Consumer::accepts_traces`] is false),
 //! `TraceService/Export` answers `UNIMPLEMENTED` ("unknown service"), as a Collector whose
@@ -34,7 +38,7 @@ use crate::detach::Detached;
 use crate::error::ReceiverError;
 use crate::otlp_export::{self, ExportError, IngestSignal};
 use crate::server::{self, ServerHandle};
-use crate::stats::{Counters, Stats};
+use crate::stats::{Counters, RefusalReason, Stats};
 use crate::tls::{self, TlsListener};
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, ExportProfilesServiceResponse, ExportTraceServiceRequest,
@@ -45,7 +49,7 @@ use prost::Message;
 use std::convert::Infallible;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::codec::{
@@ -79,19 +83,32 @@ impl<C: Consumer> OtlpGrpcHandler<C> {
     }
 
     /// Handles one decoded request of signal `S`; `UNIMPLEMENTED` when the consumer does not
-    /// take `S`.
+    /// take `S`. (The request's version metadata is the servers' business, checked before
+    /// decoding: a caller handing in a decoded request has decoded it.)
     pub async fn export_signal<S: IngestSignal>(
         &self,
         request: S::Request,
     ) -> Result<S::Response, Status> {
+        self.export_for_reason::<S>(request)
+            .await
+            .map_err(|(status, _)| status)
+    }
+
+    /// [`Self::export_signal`], with the reason of a refusal.
+    async fn export_for_reason<S: IngestSignal>(
+        &self,
+        request: S::Request,
+    ) -> Result<S::Response, (Status, RefusalReason)> {
         if !S::accepted_by(&*self.consumer) {
-            return Err(unknown_service::<S>());
+            return Err((unknown_service::<S>(), RefusalReason::Other));
         }
         otlp_export::export::<S, C>(&*self.consumer, self.counters(), Transport::Grpc, request)
             .await
             .map_err(|e| match e {
-                ExportError::Invalid(message) => Status::invalid_argument(message),
-                ExportError::Consumer(e) => consume_status(&e),
+                ExportError::Invalid(message) => {
+                    (Status::invalid_argument(message), RefusalReason::Invalid)
+                }
+                ExportError::Consumer(e) => (consume_status(&e), consume_reason(&e)),
             })
     }
 
@@ -120,10 +137,16 @@ fn unknown_service<S: Signal>() -> Status {
 
 #[tonic::async_trait]
 impl<C: Consumer> profiles_service_server::ProfilesService for OtlpGrpcHandler<C> {
+    /// Mounted in another tonic server, the request arrives decoded (by tonic's codec, as
+    /// version 1); one naming another version is still refused before anything is ingested.
     async fn export(
         &self,
         request: tonic::Request<ExportProfilesServiceRequest>,
     ) -> Result<tonic::Response<ExportProfilesServiceResponse>, Status> {
+        let headers = request.metadata().clone().into_headers();
+        if let Err(e) = crate::profiles_version::request_version(&headers) {
+            return Err(Status::invalid_argument(e.to_string()));
+        }
         OtlpGrpcHandler::export(self, request.into_inner())
             .await
             .map(tonic::Response::new)
@@ -139,6 +162,15 @@ impl<C: Consumer> trace_service_server::TraceService for OtlpGrpcHandler<C> {
         OtlpGrpcHandler::export_traces(self, request.into_inner())
             .await
             .map(tonic::Response::new)
+    }
+}
+
+/// The [`RefusalReason`] of a consumer refusal.
+pub(crate) fn consume_reason(error: &ConsumeError) -> RefusalReason {
+    match error {
+        ConsumeError::Full { .. } => RefusalReason::Full,
+        ConsumeError::Rejected(_) => RefusalReason::Rejected,
+        ConsumeError::Internal(_) => RefusalReason::Unavailable,
     }
 }
 
@@ -180,12 +212,30 @@ impl GrpcSettings {
         }
     }
 
-    /// Authentication and the consumer's readiness, on the headers alone.
-    fn precheck<C: Consumer>(&self, headers: &http::HeaderMap, consumer: &C) -> Result<(), Status> {
+    /// Authentication, `S`'s version and the consumer's readiness, on the headers alone: the
+    /// version the body is to be decoded with.
+    fn precheck<S: IngestSignal, C: Consumer>(
+        &self,
+        headers: &http::HeaderMap,
+        consumer: &C,
+    ) -> Result<S::Version, (Status, RefusalReason)> {
         if let Err(failure) = self.auth.check(headers) {
-            return Err(Status::unauthenticated(failure.to_string()));
+            return Err((
+                Status::unauthenticated(failure.to_string()),
+                RefusalReason::Unauthenticated,
+            ));
         }
-        consumer.check_ready().map_err(|e| consume_status(&e))
+        let version = S::request_version(headers).map_err(|e| {
+            tracing::debug!(error = %e, "OTLP/gRPC request refused before decoding");
+            (
+                Status::invalid_argument(e.to_string()),
+                RefusalReason::UnsupportedVersion,
+            )
+        })?;
+        consumer
+            .check_ready()
+            .map_err(|e| (consume_status(&e), consume_reason(&e)))?;
+        Ok(version)
     }
 }
 
@@ -280,28 +330,42 @@ impl<S: IngestSignal, C: Consumer> Service<http::Request<tonic::body::Body>>
         if request.uri().path() != S::GRPC_PATH {
             return ready(Status::unimplemented("unknown method"));
         }
-        if let Err(status) = self
+        let version = match self
             .settings
-            .precheck(request.headers(), &*handler.consumer)
+            .precheck::<S, C>(request.headers(), &*handler.consumer)
         {
-            handler.counters().request_refused();
-            return ready(status);
-        }
+            Ok(version) => version,
+            Err((status, reason)) => {
+                handler.counters().request_refused_for(reason);
+                return ready(status);
+            }
+        };
         let encodings = self.settings.encodings;
-        let mut grpc = Grpc::new(ExportCodec::<S>::default())
+        let mut grpc = Grpc::new(ExportCodec::<S>::new(version))
             .apply_compression_config(encodings, encodings)
             .apply_max_message_size_config(Some(self.settings.max_decoding_message_size), None);
-        let method = ExportMethod::<S, C>(Arc::clone(handler), PhantomData);
+        let reason = Arc::new(OnceLock::new());
+        let method = ExportMethod::<S, C> {
+            handler: Arc::clone(handler),
+            reason: Arc::clone(&reason),
+            _signal: PhantomData,
+        };
         let stats = Arc::clone(&handler.stats);
         // All or nothing: the call runs to its end even if the client cancels it.
         let call = self.detached.run(async move {
             let mut response = grpc.unary(method, request).await;
             normalize_status(&mut response);
             let counters = &stats.otlp_grpc;
-            if response.headers().contains_key(Status::GRPC_STATUS) {
-                counters.request_refused();
-            } else {
-                counters.request_accepted();
+            match response.headers().get(Status::GRPC_STATUS) {
+                None => counters.request_accepted(),
+                Some(code) => {
+                    // The handler's own reason when it refused; else what tonic answered for
+                    // (decoding, size, compression).
+                    let reason = reason.get().copied().unwrap_or_else(|| {
+                        RefusalReason::of_grpc_code(Code::from_bytes(code.as_bytes()))
+                    });
+                    counters.request_refused_for(reason);
+                }
             }
             response
         });
@@ -330,49 +394,60 @@ fn normalize_status(response: &mut http::Response<tonic::body::Body>) {
     }
 }
 
-struct ExportMethod<S, C>(Arc<OtlpGrpcHandler<C>>, PhantomData<fn() -> S>);
+/// One call's export: the handler, and where it leaves the reason of a refusal.
+struct ExportMethod<S, C> {
+    handler: Arc<OtlpGrpcHandler<C>>,
+    reason: Arc<OnceLock<RefusalReason>>,
+    _signal: PhantomData<fn() -> S>,
+}
 
 impl<S: IngestSignal, C: Consumer> UnaryService<S::Request> for ExportMethod<S, C> {
     type Response = S::Response;
     type Future = BoxFuture<tonic::Response<Self::Response>, Status>;
 
     fn call(&mut self, request: tonic::Request<S::Request>) -> Self::Future {
-        let handler = Arc::clone(&self.0);
+        let handler = Arc::clone(&self.handler);
+        let reason = Arc::clone(&self.reason);
         Box::pin(async move {
-            handler
-                .export_signal::<S>(request.into_inner())
-                .await
-                .map(tonic::Response::new)
+            match handler.export_for_reason::<S>(request.into_inner()).await {
+                Ok(response) => Ok(tonic::Response::new(response)),
+                Err((status, why)) => {
+                    let _ = reason.set(why);
+                    Err(status)
+                }
+            }
         })
     }
 }
 
-/// Prost codec whose decode errors are `INVALID_ARGUMENT` (`S::Request` is decoded,
-/// `S::Response` encoded).
-struct ExportCodec<S>(PhantomData<fn() -> S>);
+/// Prost codec whose decode errors are `INVALID_ARGUMENT` (`S::Request` is decoded with the
+/// decoder of the request's version, `S::Response` encoded).
+struct ExportCodec<S: IngestSignal> {
+    version: S::Version,
+}
 
-impl<S> Default for ExportCodec<S> {
-    fn default() -> Self {
-        ExportCodec(PhantomData)
+impl<S: IngestSignal> ExportCodec<S> {
+    fn new(version: S::Version) -> Self {
+        ExportCodec { version }
     }
 }
 
-impl<S: Signal> Codec for ExportCodec<S> {
+impl<S: IngestSignal> Codec for ExportCodec<S> {
     type Encode = S::Response;
     type Decode = S::Request;
     type Encoder = ExportCodec<S>;
     type Decoder = ExportCodec<S>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ExportCodec::default()
+        ExportCodec::new(self.version)
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        ExportCodec::default()
+        ExportCodec::new(self.version)
     }
 }
 
-impl<S: Signal> Encoder for ExportCodec<S> {
+impl<S: IngestSignal> Encoder for ExportCodec<S> {
     type Item = S::Response;
     type Error = Status;
 
@@ -382,14 +457,16 @@ impl<S: Signal> Encoder for ExportCodec<S> {
     }
 }
 
-impl<S: Signal> Decoder for ExportCodec<S> {
+impl<S: IngestSignal> Decoder for ExportCodec<S> {
     type Item = S::Request;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
-        S::Request::decode(src).map(Some).map_err(|e| {
-            Status::invalid_argument(format!("cannot decode {}: {e}", S::REQUEST_NAME))
-        })
+        S::decode_protobuf(self.version, src)
+            .map(Some)
+            .map_err(|e| {
+                Status::invalid_argument(format!("cannot decode {}: {e}", S::REQUEST_NAME))
+            })
     }
 }
 
@@ -487,5 +564,37 @@ fn grpc_connection_limits(config: &OtlpGrpcConfig) -> ConnectionLimits {
         handshake_timeout: nonzero(config.handshake_timeout),
         idle_timeout: nonzero(config.keepalive.server_parameters.max_connection_idle),
         write_timeout: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ChannelConsumer;
+    use profiles_service_server::ProfilesService;
+
+    #[tokio::test]
+    async fn a_mounted_handler_refuses_other_versions_too() {
+        let (consumer, _batches) = ChannelConsumer::new(4);
+        let handler = OtlpGrpcHandler::new(Arc::new(consumer), Arc::new(Stats::default()));
+        let call = |version: Option<&'static str>| {
+            let mut request = tonic::Request::new(ExportProfilesServiceRequest::default());
+            if let Some(v) = version {
+                request
+                    .metadata_mut()
+                    .insert("otlp-profiles-development-version", v.parse().unwrap());
+            }
+            request
+        };
+        let refused = ProfilesService::export(&handler, call(Some("2")))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument);
+        assert!(refused.message().contains("supports version 1"));
+        for ok in [None, Some("1")] {
+            ProfilesService::export(&handler, call(ok))
+                .await
+                .expect("version 1");
+        }
     }
 }

@@ -14,6 +14,11 @@
 //!   `google.rpc.RetryInfo` detail.
 //! * Authentication (`auth`, `bearer_token`; see [`crate::auth`]) comes first: a failed check
 //!   is 401 with `WWW-Authenticate`, counted as refused.
+//! * Then, before the body is read: the media type, the OTLP profiles development version
+//!   (`OTLP-Profiles-Development-Version`, profiles only; [`crate::profiles_version`]: 400
+//!   naming the supported version), the encoding, `Content-Length` and the consumer's
+//!   readiness. Each refusal is counted as a refused request with its [`RefusalReason`] (no
+//!   samples: none were read). The body is decoded by the decoder of the request's version.
 //! * `cors` ([`crate::cors`]): preflights are answered before authentication, and responses to
 //!   allowed origins carry `Access-Control-Allow-Origin`.
 //! * Other paths: 404; other methods on the path: 405 with `Allow: POST`.
@@ -27,8 +32,9 @@ use crate::config::OtlpHttpConfig;
 use crate::decompress::{self, BodyError, Encoding};
 use crate::error::ReceiverError;
 use crate::otlp_export::{self, ExportError, IngestSignal};
+use crate::otlp_grpc::consume_reason;
 use crate::server::{self, ServerHandle};
-use crate::stats::Stats;
+use crate::stats::{RefusalReason, Stats};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -175,18 +181,32 @@ async fn handle<S: IngestSignal, C: Consumer>(
     }
     let counters = &state.stats.otlp_http;
     let (parts, mut body) = request.into_parts();
-    let response = match read_request(&state, &parts, &mut body).await {
-        Ok((format, bytes)) => export::<S, C>(&state, format, bytes).await,
-        Err(response) => response,
+    let outcome = match read_request::<S, C>(&state, &parts, &mut body).await {
+        Ok(read) => export::<S, C>(&state, read).await,
+        Err(refused) => Err(refused),
     };
     // Whatever was refused early, let an HTTP/1.1 client finish sending so it reads the answer.
     decompress::drain(&mut body, DRAIN_MAX, DRAIN_TIMEOUT).await;
-    if response.status().is_success() {
-        counters.request_accepted();
-    } else {
-        counters.request_refused();
+    match outcome {
+        Ok(response) => {
+            counters.request_accepted();
+            response
+        }
+        Err((reason, response)) => {
+            counters.request_refused_for(reason);
+            response
+        }
     }
-    response
+}
+
+/// An error answer, and the reason it is counted under.
+type Refusal = (RefusalReason, Response);
+
+/// A request past every check on its headers, with its body read and decompressed.
+struct ReadRequest<V> {
+    format: Format,
+    version: V,
+    bytes: Vec<u8>,
 }
 
 /// Other methods on `S`'s path: 405 when `S` is taken, else 404 (no route).
@@ -204,54 +224,78 @@ async fn other_method<S: IngestSignal, C: Consumer>(
     }
 }
 
-/// Everything before decoding, common to both signals: auth, media type, encoding, size,
-/// readiness, the decompressed body.
-async fn read_request<C: Consumer>(
+/// Everything before decoding, common to both signals: auth, media type, `S`'s version,
+/// encoding, size, readiness, the decompressed body.
+async fn read_request<S: IngestSignal, C: Consumer>(
     state: &HttpState<C>,
     parts: &Parts,
     body: &mut Body,
-) -> Result<(Format, Vec<u8>), Response> {
+) -> Result<ReadRequest<S::Version>, Refusal> {
     if let Err(failure) = state.auth.check(&parts.headers) {
         let challenge = HeaderValue::from_str(state.auth.scheme())
             .unwrap_or(HeaderValue::from_static("Bearer"));
         return Err((
-            StatusCode::UNAUTHORIZED,
-            [(WWW_AUTHENTICATE, challenge)],
-            failure.to_string(),
-        )
-            .into_response());
+            RefusalReason::Unauthenticated,
+            (
+                StatusCode::UNAUTHORIZED,
+                [(WWW_AUTHENTICATE, challenge)],
+                failure.to_string(),
+            )
+                .into_response(),
+        ));
     }
     let Some(format) = Format::from_headers(&parts.headers) else {
         return Err((
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported media type, supported: [application/json, application/x-protobuf]",
-        )
-            .into_response());
+            RefusalReason::UnsupportedMediaType,
+            (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported media type, supported: [application/json, application/x-protobuf]",
+            )
+                .into_response(),
+        ));
     };
+    let version = S::request_version(&parts.headers).map_err(|e| {
+        (
+            RefusalReason::UnsupportedVersion,
+            invalid_body(format, &e.to_string()),
+        )
+    })?;
     let encoding = Encoding::from_headers(&parts.headers, ACCEPTED_ENCODINGS).map_err(|value| {
-        status_response(
-            format,
-            StatusCode::BAD_REQUEST,
-            Code::InvalidArgument,
-            &format!("unsupported Content-Encoding: {value:?}"),
-            None,
+        (
+            RefusalReason::UnsupportedEncoding,
+            status_response(
+                format,
+                StatusCode::BAD_REQUEST,
+                Code::InvalidArgument,
+                &format!("unsupported Content-Encoding: {value:?}"),
+                None,
+            ),
         )
     })?;
     if content_length(&parts.headers).is_some_and(|len| len > state.limit as u64) {
-        return Err(too_large(format, state.limit));
+        return Err((RefusalReason::TooLarge, too_large(format, state.limit)));
     }
     if let Err(e) = state.consumer.check_ready() {
-        return Err(consume_error_response(format, &e));
+        return Err((consume_reason(&e), consume_error_response(format, &e)));
     }
     match decompress::read_body(body, encoding, state.limit).await {
-        Ok(bytes) => Ok((format, bytes)),
-        Err(BodyError::TooLarge { limit }) => Err(too_large(format, limit)),
-        Err(e) => Err(status_response(
+        Ok(bytes) => Ok(ReadRequest {
             format,
-            StatusCode::BAD_REQUEST,
-            Code::InvalidArgument,
-            &e.to_string(),
-            None,
+            version,
+            bytes,
+        }),
+        Err(BodyError::TooLarge { limit }) => {
+            Err((RefusalReason::TooLarge, too_large(format, limit)))
+        }
+        Err(e) => Err((
+            RefusalReason::Invalid,
+            status_response(
+                format,
+                StatusCode::BAD_REQUEST,
+                Code::InvalidArgument,
+                &e.to_string(),
+                None,
+            ),
         )),
     }
 }
@@ -279,40 +323,50 @@ fn ok_response(format: Format, body: Vec<u8>) -> Response {
         .into_response()
 }
 
-/// Decodes a request of signal `S` in `format`, exports it, and answers in `format`.
+/// Decodes a request of signal `S` in its format with the decoder of its version, exports it,
+/// and answers in that format.
 async fn export<S: IngestSignal, C: Consumer>(
     state: &HttpState<C>,
-    format: Format,
-    bytes: Vec<u8>,
-) -> Response {
+    read: ReadRequest<S::Version>,
+) -> Result<Response, Refusal> {
+    let ReadRequest {
+        format,
+        version,
+        bytes,
+    } = read;
     let request = match format {
-        Format::Protobuf(_) => S::Request::decode(bytes.as_slice())
+        Format::Protobuf(_) => S::decode_protobuf(version, bytes.as_slice())
             .map_err(|e| format!("cannot decode {}: {e}", S::REQUEST_NAME)),
-        Format::Json => S::decode_json_request(&bytes)
+        Format::Json => S::decode_json(version, &bytes)
             .map_err(|e| format!("cannot decode OTLP/JSON {}: {e}", S::REQUEST_NAME)),
     };
     drop(bytes);
     let request = match request {
         Ok(r) => r,
-        Err(message) => return invalid_body(format, &message),
+        Err(message) => return Err((RefusalReason::Invalid, invalid_body(format, &message))),
     };
     let counters = &state.stats.otlp_http;
     match otlp_export::export::<S, C>(&*state.consumer, counters, Transport::Http, request).await {
-        Ok(response) => ok_response(
+        Ok(response) => Ok(ok_response(
             format,
             match format {
                 Format::Protobuf(_) => response.encode_to_vec(),
                 Format::Json => S::encode_json_response(&response),
             },
-        ),
-        Err(ExportError::Invalid(message)) => status_response(
-            format,
-            StatusCode::BAD_REQUEST,
-            Code::InvalidArgument,
-            &message,
-            None,
-        ),
-        Err(ExportError::Consumer(e)) => consume_error_response(format, &e),
+        )),
+        Err(ExportError::Invalid(message)) => Err((
+            RefusalReason::Invalid,
+            status_response(
+                format,
+                StatusCode::BAD_REQUEST,
+                Code::InvalidArgument,
+                &message,
+                None,
+            ),
+        )),
+        Err(ExportError::Consumer(e)) => {
+            Err((consume_reason(&e), consume_error_response(format, &e)))
+        }
     }
 }
 

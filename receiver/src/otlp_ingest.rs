@@ -9,12 +9,20 @@
 //! * Warnings never reject anything and are not reported to the client.
 //! * A full success has no `partial_success`. When every profile is invalid the answer is still
 //!   a partial success (all rejected), as the OTLP spec asks: the client must not retry it.
+//! * Every profile is counted in profiles, observations and sample records (by `sample_type`,
+//!   [`crate::sample_records`]), accepted or refused; a request refused as a whole counts all
+//!   of its profiles as refused (labels resolved as far as its string table allows).
+//! * The version and decoders are [`crate::profiles_version`]'s.
 
 use crate::batch::{Consumer, Payload};
-use crate::otlp_export::{IngestSignal, MESSAGE_FINDINGS, Refused, Split, rejection_message};
+use crate::otlp_export::{
+    IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
+};
+use crate::profiles_version::{self, ProfilesVersion, VersionError};
 use crate::stats::Counters;
-use profilink_proto::otlp::{ExportProfilesServiceRequest, data_from_request};
-use profilink_proto::signal::{ItemCounts, Profiles, Signal, profile_samples};
+use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, data_from_request};
+use profilink_proto::otlp_json::OtlpJsonError;
+use profilink_proto::signal::{ItemCounts, Profiles, profile_samples};
 use profilink_proto::validate::{Finding, has_errors, validate_dictionary, validate_profile};
 
 impl IngestSignal for Profiles {
@@ -23,17 +31,67 @@ impl IngestSignal for Profiles {
         true
     }
 
+    type Version = ProfilesVersion;
+
+    fn request_version(headers: &http::HeaderMap) -> Result<ProfilesVersion, VersionError> {
+        profiles_version::request_version(headers)
+    }
+
+    fn decode_protobuf<B: bytes::Buf>(
+        version: ProfilesVersion,
+        body: B,
+    ) -> Result<ExportProfilesServiceRequest, prost::DecodeError> {
+        version.decode_protobuf(body)
+    }
+
+    fn decode_json(
+        version: ProfilesVersion,
+        body: &[u8],
+    ) -> Result<ExportProfilesServiceRequest, OtlpJsonError> {
+        version.decode_json(body)
+    }
+
     fn ingest(request: ExportProfilesServiceRequest) -> Result<Split, Refused> {
         ingest(request)
     }
 
-    fn count_accepted(counters: &Counters, counts: ItemCounts) {
-        counters.accept(counts.items, counts.samples);
+    fn count_accepted(counters: &Counters, tally: &Tally) {
+        counters.accept(tally.counts.items, tally.counts.samples);
+        counters.accept_records(&tally.records);
     }
 
-    fn count_refused(counters: &Counters, counts: ItemCounts) {
-        counters.refuse(counts.items, counts.samples);
+    fn count_refused(counters: &Counters, tally: &Tally) {
+        counters.refuse(tally.counts.items, tally.counts.samples);
+        counters.refuse_records(&tally.records);
     }
+}
+
+/// Adds `profile` to `tally`.
+fn add_profile(
+    tally: &mut Tally,
+    dictionary: Option<&profilink_proto::otlp::ProfilesDictionary>,
+    profile: &Profile,
+) {
+    tally.counts = tally.counts.plus(ItemCounts {
+        items: 1,
+        samples: profile_samples(profile),
+    });
+    tally.records.add_profile(dictionary, profile);
+}
+
+/// Everything in `request`.
+fn tally_of(request: &ExportProfilesServiceRequest) -> Tally {
+    let mut tally = Tally::default();
+    let dictionary = request.dictionary.as_ref();
+    for profile in request
+        .resource_profiles
+        .iter()
+        .flat_map(|rp| &rp.scope_profiles)
+        .flat_map(|sp| &sp.profiles)
+    {
+        add_profile(&mut tally, dictionary, profile);
+    }
+    tally
 }
 
 /// Validates `request` and splits off its invalid profiles (the payload is
@@ -59,12 +117,12 @@ pub fn ingest(request: ExportProfilesServiceRequest) -> Result<Split, Refused> {
         }
         return Err(Refused {
             message,
-            counts: Profiles::counts(&request),
+            tally: tally_of(&request),
         });
     }
     let mut data = data_from_request(request);
-    let mut valid = ItemCounts::default();
-    let mut rejected = ItemCounts::default();
+    let mut valid = Tally::default();
+    let mut rejected = Tally::default();
     let mut quoted: Vec<String> = Vec::new();
     let mut error_count = 0u64;
     let dictionary = data.dictionary.take();
@@ -75,12 +133,8 @@ pub fn ingest(request: ExportProfilesServiceRequest) -> Result<Split, Refused> {
                 let path = format!("resource_profiles[{r}].scope_profiles[{s}].profiles[{p}]");
                 p += 1;
                 let findings = validate_profile(dictionary.as_ref(), profile, &path);
-                let counts = ItemCounts {
-                    items: 1,
-                    samples: profile_samples(profile),
-                };
                 if has_errors(&findings) {
-                    rejected = rejected.plus(counts);
+                    add_profile(&mut rejected, dictionary.as_ref(), profile);
                     for f in findings.into_iter().filter(Finding::is_error) {
                         error_count += 1;
                         if quoted.len() < MESSAGE_FINDINGS {
@@ -89,7 +143,7 @@ pub fn ingest(request: ExportProfilesServiceRequest) -> Result<Split, Refused> {
                     }
                     false
                 } else {
-                    valid = valid.plus(counts);
+                    add_profile(&mut valid, dictionary.as_ref(), profile);
                     true
                 }
             });
@@ -99,9 +153,9 @@ pub fn ingest(request: ExportProfilesServiceRequest) -> Result<Split, Refused> {
     data.resource_profiles
         .retain(|rp| !rp.scope_profiles.is_empty());
     data.dictionary = dictionary;
-    let error_message = if rejected.items > 0 {
+    let error_message = if rejected.counts.items > 0 {
         rejection_message(
-            rejected.items,
+            rejected.counts.items,
             "profile(s)",
             &quoted,
             error_count,

@@ -10,10 +10,15 @@
 //! * The rest (partial success, the consumer, counting) is [`crate::otlp_export`]'s.
 
 use crate::batch::{Consumer, Payload};
-use crate::otlp_export::{IngestSignal, MESSAGE_FINDINGS, Refused, Split, rejection_message};
+use crate::otlp_export::{
+    IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
+};
+use crate::profiles_version::VersionError;
 use crate::stats::Counters;
 use profilink_proto::otlp::{ExportTraceServiceRequest, Span};
-use profilink_proto::signal::{ItemCounts, Traces};
+use profilink_proto::otlp_json::OtlpJsonError;
+use profilink_proto::signal::{ItemCounts, Signal, Traces};
+use prost::Message;
 
 /// Trace id length in bytes.
 pub const TRACE_ID_LEN: usize = 16;
@@ -26,17 +31,36 @@ impl IngestSignal for Traces {
         consumer.accepts_traces()
     }
 
+    /// Traces are not versioned.
+    type Version = ();
+
+    /// Always `Ok`: traces are not versioned, their requests' metadata is not read.
+    fn request_version(_headers: &http::HeaderMap) -> Result<(), VersionError> {
+        Ok(())
+    }
+
+    fn decode_protobuf<B: bytes::Buf>(
+        _version: (),
+        body: B,
+    ) -> Result<ExportTraceServiceRequest, prost::DecodeError> {
+        ExportTraceServiceRequest::decode(body)
+    }
+
+    fn decode_json(_version: (), body: &[u8]) -> Result<ExportTraceServiceRequest, OtlpJsonError> {
+        Traces::decode_json_request(body)
+    }
+
     /// Never refuses a whole request: see `ingest_traces`.
     fn ingest(request: ExportTraceServiceRequest) -> Result<Split, Refused> {
         Ok(ingest_traces(request))
     }
 
-    fn count_accepted(counters: &Counters, counts: ItemCounts) {
-        counters.accept_spans(counts.items);
+    fn count_accepted(counters: &Counters, tally: &Tally) {
+        counters.accept_spans(tally.counts.items);
     }
 
-    fn count_refused(counters: &Counters, counts: ItemCounts) {
-        counters.refuse_spans(counts.items);
+    fn count_refused(counters: &Counters, tally: &Tally) {
+        counters.refuse_spans(tally.counts.items);
     }
 }
 
@@ -104,8 +128,14 @@ pub fn ingest_traces(mut request: ExportTraceServiceRequest) -> Split {
     };
     Split {
         payload: Payload::Traces(request),
-        valid,
-        rejected,
+        valid: Tally {
+            counts: valid,
+            records: Default::default(),
+        },
+        rejected: Tally {
+            counts: rejected,
+            records: Default::default(),
+        },
         error_message,
     }
 }
@@ -152,7 +182,7 @@ mod tests {
             ],
         };
         let out = ingest_traces(request);
-        assert_eq!((out.valid.items, out.rejected.items), (2, 4));
+        assert_eq!((out.valid.counts.items, out.rejected.counts.items), (2, 4));
         let Payload::Traces(kept) = &out.payload else {
             panic!("not traces: {:?}", out.payload)
         };
@@ -187,7 +217,7 @@ mod tests {
         };
         let out = ingest_traces(request.clone());
         assert_eq!(out.payload, Payload::Traces(request));
-        assert_eq!((out.valid.items, out.rejected.items), (1, 0));
+        assert_eq!((out.valid.counts.items, out.rejected.counts.items), (1, 0));
         assert!(out.error_message.is_empty());
     }
 }

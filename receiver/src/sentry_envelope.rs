@@ -51,6 +51,7 @@ use crate::config::SentryReceiverConfig;
 use crate::decompress::{self, Encoding};
 use crate::error::ReceiverError;
 use crate::item_stats::LogLimiter;
+use crate::sample_records::{SENTRY_SAMPLE_TYPE, SampleRecords};
 use crate::sentry_auth::{self};
 use crate::sentry_forward::{self, ForwardPlan};
 use crate::sentry_http::{
@@ -172,8 +173,9 @@ async fn handle<C: Consumer>(
             response
         }
         Err(refusal) => {
-            counters.request_refused();
+            counters.request_refused_for(refusal.reason());
             counters.refuse(refusal.profiles, refusal.samples);
+            counters.refuse_records(&SampleRecords::single(SENTRY_SAMPLE_TYPE, refusal.samples));
             counters.refuse_spans(refusal.spans);
             tracing::debug!(status = refusal.status.as_u16(), detail = %refusal.detail, "envelope refused");
             refusal.into_response()
@@ -325,6 +327,8 @@ async fn process<C: Consumer>(
         }
     }
     counters.accept(profiles, samples);
+    // A Sentry sample (one entry of `samples`) is one observation and one sample record.
+    counters.accept_records(&SampleRecords::single(SENTRY_SAMPLE_TYPE, samples));
     counters.accept_spans(spans);
     counters.refuse_spans(invalid_spans);
 

@@ -61,6 +61,14 @@ impl Refusal {
         }
     }
 
+    /// The reason it is counted under (from its status: a 503 with `Retry-After` is `full`).
+    pub(crate) fn reason(&self) -> crate::stats::RefusalReason {
+        crate::stats::RefusalReason::of_http_status(
+            self.status.as_u16(),
+            self.retry_after.is_some(),
+        )
+    }
+
     pub(crate) fn bad_request(detail: impl Into<String>) -> Self {
         Refusal::new(StatusCode::BAD_REQUEST, detail)
     }

@@ -129,7 +129,7 @@ async fn handle<C: Consumer>(
             r
         }
         Err(refusal) => {
-            counters.request_refused();
+            counters.request_refused_for(refusal.reason());
             refusal.into_response()
         }
     };

@@ -1,7 +1,116 @@
 //! Counters of what the receivers accept and refuse, per receiver and transport, for the
 //! service's `/metrics` (named like the Collector's `otelcol_receiver_accepted_*`).
+//!
+//! Three units are counted: profiles (and spans), **observations** (profilink's sample: one
+//! timestamp or one value of an OTLP `Sample`, one entry of a Sentry chunk's `samples`), and
+//! **sample records** by `sample_type` ([`crate::sample_records`], the Collector's unit).
+//! Requests refused before their body was decoded (authentication, version, size, a full
+//! pipeline at [`Consumer::check_ready`](crate::Consumer::check_ready)) count as refused
+//! requests, with a [`RefusalReason`], and no samples: none were read.
 
+use crate::sample_records::{SampleRecordCounters, SampleRecords};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a request was answered with an error: the `reason` label of
+/// `profilink_receiver_refusals_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RefusalReason {
+    /// The OTLP profiles development version is repeated, malformed or not supported
+    /// ([`crate::profiles_version`]).
+    UnsupportedVersion,
+    /// Missing or wrong credentials (`auth`, `bearer_token`, Sentry keys).
+    Unauthenticated,
+    /// `Content-Type` not taken (HTTP 415).
+    UnsupportedMediaType,
+    /// `Content-Encoding` not taken.
+    UnsupportedEncoding,
+    /// The body is over the size limit.
+    TooLarge,
+    /// A pipeline (or the Sentry receiver's forward queue) is full: retry later.
+    Full,
+    /// The body cannot be read or decoded, or is unusable (broken dictionary, bad envelope).
+    Invalid,
+    /// The pipeline rejected the data for good.
+    Rejected,
+    /// The pipeline failed ([`ConsumeError::Internal`](crate::ConsumeError::Internal)).
+    Unavailable,
+    /// Upstream rate limits cover the request (Sentry receiver, 429).
+    RateLimited,
+    /// The call did not finish in time (gRPC `request_timeout`, a client's deadline).
+    Timeout,
+    /// Anything else.
+    Other,
+}
+
+impl RefusalReason {
+    /// Every reason, in label order.
+    pub const ALL: [RefusalReason; 12] = [
+        RefusalReason::UnsupportedVersion,
+        RefusalReason::Unauthenticated,
+        RefusalReason::UnsupportedMediaType,
+        RefusalReason::UnsupportedEncoding,
+        RefusalReason::TooLarge,
+        RefusalReason::Full,
+        RefusalReason::Invalid,
+        RefusalReason::Rejected,
+        RefusalReason::Unavailable,
+        RefusalReason::RateLimited,
+        RefusalReason::Timeout,
+        RefusalReason::Other,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalReason::UnsupportedVersion => "unsupported_version",
+            RefusalReason::Unauthenticated => "unauthenticated",
+            RefusalReason::UnsupportedMediaType => "unsupported_media_type",
+            RefusalReason::UnsupportedEncoding => "unsupported_encoding",
+            RefusalReason::TooLarge => "too_large",
+            RefusalReason::Full => "full",
+            RefusalReason::Invalid => "invalid",
+            RefusalReason::Rejected => "rejected",
+            RefusalReason::Unavailable => "unavailable",
+            RefusalReason::RateLimited => "rate_limited",
+            RefusalReason::Timeout => "timeout",
+            RefusalReason::Other => "other",
+        }
+    }
+
+    /// The reason an HTTP error answer stands for, when nothing more precise is known
+    /// (`full`: a 503 with `Retry-After`).
+    pub fn of_http_status(status: u16, retry_after: bool) -> RefusalReason {
+        match status {
+            400 | 404 | 422 => RefusalReason::Invalid,
+            401 | 403 => RefusalReason::Unauthenticated,
+            408 => RefusalReason::Timeout,
+            413 => RefusalReason::TooLarge,
+            415 => RefusalReason::UnsupportedEncoding,
+            429 => RefusalReason::RateLimited,
+            503 if retry_after => RefusalReason::Full,
+            502..=504 => RefusalReason::Unavailable,
+            _ => RefusalReason::Other,
+        }
+    }
+
+    /// The reason a gRPC status code stands for, when nothing more precise is known.
+    pub fn of_grpc_code(code: tonic::Code) -> RefusalReason {
+        use tonic::Code;
+        match code {
+            Code::InvalidArgument | Code::Internal | Code::DataLoss => RefusalReason::Invalid,
+            Code::Unauthenticated | Code::PermissionDenied => RefusalReason::Unauthenticated,
+            Code::ResourceExhausted => RefusalReason::TooLarge,
+            Code::Unimplemented => RefusalReason::UnsupportedEncoding,
+            Code::Unavailable => RefusalReason::Unavailable,
+            Code::Cancelled | Code::DeadlineExceeded => RefusalReason::Timeout,
+            _ => RefusalReason::Other,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
 
 /// Counters of one receiver on one transport. All counters only grow.
 #[derive(Debug, Default)]
@@ -25,6 +134,10 @@ pub struct Counters {
     pub accepted_requests: AtomicU64,
     /// Requests answered with an error (bad input, auth, size, full pipeline…).
     pub refused_requests: AtomicU64,
+    /// [`Counters::refused_requests`] by [`RefusalReason`] (indexed by its discriminant).
+    refusals: [AtomicU64; RefusalReason::ALL.len()],
+    /// Sample records by `sample_type`, accepted and refused (the Collector's unit).
+    pub sample_records: SampleRecordCounters,
 }
 
 impl Counters {
@@ -56,9 +169,34 @@ impl Counters {
         self.accepted_requests.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a request answered with an error.
+    /// Counts accepted sample records (see [`crate::sample_records`]).
+    pub fn accept_records(&self, records: &SampleRecords) {
+        self.sample_records.accept(records);
+    }
+
+    /// Counts refused sample records.
+    pub fn refuse_records(&self, records: &SampleRecords) {
+        self.sample_records.refuse(records);
+    }
+
+    /// Counts a request answered with an error, for [`RefusalReason::Other`].
     pub fn request_refused(&self) {
+        self.request_refused_for(RefusalReason::Other);
+    }
+
+    /// Counts a request answered with an error, for `reason`.
+    pub fn request_refused_for(&self, reason: RefusalReason) {
         self.refused_requests.fetch_add(1, Ordering::Relaxed);
+        self.refusals[reason.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `(reason, requests)` of every reason that refused a request so far.
+    pub fn refusals(&self) -> Vec<(RefusalReason, u64)> {
+        RefusalReason::ALL
+            .iter()
+            .map(|r| (*r, self.refusals[r.index()].load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     }
 
     /// The current values.
@@ -119,5 +257,41 @@ impl Stats {
             ("otlp", "http", self.otlp_http.snapshot()),
             ("sentry", "http", self.sentry_http.snapshot()),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_counted_by_reason_and_in_total() {
+        for (i, r) in RefusalReason::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i, "{r:?}");
+        }
+        let c = Counters::default();
+        c.request_refused_for(RefusalReason::UnsupportedVersion);
+        c.request_refused_for(RefusalReason::UnsupportedVersion);
+        c.request_refused();
+        assert_eq!(c.snapshot().refused_requests, 3);
+        assert_eq!(
+            c.refusals(),
+            [
+                (RefusalReason::UnsupportedVersion, 2),
+                (RefusalReason::Other, 1)
+            ]
+        );
+        assert_eq!(
+            RefusalReason::of_http_status(503, true),
+            RefusalReason::Full
+        );
+        assert_eq!(
+            RefusalReason::of_http_status(503, false),
+            RefusalReason::Unavailable
+        );
+        assert_eq!(
+            RefusalReason::of_grpc_code(tonic::Code::ResourceExhausted),
+            RefusalReason::TooLarge
+        );
     }
 }

@@ -64,6 +64,10 @@ pub trait Signal: Send + Sync + 'static {
     const HTTP_PATH: &'static str;
     /// The request message's name, for error messages.
     const REQUEST_NAME: &'static str;
+    /// The development-version metadata a client sends with every request of this signal:
+    /// `(key, value)`, e.g. `("otlp-profiles-development-version", "1")` for profiles; `None`
+    /// for stable signals (traces are not versioned).
+    const VERSION_METADATA: Option<(&'static str, &'static str)> = None;
 
     /// The items in `request`.
     fn counts(request: &Self::Request) -> ItemCounts;

@@ -3,7 +3,7 @@
 use super::{ItemCounts, Signal};
 use crate::otlp::{
     EXPORT_PATH, ExportProfilesPartialSuccess, ExportProfilesServiceRequest,
-    ExportProfilesServiceResponse, HTTP_PATH, Profile, ResourceProfiles,
+    ExportProfilesServiceResponse, HTTP_PATH, PROFILES_VERSION_HEADER, Profile, ResourceProfiles,
 };
 use crate::otlp_json::{self, OtlpJsonError};
 
@@ -46,6 +46,9 @@ impl Signal for Profiles {
     const GRPC_PATH: &'static str = EXPORT_PATH;
     const HTTP_PATH: &'static str = HTTP_PATH;
     const REQUEST_NAME: &'static str = "ExportProfilesServiceRequest";
+    /// `PROFILES_DEVELOPMENT_VERSION` (1) as text; a test below keeps the two equal.
+    const VERSION_METADATA: Option<(&'static str, &'static str)> =
+        Some((PROFILES_VERSION_HEADER, "1"));
 
     fn counts(request: &Self::Request) -> ItemCounts {
         profile_counts(&request.resource_profiles)
@@ -84,5 +87,19 @@ impl Signal for Profiles {
 
     fn encode_json_response(response: &Self::Response) -> Vec<u8> {
         otlp_json::encode_response(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otlp::PROFILES_DEVELOPMENT_VERSION;
+
+    #[test]
+    fn version_metadata_names_the_compiled_in_version() {
+        let (key, value) = Profiles::VERSION_METADATA.unwrap();
+        assert_eq!(key, "otlp-profiles-development-version");
+        assert_eq!(value, PROFILES_DEVELOPMENT_VERSION.to_string());
+        assert_eq!(super::super::Traces::VERSION_METADATA, None);
     }
 }

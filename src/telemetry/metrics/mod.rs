@@ -7,11 +7,11 @@
 //!
 //! | metric | type | labels | meaning |
 //! |---|---|---|---|
-//! | `otelcol_receiver_{accepted,refused}_profile_samples_total` | counter | `receiver`, `transport` | observations pushed into the pipeline / refused (invalid, or the pipeline refused) |
-//! | `otelcol_receiver_failed_profile_samples_total` | counter | `receiver`, `transport` | always 0 (every error counts as refused) |
+//! | `otelcol_receiver_{accepted,refused}_profile_samples_total` | counter | `receiver`, `transport`, `sample_type` | sample records (OTLP `Sample` messages, Sentry `samples` entries) pushed into the pipeline / refused after decoding (invalid, or the pipeline refused), by `"<type>:<unit>"`; an `otel_metric_overflow="true"` series past 256 types |
+//! | `otelcol_receiver_failed_profile_samples_total` | counter | `receiver`, `transport`, `sample_type` | always 0 (every error counts as refused) |
 //! | `otelcol_receiver_{accepted,refused,failed}_spans_total` | counter | `receiver`, `transport` | the same for spans, when a traces pipeline runs |
 //! | `otelcol_receiver_requests_total` | counter | `receiver`, `transport`, `outcome` | requests: `success`, `refused`, `failure` (0) |
-//! | `otelcol_exporter_sent_profile_samples_total` | counter | `exporter` | samples delivered |
+//! | `otelcol_exporter_sent_profile_samples_total` | counter | `exporter` | samples delivered (chunk samples; OTLP exporters: observations) |
 //! | `otelcol_exporter_send_failed_profile_samples_total` | counter | `exporter` | samples given up after sending failed (once per sample, after retries; not `queue_overflow`) |
 //! | `otelcol_exporter_enqueue_failed_profile_samples_total` | counter | `exporter` | samples refused by a full queue |
 //! | `otelcol_exporter_{sent,send_failed,enqueue_failed}_spans_total` | counter | `exporter` | the same for traces instances |
@@ -19,13 +19,14 @@
 //! | `otelcol_process_uptime_total`, `otelcol_process_cpu_seconds_total` | counter | | seconds since start; user + system CPU seconds (Linux) |
 //! | `otelcol_process_memory_rss` | gauge | | resident set size in bytes (Linux) |
 //! | `otel_sdk_exporter_operation_duration_seconds` | histogram | `exporter`, `data_type`, `error_type` (failures) | duration of every delivery attempt |
-//! | `profilink_receiver_accepted_samples_total` | counter | `receiver`, `transport` | observations (one timestamp or one value) accepted |
-//! | `profilink_receiver_refused_samples_total` | counter | `receiver`, `transport` | observations refused (invalid, or the pipeline refused) |
+//! | `profilink_receiver_accepted_samples_total` | counter | `receiver`, `transport` | observations (one timestamp or one value; one Sentry sample) accepted |
+//! | `profilink_receiver_refused_samples_total` | counter | `receiver`, `transport` | observations refused after decoding (invalid, or the pipeline refused) |
 //! | `profilink_receiver_accepted_profiles_total` | counter | `receiver`, `transport` | OTLP profiles / Sentry chunks and V1 profiles accepted |
 //! | `profilink_receiver_refused_profiles_total` | counter | `receiver`, `transport` | profiles refused |
 //! | `profilink_receiver_{accepted,refused}_spans_total` | counter | `receiver`, `transport` | spans of OTLP traces and Sentry span items accepted / refused |
 //! | `profilink_receiver_accepted_requests_total` | counter | `receiver`, `transport` | requests answered with success |
 //! | `profilink_receiver_refused_requests_total` | counter | `receiver`, `transport` | requests answered with an error |
+//! | `profilink_receiver_refusals_total` | counter | `receiver`, `transport`, `reason` | the same by [`RefusalReason`](profilink_receiver::RefusalReason) (`unsupported_version`, `full`, `invalid`, …) |
 //! | `profilink_exporter_accepted_chunks_total` | counter | `exporter` | chunks (OTLP: requests) accepted by `export` |
 //! | `profilink_exporter_refused_full_total` | counter | `exporter` | `export` calls refused because the queue was full |
 //! | `profilink_exporter_sent_chunks_total` | counter | `exporter` | chunks (OTLP: requests) delivered |

@@ -3,12 +3,14 @@
 //! counters as the `profilink_*` families; and the attempt-duration histograms under the
 //! semantic conventions' `otel.sdk.exporter.operation.duration`.
 //!
-//! Where profilink differs from the Collector it says so here and in the README: a profile
-//! sample is one observation (a sample with three timestamps counts three); `failed_*` and
-//! `requests{outcome="failure"}` stay 0 (profilink has no internal errors apart from refusals:
-//! every error counts as refused, as in the Collector without its
-//! `receiverhelper.newReceiverMetrics` gate); queue sizes are in bytes (the Collector's
-//! `sizer: bytes`).
+//! The receivers' profile samples are sample records labelled `sample_type="<type>:<unit>"`,
+//! as the Collector counts them since v0.165 (profilink's observations are
+//! `profilink_receiver_*_samples_total`). Where profilink differs from the Collector it says so
+//! here and in the README: `failed_*` and `requests{outcome="failure"}` stay 0 (profilink has
+//! no internal errors apart from refusals: every error counts as refused, as in the Collector
+//! without its `receiverhelper.newReceiverMetrics` gate); queue sizes are in bytes (the
+//! Collector's `sizer: bytes`); the exporters' profile samples are the samples of Sentry
+//! chunks (one per observation) and, for OTLP exporters, observations, not sample records.
 
 use super::exporters::ExporterEntry;
 use super::receivers::ReceiverEntry;
@@ -37,6 +39,7 @@ impl Render for Otelcol<'_> {
 }
 
 type Count = fn(&profilink_receiver::CountersSnapshot) -> u64;
+type RecordCount = fn(&profilink_receiver::sample_records::RecordCounts) -> u64;
 type ProfilesCount = fn(&MetricsSnapshot) -> u64;
 type SpansCount = fn(&TracesMetricsSnapshot) -> u64;
 
@@ -47,29 +50,13 @@ impl Otelcol<'_> {
             .iter()
             .map(|r| (r, r.counters().snapshot()))
             .collect();
-        let mut families: Vec<(&str, &str, Count)> = vec![
-            (
-                "otelcol_receiver_accepted_profile_samples_total",
-                "Number of profile samples successfully pushed into the pipeline.",
-                |s| s.accepted_samples,
-            ),
-            (
-                "otelcol_receiver_refused_profile_samples_total",
-                "Number of profile samples that could not be pushed into the pipeline.",
-                |s| s.refused_samples,
-            ),
-            (
-                "otelcol_receiver_failed_profile_samples_total",
-                "The number of profile samples that failed to be processed by the receiver due to internal errors.",
-                |_| 0,
-            ),
-        ];
+        self.sample_records(f);
         if self.traces {
-            families.extend([
+            let families: [(&str, &str, Count); 3] = [
                 (
                     "otelcol_receiver_accepted_spans_total",
                     "Number of spans successfully pushed into the pipeline.",
-                    (|s| s.accepted_spans) as Count,
+                    |s| s.accepted_spans,
                 ),
                 (
                     "otelcol_receiver_refused_spans_total",
@@ -81,16 +68,16 @@ impl Otelcol<'_> {
                     "The number of spans that failed to be processed by the receiver due to internal errors.",
                     |_| 0,
                 ),
-            ]);
-        }
-        for (name, help, get) in families {
-            f.header(name, "counter", help);
-            for (r, s) in &rows {
-                f.sample(
-                    name,
-                    &[("receiver", &r.id), ("transport", r.transport)],
-                    get(s),
-                );
+            ];
+            for (name, help, get) in families {
+                f.header(name, "counter", help);
+                for (r, s) in &rows {
+                    f.sample(
+                        name,
+                        &[("receiver", &r.id), ("transport", r.transport)],
+                        get(s),
+                    );
+                }
             }
         }
         let name = "otelcol_receiver_requests_total";
@@ -107,6 +94,49 @@ impl Otelcol<'_> {
                     ("outcome", outcome),
                 ];
                 f.sample(name, &labels, n);
+            }
+        }
+    }
+
+    /// `otelcol_receiver_{accepted,refused,failed}_profile_samples_total`: sample records by
+    /// `sample_type`, as the Collector counts them since v0.165; one series per listener and
+    /// sample type seen (none before the first profile), and an overflow series past the label
+    /// bounds ([`profilink_receiver::sample_records`]).
+    fn sample_records(&self, f: &mut Text<'_>) {
+        let rows: Vec<_> = self
+            .receivers
+            .iter()
+            .map(|r| (r, r.counters().sample_records.snapshot()))
+            .collect();
+        let families: [(&str, &str, RecordCount); 3] = [
+            (
+                "otelcol_receiver_accepted_profile_samples_total",
+                "Number of profile samples successfully pushed into the pipeline.",
+                |c| c.accepted,
+            ),
+            (
+                "otelcol_receiver_refused_profile_samples_total",
+                "Number of profile samples that could not be pushed into the pipeline.",
+                |c| c.refused,
+            ),
+            (
+                "otelcol_receiver_failed_profile_samples_total",
+                "The number of profile samples that failed to be processed by the receiver due to internal errors.",
+                |_| 0,
+            ),
+        ];
+        for (name, help, get) in families {
+            f.header(name, "counter", help);
+            for (r, snapshot) in &rows {
+                let listener = [("receiver", r.id.as_str()), ("transport", r.transport)];
+                for (sample_type, counts) in &snapshot.by_type {
+                    let labels = [listener[0], listener[1], ("sample_type", sample_type)];
+                    f.sample(name, &labels, get(counts));
+                }
+                if let Some(counts) = &snapshot.overflow {
+                    let labels = [listener[0], listener[1], ("otel_metric_overflow", "true")];
+                    f.sample(name, &labels, get(counts));
+                }
             }
         }
     }

@@ -34,12 +34,12 @@ impl Render for Vec<ReceiverEntry> {
         let receiver_families: [(&str, &str, ReceiverField); 8] = [
             (
                 "profilink_receiver_accepted_samples_total",
-                "Observations (one timestamp or one value) accepted by the pipeline.",
+                "Observations (one timestamp or one value of an OTLP sample, one Sentry sample) accepted by the pipeline.",
                 |s| s.accepted_samples,
             ),
             (
                 "profilink_receiver_refused_samples_total",
-                "Observations refused (invalid, or refused by the pipeline).",
+                "Observations refused (invalid, or refused by the pipeline after the body was decoded).",
                 |s| s.refused_samples,
             ),
             (
@@ -81,6 +81,22 @@ impl Render for Vec<ReceiverEntry> {
                     &[("receiver", &r.id), ("transport", r.transport)],
                     get(s),
                 );
+            }
+        }
+        let name = "profilink_receiver_refusals_total";
+        f.header(
+            name,
+            "counter",
+            "Requests answered with an error, by reason (reasons that refused none are left out).",
+        );
+        for r in self {
+            for (reason, n) in r.counters().refusals() {
+                let labels = [
+                    ("receiver", r.id.as_str()),
+                    ("transport", r.transport),
+                    ("reason", reason.as_str()),
+                ];
+                f.sample(name, &labels, n);
             }
         }
     }

@@ -2,7 +2,8 @@
 
 use super::*;
 use profilink_exporter::ExporterMetrics;
-use profilink_receiver::Stats;
+use profilink_receiver::sample_records::SampleRecords;
+use profilink_receiver::{RefusalReason, Stats};
 use profilink_translator::TranslateError;
 use std::sync::atomic::Ordering;
 
@@ -128,10 +129,19 @@ fn renders_and_scrapes() {
 #[test]
 fn serves_the_collector_names_from_the_same_counters() {
     let stats = Arc::new(Stats::default());
+    // Observations (profilink's samples) and sample records (the Collector's) differ.
     stats.otlp_http.accept(1, 40);
     stats.otlp_http.refuse(1, 7);
+    let mut accepted = SampleRecords::single("cpu:nanoseconds", 10);
+    accepted.add("samples:count", 2);
+    stats.otlp_http.accept_records(&accepted);
+    stats
+        .otlp_http
+        .refuse_records(&SampleRecords::single("cpu:nanoseconds", 3));
     stats.otlp_http.request_accepted();
-    stats.otlp_http.request_refused();
+    stats
+        .otlp_http
+        .request_refused_for(RefusalReason::UnsupportedVersion);
     let m = Arc::new(ExporterMetrics::default());
     ExporterMetrics::add(&m.sent_samples, 30);
     ExporterMetrics::add(&m.send_failed_chunks, 5);
@@ -168,17 +178,47 @@ fn serves_the_collector_names_from_the_same_counters() {
     let l = [("receiver", "otlp"), ("transport", "http")];
     let e = [("exporter", "sentry/eu")];
     let get = |name: &str, labels: &[(&str, &str)]| scrape(&text, name, labels);
+    let typed = |t| [l[0], l[1], ("sample_type", t)];
+    let cpu = typed("cpu:nanoseconds");
+    let count = typed("samples:count");
     assert_eq!(
-        get("otelcol_receiver_accepted_profile_samples_total", &l),
+        get("otelcol_receiver_accepted_profile_samples_total", &cpu),
+        Some(10)
+    );
+    assert_eq!(
+        get("otelcol_receiver_accepted_profile_samples_total", &count),
+        Some(2)
+    );
+    assert_eq!(
+        get("otelcol_receiver_refused_profile_samples_total", &cpu),
+        Some(3)
+    );
+    assert_eq!(
+        get("otelcol_receiver_refused_profile_samples_total", &count),
+        Some(0)
+    );
+    assert_eq!(
+        get("otelcol_receiver_failed_profile_samples_total", &cpu),
+        Some(0)
+    );
+    assert!(text.contains(
+        "otelcol_receiver_accepted_profile_samples_total{receiver=\"otlp\",transport=\"http\",sample_type=\"cpu:nanoseconds\"} 10\n"
+    ));
+    assert_eq!(
+        get("profilink_receiver_accepted_samples_total", &l),
         Some(40)
     );
+    assert_eq!(get("profilink_receiver_refused_samples_total", &l), Some(7));
     assert_eq!(
-        get("otelcol_receiver_refused_profile_samples_total", &l),
-        Some(7)
+        get(
+            "profilink_receiver_refusals_total",
+            &[l[0], l[1], ("reason", "unsupported_version")]
+        ),
+        Some(1)
     );
     assert_eq!(
-        get("otelcol_receiver_failed_profile_samples_total", &l),
-        Some(0)
+        get("profilink_receiver_refused_requests_total", &l),
+        Some(1)
     );
     assert_eq!(get("otelcol_receiver_accepted_spans_total", &l), Some(0));
     let outcome = |o| [l[0], l[1], ("outcome", o)];
@@ -257,4 +297,39 @@ fn serves_the_collector_names_from_the_same_counters() {
     let types: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE ")).collect();
     let unique: std::collections::BTreeSet<&str> = types.iter().copied().collect();
     assert_eq!(types.len(), unique.len());
+}
+
+#[test]
+fn sample_types_are_escaped_and_bounded() {
+    let stats = Arc::new(Stats::default());
+    stats
+        .sentry_http
+        .accept_records(&SampleRecords::single("a\"b:c\\d", 1));
+    for i in 0..=profilink_receiver::sample_records::MAX_SAMPLE_TYPES {
+        stats
+            .sentry_http
+            .refuse_records(&SampleRecords::single(&format!("t{i}:count"), 1));
+    }
+    let r = Registry {
+        receivers: vec![ReceiverEntry {
+            id: "sentry".into(),
+            transport: "http",
+            stats,
+        }],
+        ..Registry::default()
+    };
+    let text = r.render();
+    assert!(
+        text.contains("sample_type=\"a\\\"b:c\\\\d\"} 1\n"),
+        "{text}"
+    );
+    let overflow = [("receiver", "sentry"), ("otel_metric_overflow", "true")];
+    assert_eq!(
+        scrape(
+            &text,
+            "otelcol_receiver_refused_profile_samples_total",
+            &overflow
+        ),
+        Some(2)
+    );
 }
