@@ -53,12 +53,11 @@ impl Detached {
     {
         self.0.running.fetch_add(1, Ordering::AcqRel);
         let running = Running(Arc::clone(&self.0));
-        let task = tokio::spawn(async move {
+        tokio::spawn(async move {
             let output = request.await;
             drop(running);
             output
-        });
-        async move { task.await }
+        })
     }
 
     /// Detached requests still running.
