@@ -106,7 +106,7 @@ impl Pipeline {
     }
 
     /// Translates OTLP within `budget` (share one between the pipelines of a service, so it
-    /// bounds all of them together; see [`crate::budget`]). Default: a budget of its own with
+    /// bounds all of them together; see [`Budget`]). Default: a budget of its own with
     /// the default bounds.
     pub fn with_budget(mut self, budget: Budget) -> Self {
         self.budget = budget;

@@ -294,7 +294,7 @@ impl<S: IngestSignal, C: Consumer> ExportService<S, C> {
     }
 
     /// The calls of this service (and of the services sharing its handler) still running
-    /// after their clients went away (see [`crate::detach`]); a server waits for them when it
+    /// after their clients went away (see [`Detached`]); a server waits for them when it
     /// stops.
     pub fn detached(&self) -> Detached {
         self.detached.clone()
