@@ -582,12 +582,8 @@ fn sdk_chunk(base: &ProfileChunk, client: usize, k: u64) -> ProfileChunk {
     c
 }
 
-fn sdk_envelope(c: &ProfileChunk) -> Vec<u8> {
-    sdk_envelope_with(c, None)
-}
-
-/// [`sdk_envelope`] with a `transaction` item (its JSON) after the chunk.
-fn sdk_envelope_with(c: &ProfileChunk, transaction: Option<&[u8]>) -> Vec<u8> {
+/// An SDK's envelope of `c`, with a `transaction` item (its JSON) after the chunk if given.
+fn sdk_envelope(c: &ProfileChunk, transaction: Option<&[u8]>) -> Vec<u8> {
     let payload = c.to_json();
     let mut body = format!(
         "{{}}\n{{\"type\":\"profile_chunk\",\"platform\":\"{}\",\"length\":{}}}\n",
@@ -638,7 +634,7 @@ fn sdk_load(
         let mut k = 0;
         while !stop.load(Ordering::SeqCst) {
             let chunk = sdk_chunk(&base, client, k);
-            let body = sdk_envelope_with(&chunk, transaction.as_deref());
+            let body = sdk_envelope(&chunk, transaction.as_deref());
             if let Some((retries, ambiguous)) =
                 post_until_accepted(&http, &addr, &body, &stop).await
             {
@@ -859,6 +855,13 @@ async fn soak_faults_lose_nothing() {
     let mut next_kill = Instant::now() + plan.kill_every;
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(200)).await;
+        let kill = Instant::now() >= next_kill;
+        // What the join buffer holds right before the kill.
+        let held = if kill {
+            held_chunks(&doors.metrics).await
+        } else {
+            0
+        };
         let mut p = process.lock().unwrap();
         if !p.running() {
             unexpected_exits += 1;
@@ -867,10 +870,7 @@ async fn soak_faults_lose_nothing() {
             continue;
         }
         peak_rss = peak_rss.max(rss_mib(p.pid()).unwrap_or(0));
-        if Instant::now() >= next_kill {
-            drop(p);
-            let held = held_chunks(&doors.metrics).await;
-            let mut p = process.lock().unwrap();
+        if kill {
             if held > 0 {
                 injected.join_window_kills.fetch_add(1, Ordering::Relaxed);
             }

@@ -33,7 +33,10 @@ pub struct LinkingConfig {
     /// Sentry → OTLP: upper bound of kept spans (default 1,000,000).
     pub max_spans: usize,
     /// Sentry → OTLP: the directory under which each pipeline keeps its join log (the held
-    /// chunks and the spans, see [`crate::join`]). The service accepts a `file_storage`
+    /// chunks and the spans, on disk before the `sentry` receiver answers; each chunk
+    /// acknowledged once the OTLP exporters took it, and held again after a restart with the
+    /// rest of its window, see [`Pipeline::with_join_log`](crate::Pipeline::with_join_log)).
+    /// The service accepts a `file_storage`
     /// extension id here too, replaced by the extension's directory before this is read.
     /// Unset: under the durable sending queue of the pipeline's first OTLP exporter that has
     /// one, else in memory only.

@@ -27,9 +27,12 @@ impl Pipeline {
         self
     }
 
-    /// Keeps the join buffer (when the pipeline has one) in a join log in `dir`: what the
-    /// `sentry` receiver answers 200 for is on disk first, and what an earlier run left there
-    /// is held again (see [`crate::join`]). Blocking I/O; fails when the directory cannot be
+    /// Keeps the join buffer (when the pipeline has one) in a join log in `dir` (two segment
+    /// logs, `chunks/` and `spans/`): what the `sentry` receiver answers 200 for is on disk
+    /// first (a write that fails refuses the request), a chunk is acknowledged once the OTLP
+    /// exporters accepted the request carrying it, and what an earlier run left there is held
+    /// again, each chunk for the rest of its window with the spans that had arrived. At
+    /// shutdown held chunks stay in the log. Blocking I/O; fails when the directory cannot be
     /// created or is in use by another pipeline or process.
     pub fn with_join_log(mut self, dir: Option<&Path>) -> std::io::Result<Self> {
         if let Some(dir) = dir
