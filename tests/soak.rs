@@ -4,7 +4,11 @@
 //! exporter's timeout), the process is SIGKILLed and restarted on a period, and (as root) the
 //! queue's file system runs out of space for a while. A second OTLP/gRPC door feeds an `otlp`
 //! exporter with a durable sending queue (profilink as a gateway stage) whose backend
-//! disappears and comes back. Afterwards every observation of every accepted request must
+//! disappears and comes back. A second `sentry` receiver feeds SDK envelopes (chunks, with a
+//! transaction) through the `profile_linking` join buffer to that `otlp` exporter: the chunks
+//! wait there for `join_window`, so every kill finds chunks held (the join-window fault,
+//! counted when the join buffer reports held chunks just before the kill); its join log is on
+//! the queues' file system. Afterwards every observation of every accepted request must
 //! have reached Sentry, or the OTLP backend (at least once; more than once only for requests
 //! whose answer was lost to a kill), memory stays under a bound, and the process never exits
 //! on its own. Prints one summary line.
@@ -177,6 +181,8 @@ struct Plan {
     disk_full_for: Duration,
     backend_down_every: Duration,
     backend_down_for: Duration,
+    /// `profile_linking.join_window` of the Sentry -> OTLP pipeline.
+    join_window: Duration,
 }
 
 impl Plan {
@@ -202,6 +208,8 @@ impl Plan {
             disk_full_for: Duration::from_secs(if long { 20 } else { 5 }),
             backend_down_every: Duration::from_secs(if long { 120 } else { 9 }),
             backend_down_for: Duration::from_secs(if long { 40 } else { 6 }),
+            // The default window in a long soak; a short one ends within the CI soak's drain.
+            join_window: Duration::from_secs(if long { 30 } else { 5 }),
         }
     }
 }
@@ -213,9 +221,11 @@ struct Injected {
     modes: [AtomicU64; 5],
     disk_full: AtomicU64,
     backend_down: AtomicU64,
+    /// Kills while the join buffer held chunks.
+    join_window_kills: AtomicU64,
 }
 
-/// The addresses of the soak: profilink's three doors and the OTLP backend.
+/// The addresses of the soak: profilink's four doors, its metrics and the OTLP backend.
 struct Doors {
     /// OTLP/gRPC to the `sentry` exporter.
     grpc: String,
@@ -223,6 +233,10 @@ struct Doors {
     envelopes: String,
     /// OTLP/gRPC to the `otlp` exporter (the gateway stage).
     gateway: String,
+    /// SDK envelopes through the join buffer to the `otlp` exporter.
+    sdk_otlp: String,
+    /// profilink's metrics (the join buffer's held chunks before a kill).
+    metrics: String,
     /// Where the `otlp` exporter sends: the backend, when it is up.
     backend: String,
 }
@@ -300,11 +314,19 @@ impl Backend {
     }
 }
 
-fn config(dir: &Path, doors: &Doors, queue: &Path, otlp_queue: &Path) -> PathBuf {
+fn config(
+    dir: &Path,
+    doors: &Doors,
+    queue: &Path,
+    otlp_queue: &Path,
+    join_window: Duration,
+) -> PathBuf {
     let Doors {
         grpc,
         envelopes,
         gateway,
+        sdk_otlp,
+        metrics,
         backend,
     } = doors;
     write_config(
@@ -321,6 +343,10 @@ receivers:
       grpc: {{ endpoint: "{gateway}" }}
   sentry:
     endpoint: "{envelopes}"
+  sentry/otlp:
+    endpoint: "{sdk_otlp}"
+processors:
+  profile_linking: {{ join_window: {window}s }}
 exporters:
   otlp:
     endpoint: "{backend}"
@@ -340,11 +366,13 @@ service:
     profiles: {{ receivers: [otlp], exporters: [sentry] }}
     profiles/sdk: {{ receivers: [sentry], exporters: [sentry] }}
     profiles/gateway: {{ receivers: [otlp/gateway], exporters: [otlp] }}
+    profiles/sdk_otlp: {{ receivers: [sentry/otlp], processors: [profile_linking], exporters: [otlp] }}
   telemetry:
-    metrics: {{ address: none }}
+    metrics: {{ address: "{metrics}" }}
 "#,
             queue = queue.display(),
             otlp_queue = otlp_queue.display(),
+            window = join_window.as_secs(),
         ),
     )
 }
@@ -554,7 +582,8 @@ fn sdk_chunk(base: &ProfileChunk, client: usize, k: u64) -> ProfileChunk {
     c
 }
 
-fn sdk_envelope(c: &ProfileChunk) -> Vec<u8> {
+/// An SDK's envelope of `c`, with a `transaction` item (its JSON) after the chunk if given.
+fn sdk_envelope(c: &ProfileChunk, transaction: Option<&[u8]>) -> Vec<u8> {
     let payload = c.to_json();
     let mut body = format!(
         "{{}}\n{{\"type\":\"profile_chunk\",\"platform\":\"{}\",\"length\":{}}}\n",
@@ -564,7 +593,66 @@ fn sdk_envelope(c: &ProfileChunk) -> Vec<u8> {
     .into_bytes();
     body.extend_from_slice(&payload);
     body.push(b'\n');
+    if let Some(t) = transaction {
+        body.extend_from_slice(
+            format!("{{\"type\":\"transaction\",\"length\":{}}}\n", t.len()).as_bytes(),
+        );
+        body.extend_from_slice(t);
+        body.push(b'\n');
+    }
     body
+}
+
+/// Held chunks of the Sentry -> OTLP pipeline's join buffer, from profilink's metrics.
+async fn held_chunks(metrics: &str) -> u64 {
+    let url = format!("http://{metrics}/metrics");
+    let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(2), reqwest::get(&url)).await else {
+        return 0;
+    };
+    let text = r.text().await.unwrap_or_default();
+    profilink::telemetry::metrics::scrape(
+        &text,
+        "profilink_join_held_chunks",
+        &[("pipeline", "profiles/sdk_otlp")],
+    )
+    .unwrap_or(0)
+}
+
+/// One SDK: a chunk of its own session every 500 ms (with `transaction` in the envelope, if
+/// given) to the `sentry` receiver at `addr`, each retried until accepted, until `stop`.
+fn sdk_load(
+    addr: &str,
+    base: &ProfileChunk,
+    client: usize,
+    transaction: Option<Vec<u8>>,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Accepted> {
+    let (addr, base, stop) = (addr.to_owned(), base.clone(), stop.clone());
+    tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        let mut acc = Accepted::default();
+        let mut k = 0;
+        while !stop.load(Ordering::SeqCst) {
+            let chunk = sdk_chunk(&base, client, k);
+            let body = sdk_envelope(&chunk, transaction.as_deref());
+            if let Some((retries, ambiguous)) =
+                post_until_accepted(&http, &addr, &body, &stop).await
+            {
+                for (key, n) in keys(std::slice::from_ref(&chunk)) {
+                    *acc.keys.entry(key.clone()).or_default() += n;
+                    if ambiguous {
+                        *acc.ambiguous.entry(key).or_default() += n;
+                    }
+                }
+                acc.requests += 1;
+                acc.retries += retries;
+                acc.envelopes += 1;
+            }
+            k += 1;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        acc
+    })
 }
 
 /// Posts an envelope until it is answered 200; like `send_until_accepted`, says whether an
@@ -625,10 +713,12 @@ async fn soak_faults_lose_nothing() {
         grpc: free_addr(),
         envelopes: free_addr(),
         gateway: free_addr(),
+        sdk_otlp: free_addr(),
+        metrics: free_addr(),
         backend: free_addr(),
     };
     let (grpc, envelopes) = (doors.grpc.clone(), doors.envelopes.clone());
-    let cfg = config(dir.path(), &doors, &queue, &otlp_queue);
+    let cfg = config(dir.path(), &doors, &queue, &otlp_queue, plan.join_window);
     let args = ["run", "--config", cfg.to_str().unwrap()];
     let env = [("TEST_SENTRY_DSN", Some(dsn.as_str()))];
     let stderr_log = dir.path().join("profilink.stderr");
@@ -680,35 +770,21 @@ async fn soak_faults_lose_nothing() {
             .expect("the fixture has a chunk");
         ProfileChunk::from_json(&item.payload).unwrap()
     };
-    {
-        let envelopes = envelopes.clone();
-        let stop = stop.clone();
-        clients.push(tokio::spawn(async move {
-            let http = reqwest::Client::new();
-            let mut acc = Accepted::default();
-            let mut k = 0;
-            while !stop.load(Ordering::SeqCst) {
-                let chunk = sdk_chunk(&sdk_base, 0, k);
-                let body = sdk_envelope(&chunk);
-                if let Some((retries, ambiguous)) =
-                    post_until_accepted(&http, &envelopes, &body, &stop).await
-                {
-                    for (key, n) in keys(std::slice::from_ref(&chunk)) {
-                        *acc.keys.entry(key.clone()).or_default() += n;
-                        if ambiguous {
-                            *acc.ambiguous.entry(key).or_default() += n;
-                        }
-                    }
-                    acc.requests += 1;
-                    acc.retries += retries;
-                    acc.envelopes += 1;
-                }
-                k += 1;
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            acc
-        }));
-    }
+    clients.push(sdk_load(&envelopes, &sdk_base, 0, None, &stop));
+    // And through the join buffer to the OTLP backend, each chunk with a transaction (of
+    // another session: its spans are logged and kept, the chunk waits for its window).
+    let transaction = {
+        let raw = std::fs::read(fixtures().join("sentry/python/trace-transaction-0001.envelope"))
+            .unwrap();
+        let env = Envelope::parse(&raw).unwrap();
+        let item = env
+            .items
+            .iter()
+            .find(|i| i.item_type() == Some("transaction"))
+            .expect("the fixture has a transaction");
+        item.payload.to_vec()
+    };
+    let sdk_otlp_client = sdk_load(&doors.sdk_otlp, &sdk_base, 1, Some(transaction), &stop);
 
     // Sentry flapping.
     let flap = {
@@ -779,6 +855,13 @@ async fn soak_faults_lose_nothing() {
     let mut next_kill = Instant::now() + plan.kill_every;
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(200)).await;
+        let kill = Instant::now() >= next_kill;
+        // What the join buffer holds right before the kill.
+        let held = if kill {
+            held_chunks(&doors.metrics).await
+        } else {
+            0
+        };
         let mut p = process.lock().unwrap();
         if !p.running() {
             unexpected_exits += 1;
@@ -787,7 +870,10 @@ async fn soak_faults_lose_nothing() {
             continue;
         }
         peak_rss = peak_rss.max(rss_mib(p.pid()).unwrap_or(0));
-        if Instant::now() >= next_kill {
+        if kill {
+            if held > 0 {
+                injected.join_window_kills.fetch_add(1, Ordering::Relaxed);
+            }
             p.signal("KILL");
             let _ = p.wait_exit(Duration::from_secs(10));
             injected.kills.fetch_add(1, Ordering::Relaxed);
@@ -816,7 +902,16 @@ async fn soak_faults_lose_nothing() {
         accepted.retries += a.retries;
         accepted.envelopes += a.envelopes;
     }
-    let gateway = gateway_client.await.unwrap();
+    // What the OTLP backend must get: the gateway's requests and the Sentry -> OTLP
+    // envelopes' chunks (their own profiler sessions).
+    let mut gateway = gateway_client.await.unwrap();
+    let sdk_otlp = sdk_otlp_client.await.unwrap();
+    for (k, n) in sdk_otlp.keys {
+        *gateway.keys.entry(k).or_default() += n;
+    }
+    for (k, n) in sdk_otlp.ambiguous {
+        *gateway.ambiguous.entry(k).or_default() += n;
+    }
 
     // Drain: Sentry answers, windows go idle, everything queued is delivered.
     sentry.mode.store(Mode::Ok as u8, Ordering::SeqCst);
@@ -891,10 +986,10 @@ async fn soak_faults_lose_nothing() {
     let m = |mode: Mode| injected.modes[mode as usize].load(Ordering::Relaxed);
     println!(
         "soak: {}s, {} requests accepted ({} of them envelopes; {} retries), faults: sigkill={} sentry_503={} sentry_429={} \
-         sentry_reset={} sentry_stall={} disk_full={}{} otlp_backend_down={}; observations accepted={} delivered={} \
+         sentry_reset={} sentry_stall={} disk_full={}{} otlp_backend_down={} join_window_kills={}; observations accepted={} delivered={} \
          lost={} duplicated={} unexpected={} changed_chunk_ids={} identical_resends={} \
-         sparse_dropped_in_last_summary={}; gateway to the OTLP backend: {} requests accepted ({} retries), \
-         observations accepted={} delivered={} lost={} duplicated={} unexpected={} identical_resends={}; \
+         sparse_dropped_in_last_summary={}; gateway and Sentry -> OTLP (join window {}s) to the OTLP backend: {} requests accepted \
+         ({} of them envelopes; {} retries), observations accepted={} delivered={} lost={} duplicated={} unexpected={} identical_resends={}; \
          peak_rss={}MiB (bound {}MiB); unexpected_exits={}",
         plan.seconds,
         accepted.requests,
@@ -912,6 +1007,7 @@ async fn soak_faults_lose_nothing() {
             ""
         },
         injected.backend_down.load(Ordering::Relaxed),
+        injected.join_window_kills.load(Ordering::Relaxed),
         accepted.keys.values().sum::<u64>(),
         delivered.values().sum::<u64>(),
         lost,
@@ -920,8 +1016,10 @@ async fn soak_faults_lose_nothing() {
         sentry.changed_ids.load(Ordering::Relaxed),
         sentry.resends.load(Ordering::Relaxed),
         sparse_dropped,
-        gateway.requests,
-        gateway.retries,
+        plan.join_window.as_secs(),
+        gateway.requests + sdk_otlp.requests,
+        sdk_otlp.envelopes,
+        gateway.retries + sdk_otlp.retries,
         gateway.keys.values().sum::<u64>(),
         at_backend.values().sum::<u64>(),
         gw.lost,
@@ -966,9 +1064,17 @@ async fn soak_faults_lose_nothing() {
         injected.backend_down.load(Ordering::Relaxed) > 0,
         "the OTLP backend never went down"
     );
+    assert!(
+        sdk_otlp.envelopes > 0,
+        "no envelope to the Sentry -> OTLP pipeline was accepted"
+    );
+    assert!(
+        injected.join_window_kills.load(Ordering::Relaxed) > 0,
+        "no kill found chunks held in the join buffer"
+    );
     assert_eq!(
         gw.lost, 0,
-        "observations accepted by the gateway never reached the OTLP backend"
+        "observations accepted by the gateway or the Sentry -> OTLP pipeline never reached the OTLP backend"
     );
     assert_eq!(
         gw.duplicated, 0,

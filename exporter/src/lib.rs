@@ -83,6 +83,8 @@ pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
+/// The durable queues' segment log, which the processor's trace-linking join log reuses.
+pub use queue::segment::{RecordRef, ScanStats, SegmentLog};
 pub use send_queue::SendingQueueConfig;
 pub use sentry::SentryExporter;
 pub use sentry::routing::{Route, Router};

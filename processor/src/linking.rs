@@ -4,13 +4,15 @@
 //!   ([`crate::join::buffer`]) that holds chunks until the transactions (or span items) of
 //!   their profiler session have arrived. Such pipelines join with the defaults when they have
 //!   no `profile_linking` processor; `join_window: 0s` turns the wait off (chunks are linked
-//!   only to spans already received).
+//!   only to spans already received). Where the join buffer is kept on disk is `storage`
+//!   (see [`LinkingConfig::storage`]).
 //! * In a `traces` pipeline, it stamps spans with `sentry.profiler_id` and `thread.id` (see
 //!   [`crate::traces`]), holding spans up to `wait` so that the profile samples
 //!   linked to them can arrive first.
 
 use crate::join::buffer::JoinConfig;
 use serde::Deserialize;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// `processors.profile_linking`.
@@ -30,6 +32,15 @@ pub struct LinkingConfig {
     pub max_sessions: usize,
     /// Sentry → OTLP: upper bound of kept spans (default 1,000,000).
     pub max_spans: usize,
+    /// Sentry → OTLP: the directory under which each pipeline keeps its join log (the held
+    /// chunks and the spans, on disk before the `sentry` receiver answers; each chunk
+    /// acknowledged once the OTLP exporters took it, and held again after a restart with the
+    /// rest of its window, see [`Pipeline::with_join_log`](crate::Pipeline::with_join_log)).
+    /// The service accepts a `file_storage`
+    /// extension id here too, replaced by the extension's directory before this is read.
+    /// Unset: under the durable sending queue of the pipeline's first OTLP exporter that has
+    /// one, else in memory only.
+    pub storage: Option<PathBuf>,
     /// OTLP traces: how long spans wait for the profile samples linked to them (default 10 s;
     /// 0 stamps only the profiler id derived from the span's resource, plus what is known).
     #[serde(with = "humantime_serde")]
@@ -54,6 +65,7 @@ impl Default for LinkingConfig {
             max_buffer_mib: j.max_bytes >> 20,
             max_sessions: j.max_sessions,
             max_spans: j.max_spans,
+            storage: None,
             wait: Duration::from_secs(10),
             max_wait_mib: 64,
             max_links: 1_000_000,

@@ -18,8 +18,7 @@
 use crate::budget::{Budget, Reservation};
 use crate::counters::ServiceCounters;
 use crate::export::{ChunkExporter, ProfileExporter, export_all};
-use crate::join::buffer::{JoinConfig, Release};
-use crate::join::{JoinMetrics, SentryJoin};
+use crate::join::SentryJoin;
 use crate::sampling::Sampler;
 use crate::spec::ProcessorSpec;
 use crate::store::StoreWriter;
@@ -38,6 +37,8 @@ use profilink_translator::{NoLinks, TransactionLinks, span_intervals, span_item_
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod release;
 
 /// How long a client is asked to wait when a queue is full and the exporter gave no delay.
 pub const FULL_RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -123,120 +124,6 @@ impl Pipeline {
     pub fn with_span_threads(mut self, known: Option<SharedSpanThreads>) -> Self {
         self.span_threads = known;
         self
-    }
-
-    /// Holds received Sentry chunks in a join buffer with `cfg` until their transactions
-    /// arrive, when the pipeline has OTLP exporters (see [`JoinConfig`](crate::JoinConfig)). Without it
-    /// chunks are linked only to the transactions of their own envelope.
-    pub fn with_join(mut self, cfg: Option<JoinConfig>) -> Self {
-        self.join = cfg
-            .filter(|_| !self.otlp_exporters.is_empty())
-            .map(SentryJoin::new);
-        self
-    }
-
-    /// The join buffer's counters, when the pipeline joins.
-    pub fn join_metrics(&self) -> Option<Arc<JoinMetrics>> {
-        self.join.as_ref().map(SentryJoin::metrics)
-    }
-
-    /// Translates released chunks (each profiler session with the links of its spans) and
-    /// hands them to the OTLP exporters; what they refuse is parked and retried by
-    /// [`Pipeline::tick`].
-    async fn release(&self, releases: Vec<Release>) {
-        let Some(join) = &self.join else {
-            return;
-        };
-        let reqs = self.translate_releases(releases);
-        self.export_or_park(join, reqs).await;
-    }
-
-    /// Releases the chunks that a request's own `add` made due. When they are all that
-    /// request's chunks (always so with `join_window: 0s`), a refusing exporter refuses the
-    /// request: its client sends it again, where parking would answer success for data held
-    /// only in memory. Chunks of earlier requests (already answered) are parked as before.
-    async fn release_for(
-        &self,
-        releases: Vec<Release>,
-        own: &std::collections::HashSet<String>,
-    ) -> Result<(), ConsumeError> {
-        let all_own = releases
-            .iter()
-            .all(|r| r.chunks.iter().all(|(_, c)| own.contains(&c.chunk_id)));
-        if !all_own {
-            self.release(releases).await;
-            return Ok(());
-        }
-        for req in self.translate_releases(releases) {
-            self.export_otlp(req).await?;
-        }
-        Ok(())
-    }
-
-    fn translate_releases(&self, releases: Vec<Release>) -> Vec<ExportProfilesServiceRequest> {
-        let mut reqs = Vec::with_capacity(releases.len());
-        for r in releases {
-            let chunks: Vec<ProfileChunk> = r.chunks.into_iter().map(|(_, c)| c).collect();
-            let t = sentry_to_otlp::translate(
-                &SentryInput {
-                    chunks: &chunks,
-                    v1_profiles: &[],
-                },
-                &r.links,
-                &self.s2o,
-            );
-            self.count_sentry_translation(&t, chunks.len());
-            if !t.request.resource_profiles.is_empty() {
-                reqs.push(t.request);
-            }
-        }
-        reqs
-    }
-
-    async fn export_or_park(&self, join: &SentryJoin, reqs: Vec<ExportProfilesServiceRequest>) {
-        let mut failed = false;
-        for req in reqs {
-            if failed {
-                join.park(req);
-                continue;
-            }
-            if let Err(e) = self.export_otlp(req.clone()).await {
-                tracing::debug!(pipeline = %self.name, error = ?e, "OTLP exporter refused linked profiles; retrying");
-                failed = true;
-                join.park(req);
-            }
-        }
-    }
-
-    /// Retries parked requests and releases the chunks whose window ran out (run every
-    /// [`crate::join::TICK`] by the service).
-    pub async fn tick(&self) {
-        let Some(join) = &self.join else {
-            return;
-        };
-        let parked = join.unpark();
-        if !parked.is_empty() {
-            self.export_or_park(join, parked).await;
-        }
-        let due = join.due();
-        if !due.is_empty() {
-            self.release(due).await;
-        }
-    }
-
-    /// Releases every held chunk (shutdown, before the exporters stop).
-    pub async fn flush_join(&self) {
-        let Some(join) = &self.join else {
-            return;
-        };
-        let parked = join.unpark();
-        self.export_or_park(join, parked).await;
-        let all = join.all();
-        self.release(all).await;
-        let left = join.unpark();
-        if !left.is_empty() {
-            tracing::warn!(pipeline = %self.name, requests = left.len(), "OTLP exporters refused linked profiles at shutdown; dropped");
-        }
     }
 
     /// Keeps the Sentry chunks this pipeline receives in the `profile_store` when it has no
@@ -533,7 +420,7 @@ impl Pipeline {
                 chunks.clone()
             };
             own = held.iter().map(|c| c.chunk_id.clone()).collect();
-            released = join.add(held, batch_project, spans);
+            released = join.add(held, batch_project, spans).await?;
         }
         if chunks.is_empty() && v1.is_empty() {
             return self.release_for(released, &own).await;

@@ -119,6 +119,18 @@ pub enum ServiceError {
         #[source]
         source: ExportError,
     },
+    /// A pipeline's join log could not be opened (its directory cannot be written, or another
+    /// pipeline or process holds it).
+    #[error("service.pipelines.{pipeline}: cannot open the join log in {}: {source}", path.display())]
+    JoinLog {
+        /// The pipeline.
+        pipeline: String,
+        /// The join log's directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A receiver could not start; `at` is its key (`receivers.otlp.protocols.grpc`).
     #[error("{at}: {source}")]
     Receiver {

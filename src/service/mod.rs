@@ -92,7 +92,7 @@ async fn start(
         extensions::build_extensions(plan, store.as_ref(), health, telemetry_rx).await?;
     let pprof = extensions::start_pprof(plan, telemetry_rx).await?;
     let exporters = exporters::build_exporters(plan, store.as_ref(), &auths).await?;
-    let pipelines = pipelines::build_pipelines(plan, &exporters, store.as_ref(), receivers_rx);
+    let pipelines = pipelines::build_pipelines(plan, &exporters, store.as_ref(), receivers_rx)?;
     let forwarders = forward::start_forwarders(plan).await?;
     let stats = receivers::receiver_stats(&pipelines.fanouts);
     let registry = Arc::new(registry::registry(

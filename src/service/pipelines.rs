@@ -3,7 +3,10 @@
 //! receiver id to every pipeline that lists it, and the tickers of the pipelines' periodic
 //! work.
 
-use super::components::{Plan, ProcessorSpec, ReceiverSpec, is_traces_pipeline};
+use super::components::{
+    ExporterSpec, Plan, ProcessorSpec, ReceiverSpec, is_traces_pipeline, join_log_dir,
+};
+use super::error::ServiceError;
 use super::exporters::Exporters;
 use super::extensions::RunningStore;
 use super::stop::spawn_ticker;
@@ -11,6 +14,7 @@ use profilink_processor::{
     Budget, Fanout, LinkingConfig, Pipeline, ServiceCounters, TracesPipeline, span_threads,
 };
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -43,13 +47,38 @@ fn traces_linking(plan: &Plan) -> Option<LinkingConfig> {
         })
 }
 
-/// Builds the pipelines of `plan` over `exporters`; tickers run until `stop` says stop.
+/// Where the join log of pipeline `name` lives: under its `profile_linking` processor's
+/// `storage`, else under the durable queue of its first OTLP exporter that has one (in the
+/// order of its `exporters`); `None` (the join stays in memory) when neither is there.
+fn join_log(plan: &Plan, name: &str, p: &crate::config::Pipeline) -> Option<PathBuf> {
+    let comps = &plan.components;
+    let linking = p
+        .processors
+        .iter()
+        .find_map(|id| match comps.processors.get(id) {
+            Some(ProcessorSpec::Linking(c)) => Some((id.as_str(), c)),
+            _ => None,
+        });
+    let base = linking.and_then(|(_, c)| c.storage.clone()).or_else(|| {
+        p.exporters
+            .iter()
+            .find_map(|id| match comps.exporters.get(id) {
+                Some(spec @ ExporterSpec::Otlp(_)) => spec.queue_dir(),
+                _ => None,
+            })
+    })?;
+    let processor = linking.map_or("profile_linking", |(id, _)| id);
+    Some(join_log_dir(&base, processor, name))
+}
+
+/// Builds the pipelines of `plan` over `exporters`; tickers run until `stop` says stop. Fails
+/// when a pipeline's join log cannot be opened.
 pub fn build_pipelines(
     plan: &Plan,
     exporters: &Exporters,
     store: Option<&RunningStore>,
     stop: &watch::Receiver<bool>,
-) -> Pipelines {
+) -> Result<Pipelines, ServiceError> {
     let config = &plan.config;
     let comps = &plan.components;
     let known = traces_linking(plan).as_ref().map(span_threads);
@@ -98,11 +127,21 @@ pub fn build_pipelines(
             .iter()
             .any(|id| matches!(comps.receivers.get(id), Some(ReceiverSpec::Sentry(_))));
         let join = from_sentry.then(|| linking.unwrap_or_default().join());
+        let log = join.as_ref().and_then(|_| join_log(plan, name, p));
         let pipeline = Pipeline::new(name, &processors, chunks, otlp, counters.clone())
             .with_store(store.map(|s| s.writer.clone()))
             .with_join(join)
             .with_span_threads(known.clone())
-            .with_budget(budget.clone());
+            .with_budget(budget.clone())
+            .with_join_log(log.as_deref())
+            .map_err(|source| ServiceError::JoinLog {
+                pipeline: name.clone(),
+                path: log.clone().unwrap_or_default(),
+                source,
+            })?;
+        if pipeline.join_metrics().is_some() && log.is_none() {
+            tracing::info!(pipeline = %name, "trace-linking join buffer in memory: chunks it holds are lost if the process dies (set profile_linking.storage, or give the OTLP exporter a durable sending_queue)");
+        }
         profiles.insert(name.clone(), Arc::new(pipeline));
     }
 
@@ -158,11 +197,11 @@ pub fn build_pipelines(
             },
         ));
     }
-    Pipelines {
+    Ok(Pipelines {
         profiles,
         traces,
         fanouts,
         counters,
         tickers,
-    }
+    })
 }

@@ -325,7 +325,7 @@ impl SegmentLog {
 
     /// Number of live records.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.index.len()
     }
 

@@ -118,13 +118,15 @@ struct Held {
     start_ns: u64,
     end_ns: u64,
     seq: u64,
+    /// Its record in the join log (0: not logged).
+    record: u64,
 }
 
 #[derive(Debug, Default)]
 struct Session {
     chunks: Vec<Held>,
-    /// Spans with their arrival time, in arrival order.
-    spans: Vec<(SpanInterval, Instant)>,
+    /// Spans with their arrival time and join log record (0: not logged), in arrival order.
+    spans: Vec<(SpanInterval, Instant, u64)>,
     /// Latest end among the spans that arrived.
     latest_end_ns: u64,
     /// Longest duration (end − start) among the spans that arrived.
@@ -149,6 +151,8 @@ pub struct Release {
     pub profiler_id: String,
     /// The chunks with the project they were received for.
     pub chunks: Vec<(u64, ProfileChunk)>,
+    /// The join log record of each chunk, in the order of `chunks` (0: not logged).
+    pub records: Vec<u64>,
     /// The spans of that profiler known at release.
     pub links: TransactionLinks,
 }
@@ -164,6 +168,10 @@ pub struct JoinBuffer {
     with_chunks: usize,
     seq: u64,
     counts: JoinCounts,
+    /// Spans still kept per join log record.
+    span_records: HashMap<u64, usize>,
+    /// Join log records of spans whose spans have all left the buffer, not yet taken.
+    done_span_records: Vec<u64>,
 }
 
 fn sample_range_ns(chunk: &ProfileChunk) -> (u64, u64) {
@@ -186,6 +194,8 @@ impl JoinBuffer {
             with_chunks: 0,
             seq: 0,
             counts: JoinCounts::default(),
+            span_records: HashMap::new(),
+            done_span_records: Vec::new(),
         }
     }
 
@@ -229,18 +239,58 @@ impl JoinBuffer {
     }
 
     /// Records spans (from transactions or span items) that arrived at `now`.
+    #[cfg(test)]
     pub fn add_spans(&mut self, spans: impl IntoIterator<Item = SpanInterval>, now: Instant) {
+        self.add_logged_spans(spans, now, 0);
+    }
+
+    /// Records spans that arrived at `now`, kept in join log record `record` (0: not logged):
+    /// once they have all left the buffer, [`JoinBuffer::take_done_span_records`] names it.
+    pub fn add_logged_spans(
+        &mut self,
+        spans: impl IntoIterator<Item = SpanInterval>,
+        now: Instant,
+        record: u64,
+    ) {
+        let mut n = 0;
         for s in spans {
             let session = self.sessions.entry(s.profiler_id.clone()).or_default();
             session.latest_end_ns = session.latest_end_ns.max(s.end_ns);
             session.longest_ns = session.longest_ns.max(s.end_ns.saturating_sub(s.start_ns));
-            session.spans.push((s, now));
+            session.spans.push((s, now, record));
             self.spans += 1;
+            n += 1;
+        }
+        if record != 0 {
+            if n == 0 {
+                self.done_span_records.push(record);
+            } else {
+                *self.span_records.entry(record).or_default() += n;
+            }
         }
     }
 
+    /// The join log records of spans whose spans have all left the buffer since the last call
+    /// (past their retention or evicted): they can be acknowledged.
+    pub fn take_done_span_records(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.done_span_records)
+    }
+
     /// Holds `chunk` (received for `project_id`) from `now` on.
+    #[cfg(test)]
     pub fn add_chunk(&mut self, chunk: ProfileChunk, project_id: u64, now: Instant) {
+        self.add_logged_chunk(chunk, project_id, now, 0);
+    }
+
+    /// Holds `chunk` (received for `project_id`) from `now` on, kept in join log record
+    /// `record` (0: not logged); its [`Release`] names the record.
+    pub fn add_logged_chunk(
+        &mut self,
+        chunk: ProfileChunk,
+        project_id: u64,
+        now: Instant,
+        record: u64,
+    ) {
         let (start_ns, end_ns) = sample_range_ns(&chunk);
         let bytes = estimated_bytes(&chunk);
         self.seq += 1;
@@ -257,6 +307,7 @@ impl JoinBuffer {
             start_ns,
             end_ns,
             seq: self.seq,
+            record,
         });
     }
 
@@ -339,7 +390,7 @@ impl JoinBuffer {
             let linked = s
                 .spans
                 .iter()
-                .any(|(sp, _)| sp.start_ns <= h.end_ns && sp.end_ns >= h.start_ns);
+                .any(|(sp, _, _)| sp.start_ns <= h.end_ns && sp.end_ns >= h.start_ns);
             if !linked {
                 self.counts.unlinked += 1;
             }
@@ -347,13 +398,15 @@ impl JoinBuffer {
                 out.push(Release {
                     profiler_id: pid.clone(),
                     chunks: Vec::new(),
+                    records: Vec::new(),
                     links: TransactionLinks::from_intervals(
-                        s.spans.iter().map(|(sp, _)| sp.clone()),
+                        s.spans.iter().map(|(sp, _, _)| sp.clone()),
                     ),
                 });
                 out.len() - 1
             });
             out[i].chunks.push((h.project_id, h.chunk));
+            out[i].records.push(h.record);
         }
         self.expire_spans(now);
         out
@@ -364,10 +417,16 @@ impl JoinBuffer {
     fn expire_spans(&mut self, now: Instant) {
         let retention = self.cfg.span_retention;
         let mut removed = 0usize;
+        let mut left: Vec<u64> = Vec::new();
         for s in self.sessions.values_mut() {
             let before = s.spans.len();
-            s.spans
-                .retain(|(_, at)| now.saturating_duration_since(*at) < retention);
+            s.spans.retain(|(_, at, record)| {
+                let keep = now.saturating_duration_since(*at) < retention;
+                if !keep && *record != 0 {
+                    left.push(*record);
+                }
+                keep
+            });
             removed += before - s.spans.len();
         }
         self.spans -= removed;
@@ -375,7 +434,7 @@ impl JoinBuffer {
             let mut all: Vec<(Instant, String)> = self
                 .sessions
                 .iter()
-                .flat_map(|(pid, s)| s.spans.iter().map(move |(_, at)| (*at, pid.clone())))
+                .flat_map(|(pid, s)| s.spans.iter().map(move |(_, at, _)| (*at, pid.clone())))
                 .collect();
             all.sort();
             let excess = self.spans - self.cfg.max_spans;
@@ -386,11 +445,21 @@ impl JoinBuffer {
             for (pid, n) in per {
                 if let Some(s) = self.sessions.get_mut(&pid) {
                     // Spans are in arrival order: the oldest are first.
-                    s.spans.drain(..n.min(s.spans.len()));
+                    let n = n.min(s.spans.len());
+                    left.extend(s.spans.drain(..n).map(|(_, _, r)| r).filter(|r| *r != 0));
                 }
             }
             self.spans = self.cfg.max_spans;
             self.counts.spans_evicted += excess as u64;
+        }
+        for record in left {
+            if let Some(n) = self.span_records.get_mut(&record) {
+                *n -= 1;
+                if *n == 0 {
+                    self.span_records.remove(&record);
+                    self.done_span_records.push(record);
+                }
+            }
         }
         self.sessions
             .retain(|_, s| !s.chunks.is_empty() || !s.spans.is_empty());

@@ -41,4 +41,4 @@ pub use extensions::{ExtensionSpec, read_extension};
 pub use plan::{Components, Plan, is_traces_pipeline};
 pub use processors::{BatchConfig, ProcessorSpec, read_processor};
 pub use receivers::{ReceiverSpec, read_receiver, read_upstream};
-pub use storage::{CompactionConfig, FileStorageConfig, component_file_name};
+pub use storage::{CompactionConfig, FileStorageConfig, component_file_name, join_log_dir};

@@ -6,7 +6,7 @@ use super::exporters::{ExporterSpec, read_exporter, traces_exporter_config};
 use super::extensions::{ExtensionSpec, read_extension};
 use super::processors::{ProcessorSpec, read_processor};
 use super::receivers::{ReceiverSpec, read_receiver};
-use super::storage::resolve_queue_storage;
+use super::storage::{resolve_processor_storage, resolve_queue_storage};
 use crate::config::{Config, ConfigError, component_type};
 use profilink_flamegraph::StoreConfig;
 use profilink_receiver::auth::AuthSettings;
@@ -79,7 +79,8 @@ impl Components {
     }
 
     /// Reads every section of `config` (used or not) into its typed config. Extensions come
-    /// first: an exporter's `sending_queue.storage` may name a `file_storage` extension.
+    /// first: an exporter's `sending_queue.storage` and `profile_linking.storage` may name a
+    /// `file_storage` extension.
     pub fn read(config: &Config) -> Result<Components, ConfigError> {
         let mut c = Components::default();
         for (id, v) in &config.extensions {
@@ -97,7 +98,8 @@ impl Components {
             c.receivers.insert(id.clone(), read_receiver(id, v)?);
         }
         for (id, v) in &config.processors {
-            c.processors.insert(id.clone(), read_processor(id, v)?);
+            let v = resolve_processor_storage(id, v, &storages, &config.service.extensions)?;
+            c.processors.insert(id.clone(), read_processor(id, &v)?);
         }
         for (id, v) in &config.exporters {
             let v = resolve_queue_storage(id, v, &storages, &config.service.extensions)?;

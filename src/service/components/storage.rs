@@ -8,6 +8,10 @@
 //! a component's data (unsafe characters replaced by `~` and their code point in hex); any
 //! other value is a path. A `file_storage...` value naming no configured extension is an error
 //! (write `./file_storage/x` for a directory of that name).
+//!
+//! `profile_linking.storage` takes the same two forms ([`resolve_processor_storage`]); a
+//! pipeline's join log lives in `<that directory>/processor_<type>_<name>_<pipeline>`
+//! ([`join_log_dir`]).
 
 use crate::config::{ConfigError, component_type};
 use serde::Deserialize;
@@ -166,26 +170,12 @@ pub fn resolve_queue_storage(
     let Some(storage) = queue.get("storage").and_then(Value::as_str) else {
         return Ok(value.clone());
     };
-    if component_type(storage) != "file_storage" {
+    let Some(ext) = storage_extension(&format!("{at}.storage"), storage, storages, started)? else {
         return Ok(value.clone());
-    }
-    let Some(ext) = storages.get(storage) else {
-        return Err(ConfigError::at(
-            format!("{at}.storage"),
-            format!(
-                "extension {storage:?} is not defined under extensions (for a directory of \
-                 that name write ./{storage})"
-            ),
-        ));
     };
-    if !started.iter().any(|s| s == storage) {
-        return Err(ConfigError::at(
-            format!("{at}.storage"),
-            format!("extension {storage:?} is not in service.extensions; add it there"),
-        ));
-    }
-    let dir: PathBuf =
-        Path::new(&ext.directory).join(component_file_name("exporter", id, "profiles"));
+    let dir: PathBuf = ext
+        .directory
+        .join(component_file_name("exporter", id, "profiles"));
     let mut queue = queue.clone();
     queue.insert(
         Value::from("storage"),
@@ -212,6 +202,70 @@ pub fn resolve_queue_storage(
         map.insert(Value::from("sending_queue"), Value::Mapping(queue));
     }
     Ok(value)
+}
+
+/// The `file_storage` extension a `storage` value at `at` names, when it is an extension id
+/// (it must be configured and in `service.extensions`); `None` for a path.
+fn storage_extension<'a>(
+    at: &str,
+    storage: &str,
+    storages: &'a BTreeMap<String, FileStorageConfig>,
+    started: &[String],
+) -> Result<Option<&'a FileStorageConfig>, ConfigError> {
+    if component_type(storage) != "file_storage" {
+        return Ok(None);
+    }
+    let Some(ext) = storages.get(storage) else {
+        return Err(ConfigError::at(
+            at,
+            format!(
+                "extension {storage:?} is not defined under extensions (for a directory of \
+                 that name write ./{storage})"
+            ),
+        ));
+    };
+    if !started.iter().any(|s| s == storage) {
+        return Err(ConfigError::at(
+            at,
+            format!("extension {storage:?} is not in service.extensions; add it there"),
+        ));
+    }
+    Ok(Some(ext))
+}
+
+/// `processors.<id>` with a `storage` that names a `file_storage` extension replaced by the
+/// extension's directory (other values unchanged): where `profile_linking` keeps the join
+/// logs of its pipelines.
+pub fn resolve_processor_storage(
+    id: &str,
+    value: &Value,
+    storages: &BTreeMap<String, FileStorageConfig>,
+    started: &[String],
+) -> Result<Value, ConfigError> {
+    let Some(storage) = value.get("storage").and_then(Value::as_str) else {
+        return Ok(value.clone());
+    };
+    let at = format!("processors.{id}.storage");
+    let Some(ext) = storage_extension(&at, storage, storages, started)? else {
+        return Ok(value.clone());
+    };
+    let mut value = value.clone();
+    if let Some(map) = value.as_mapping_mut() {
+        map.insert(
+            Value::from("storage"),
+            Value::from(ext.directory.to_string_lossy().into_owned()),
+        );
+    }
+    Ok(value)
+}
+
+/// The join log directory of pipeline `pipeline` under `base` (the `profile_linking`
+/// processor's `storage`, or the durable queue directory of the pipeline's first OTLP exporter
+/// that has one): `<base>/processor_<type>_<name>_<pipeline>`, named as the Collector names a
+/// component's data, with `processor` the pipeline's `profile_linking` id (`profile_linking`
+/// when it has none). Pipeline names are unique, so no two pipelines share one.
+pub fn join_log_dir(base: &Path, processor: &str, pipeline: &str) -> PathBuf {
+    base.join(component_file_name("processor", processor, pipeline))
 }
 
 #[cfg(test)]
@@ -313,6 +367,45 @@ mod tests {
         assert_eq!(
             e,
             "exporters.sentry.sending_queue.fsync: false disagrees with extensions.file_storage/q.fsync: true; give one of them"
+        );
+    }
+
+    #[test]
+    fn profile_linking_storage_names_a_directory_or_an_extension() {
+        let started = vec!["file_storage/q".to_string()];
+        let s = storages("/var/q", None);
+        let v = resolve_processor_storage(
+            "profile_linking",
+            &exporter("{join_window: 5s, storage: file_storage/q}"),
+            &s,
+            &started,
+        )
+        .unwrap();
+        assert_eq!(v["storage"].as_str(), Some("/var/q"));
+        let path = exporter("{storage: ./data/join}");
+        assert_eq!(
+            resolve_processor_storage("profile_linking", &path, &s, &started).unwrap(),
+            path
+        );
+        let e = resolve_processor_storage(
+            "profile_linking/x",
+            &exporter("{storage: file_storage/none}"),
+            &s,
+            &started,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("processors.profile_linking/x.storage: extension \"file_storage/none\""),
+            "{e}"
+        );
+        assert_eq!(
+            join_log_dir(
+                Path::new("/var/q"),
+                "profile_linking",
+                "profiles/from_sentry"
+            ),
+            Path::new("/var/q/processor_profile_linking__profiles~002Ffrom_sentry")
         );
     }
 

@@ -60,8 +60,11 @@
 //! | `profilink_symbolizer_debuginfod_bytes_total` | counter | `pipeline` | bytes of debug files downloaded |
 //! | `profilink_join_unlinked_chunks_total` | counter | `pipeline` | chunks released with no span of their profiler overlapping them |
 //! | `profilink_join_evicted_spans_total` | counter | `pipeline` | spans forgotten early to stay within `max_spans` |
-//! | `profilink_join_dropped_requests_total` | counter | `pipeline` | linked requests dropped while OTLP exporters refused |
-//! | `profilink_join_held_bytes`, `profilink_join_held_chunks`, `profilink_join_kept_spans` | gauge | `pipeline` | the join buffer's size |
+//! | `profilink_join_dropped_requests_total` | counter | `pipeline` | linked requests dropped from memory while OTLP exporters refused (with a join log their chunks come back at the next start) |
+//! | `profilink_join_restored_chunks_total`, `profilink_join_restored_spans_total` | counter | `pipeline` | held chunks and spans read back from the join log at start |
+//! | `profilink_join_log_corrupt_records_total` | counter | `pipeline` | join log records skipped at start because they did not read |
+//! | `profilink_join_log_failures_total` | counter | `pipeline`, `operation` | join log writes that failed: `append` (the request was refused, 503) or `ack` (the records come back at the next start) |
+//! | `profilink_join_held_bytes`, `profilink_join_held_chunks`, `profilink_join_kept_spans`, `profilink_join_log_bytes` | gauge | `pipeline` | the join buffer's size, in memory and (join log) on disk |
 //! | `profilink_traces_exporter_{accepted,refused,sent,send_failed}_spans_total` | counter | `exporter` | spans through the traces instance of an exporter (`refused`: its queue was full) |
 //! | `profilink_traces_exporter_{failed_attempts,retries,rate_limited}_total` | counter | `exporter` | failed attempts, retries and rate-limiting responses of a traces exporter |
 //! | `profilink_traces_exporter_queue_size_bytes` | gauge | `exporter` | traces queued in memory |

@@ -146,11 +146,40 @@ impl Render for Vec<(String, Arc<JoinMetrics>)> {
                     ),
                     (
                         "profilink_join_dropped_requests_total",
-                        "Linked OTLP requests dropped because too many waited for a refusing exporter.",
+                        "Linked OTLP requests dropped from memory because too many waited for a refusing exporter (with a join log their chunks come back at the next start).",
                         |m| &m.dropped_requests,
+                    ),
+                    (
+                        "profilink_join_restored_chunks_total",
+                        "Held chunks read back from the join log at start.",
+                        |m| &m.restored_chunks,
+                    ),
+                    (
+                        "profilink_join_restored_spans_total",
+                        "Spans read back from the join log at start.",
+                        |m| &m.restored_spans,
+                    ),
+                    (
+                        "profilink_join_log_corrupt_records_total",
+                        "Join log records skipped at start because they did not read.",
+                        |m| &m.log_corrupt,
                     ),
                 ],
             );
+            let name = "profilink_join_log_failures_total";
+            f.header(
+                name,
+                "counter",
+                "Join log writes that failed: append (the request was refused) or ack (the records come back at the next start).",
+            );
+            for (p, m) in self {
+                for (operation, v) in [
+                    ("append", &m.log_append_failures),
+                    ("ack", &m.log_ack_failures),
+                ] {
+                    f.sample(name, &[("pipeline", p), ("operation", operation)], load(v));
+                }
+            }
             f.per_entry(
                 "gauge",
                 "pipeline",
@@ -170,6 +199,11 @@ impl Render for Vec<(String, Arc<JoinMetrics>)> {
                         "profilink_join_kept_spans",
                         "Spans kept by the join buffer for linking.",
                         |m| &m.kept_spans,
+                    ),
+                    (
+                        "profilink_join_log_bytes",
+                        "Bytes of live join log records on disk (0 for a join in memory).",
+                        |m| &m.log_bytes,
                     ),
                 ],
             );

@@ -285,3 +285,34 @@ fn a_flood_without_transactions_stays_within_bounds() {
     assert_eq!(c.unlinked, released, "no span overlaps the chunks");
     assert!(peak > 0);
 }
+
+#[test]
+fn a_span_record_is_done_once_all_its_spans_left() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let cfg = JoinConfig {
+        span_retention: Duration::from_secs(10),
+        max_spans: 3,
+        ..JoinConfig::default()
+    };
+    let mut b = JoinBuffer::new(cfg);
+    // Record 5: two spans of two sessions; record 6: two spans, a second later; an unlogged
+    // span; record 7: one span, later.
+    b.add_logged_spans([span(P1, 1, 1, 2), span(P2, 2, 1, 2)], t0, 5);
+    b.add_logged_spans([span(P1, 3, 1, 2), span(P1, 4, 1, 2)], at(1), 6);
+    b.add_spans([span(P2, 9, 1, 2)], at(2));
+    b.add_logged_chunk(chunk(P1, 1, 100, 101), 1, t0, 8);
+    // Five spans, three allowed: the two oldest go (all of record 5).
+    assert!(b.take_ready(at(2)).is_empty());
+    assert_eq!(b.take_done_span_records(), vec![5]);
+    assert_eq!(b.kept_spans(), 3);
+    b.add_logged_spans([span(P2, 7, 1, 2)], at(5), 7);
+    // Past the retention of record 6's spans: it is done, 7 is not; the unlogged span names
+    // no record.
+    b.take_ready(at(11));
+    assert_eq!(b.take_done_span_records(), vec![6]);
+    let r = b.take_ready(at(40));
+    assert_eq!(r[0].records, vec![8], "a released chunk names its record");
+    assert_eq!(b.take_done_span_records(), vec![7]);
+    assert!(b.take_done_span_records().is_empty());
+}
