@@ -178,6 +178,7 @@ async fn a_small_request_claiming_billions_of_observations_is_refused_for_good_i
     let elapsed = start.elapsed();
     assert!(elapsed < Duration::from_secs(10), "answered in {elapsed:?}");
     let peak = svc.peak_rss();
+    eprintln!("answered in {elapsed:?}, peak RSS {} MiB", peak >> 20);
     assert!(peak < 512 << 20, "peak RSS {} MiB", peak >> 20);
 
     // Both refusals are visible: the refused observations and the reason.
@@ -276,6 +277,10 @@ async fn a_request_whose_client_gave_up_is_delivered_in_the_same_run() {
     let profile = fixture.resource_profiles[0].scope_profiles[0].profiles[0].clone();
     let req = with_profile_copies(fixture, profile, 100);
     let (_, obs) = otlp_counts(&req);
+    eprintln!(
+        "abandoned request: {} bytes, {obs} observations",
+        req.encoded_len()
+    );
     let mut client = grpc_client(&svc.grpc).await;
     let mut call = tonic::Request::new(req);
     call.set_timeout(Duration::from_millis(300));
@@ -289,7 +294,8 @@ async fn a_request_whose_client_gave_up_is_delivered_in_the_same_run() {
     );
 
     // Within a minute the request is accepted, counted and written, and the queue is empty.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let since = Instant::now();
+    let deadline = since + Duration::from_secs(60);
     let labels = [("receiver", "otlp"), ("transport", "grpc")];
     loop {
         let accepted = svc
@@ -311,6 +317,10 @@ async fn a_request_whose_client_gave_up_is_delivered_in_the_same_run() {
             .metric("profilink_queue_size_bytes", &[("exporter", "file")])
             .await;
         if accepted == obs && delivered + sparse == obs && queued == 0 {
+            eprintln!(
+                "delivered {delivered} (+{sparse} sparse) {:?} after the client gave up",
+                since.elapsed()
+            );
             break;
         }
         assert!(
@@ -431,6 +441,7 @@ async fn a_dictionary_copied_into_thousands_of_sessions_is_refused_for_good_in_b
     let elapsed = start.elapsed();
     assert!(elapsed < Duration::from_secs(30), "answered in {elapsed:?}");
     let peak = svc.peak_rss();
+    eprintln!("answered in {elapsed:?}, peak RSS {} MiB", peak >> 20);
     assert!(peak < 512 << 20, "peak RSS {} MiB", peak >> 20);
     // A smaller request of the same shape fits and is delivered.
     grpc_export(&svc.grpc, shared_dictionary(20)).await;
