@@ -10,7 +10,7 @@
 //! counted when the join buffer reports held chunks just before the kill); its join log is on
 //! the queues' file system. Afterwards every observation of every accepted request must
 //! have reached Sentry, or the OTLP backend (at least once; more than once only for requests
-//! whose answer was lost to a kill), memory stays under a bound, and the process never exits
+//! whose answer was lost to a kill or that their client first abandoned), memory stays under a bound, and the process never exits
 //! on its own. Prints one summary line.
 //!
 //! The suite runs a short soak (`PROFILINK_SOAK_SECONDS`, default 40 s: every fault at least
@@ -429,6 +429,30 @@ struct Accepted {
     retries: u64,
     /// Of `requests`, envelopes to the `sentry` receiver.
     envelopes: u64,
+    /// Requests first sent by a client that gave up on them after a few milliseconds (the
+    /// abandoned-request fault), then sent again until accepted.
+    abandoned: u64,
+}
+
+/// Every this many rounds an OTLP client first abandons its request (a gRPC deadline of
+/// 1-40 ms: some are cut while the body is read, most while profilink translates and queues
+/// them), then sends it again as usual. profilink finishes an abandoned request it has read
+/// (delivered at least once), or takes nothing of it: never a part, never a request stuck in a
+/// queue until the next start.
+const ABANDON_EVERY: u64 = 5;
+
+/// Sends `req` with a gRPC deadline of `deadline` and returns without caring for the answer.
+async fn abandon(grpc: &str, req: &ExportProfilesServiceRequest, deadline: Duration) {
+    let Ok(mut c) = profilink_proto::otlp::profiles_service_client::ProfilesServiceClient::connect(
+        format!("http://{grpc}"),
+    )
+    .await
+    else {
+        return;
+    };
+    let mut call = tonic::Request::new(req.clone());
+    call.set_timeout(deadline);
+    let _ = c.export(call).await;
 }
 
 async fn send_until_accepted(
@@ -485,7 +509,14 @@ fn otlp_load(
         let mut k = 0;
         while !stop.load(Ordering::SeqCst) {
             let req = round(&base, k);
+            let abandoned = k % ABANDON_EVERY == ABANDON_EVERY - 1;
+            if abandoned {
+                abandon(&addr, &req, Duration::from_millis(1 + (k * 7919) % 40)).await;
+                acc.abandoned += 1;
+            }
             if let Some((retries, ambiguous)) = send_until_accepted(&addr, &req, &stop).await {
+                // An abandoned request may have been delivered too: one more copy allowed.
+                let ambiguous = ambiguous || abandoned;
                 for (key, n) in keys(&expected_chunks(&req)) {
                     if ambiguous {
                         *acc.ambiguous.entry(key.clone()).or_default() += n;
@@ -901,6 +932,7 @@ async fn soak_faults_lose_nothing() {
         accepted.requests += a.requests;
         accepted.retries += a.retries;
         accepted.envelopes += a.envelopes;
+        accepted.abandoned += a.abandoned;
     }
     // What the OTLP backend must get: the gateway's requests and the Sentry -> OTLP
     // envelopes' chunks (their own profiler sessions).
@@ -986,7 +1018,7 @@ async fn soak_faults_lose_nothing() {
     let m = |mode: Mode| injected.modes[mode as usize].load(Ordering::Relaxed);
     println!(
         "soak: {}s, {} requests accepted ({} of them envelopes; {} retries), faults: sigkill={} sentry_503={} sentry_429={} \
-         sentry_reset={} sentry_stall={} disk_full={}{} otlp_backend_down={} join_window_kills={}; observations accepted={} delivered={} \
+         sentry_reset={} sentry_stall={} disk_full={}{} otlp_backend_down={} join_window_kills={} abandoned_requests={}; observations accepted={} delivered={} \
          lost={} duplicated={} unexpected={} changed_chunk_ids={} identical_resends={} \
          sparse_dropped_in_last_summary={}; gateway and Sentry -> OTLP (join window {}s) to the OTLP backend: {} requests accepted \
          ({} of them envelopes; {} retries), observations accepted={} delivered={} lost={} duplicated={} unexpected={} identical_resends={}; \
@@ -1008,6 +1040,7 @@ async fn soak_faults_lose_nothing() {
         },
         injected.backend_down.load(Ordering::Relaxed),
         injected.join_window_kills.load(Ordering::Relaxed),
+        accepted.abandoned + gateway.abandoned,
         accepted.keys.values().sum::<u64>(),
         delivered.values().sum::<u64>(),
         lost,
@@ -1071,6 +1104,10 @@ async fn soak_faults_lose_nothing() {
     assert!(
         injected.join_window_kills.load(Ordering::Relaxed) > 0,
         "no kill found chunks held in the join buffer"
+    );
+    assert!(
+        accepted.abandoned > 0 && gateway.abandoned > 0,
+        "no request was abandoned by its client"
     );
     assert_eq!(
         gw.lost, 0,
