@@ -7,7 +7,6 @@
 
 mod service_support;
 
-use profilink::telemetry::metrics::scrape;
 use profilink_proto::otlp::{
     AnyValue, ExportProfilesServiceRequest, KeyValue, Profile, ResourceProfiles, ScopeProfiles,
     any_value,
@@ -34,9 +33,8 @@ impl Service {
     fn start() -> Service {
         let dir = tempfile::tempdir().unwrap();
         let (grpc, http, metrics) = (free_addr(), free_addr(), free_addr());
-        let config = write_config(
+        let process = start_with_config(
             dir.path(),
-            "profilink.yaml",
             &format!(
                 r#"
 receivers:
@@ -56,15 +54,8 @@ service:
     metrics: {{ address: "{metrics}" }}
 "#
             ),
+            &[&grpc, &http, &metrics],
         );
-        let mut process = Profilink::start(
-            dir.path(),
-            &["run", "--config", config.to_str().unwrap()],
-            &[],
-        );
-        process.wait_port(&grpc, Duration::from_secs(20));
-        process.wait_port(&http, Duration::from_secs(20));
-        process.wait_port(&metrics, Duration::from_secs(20));
         Service {
             process,
             grpc,
@@ -75,8 +66,7 @@ service:
     }
 
     async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
-        let (_, text) = get_text(&format!("http://{}/metrics", self.metrics)).await;
-        scrape(&text, name, labels).unwrap_or(0)
+        metric(&self.metrics, name, labels).await
     }
 
     /// Peak resident memory of the process so far, in bytes.
@@ -487,9 +477,8 @@ async fn silent_connections_at_the_bound_do_not_lock_new_clients_out() {
     assert!(have >= 4096, "needs RLIMIT_NOFILE >= 4096, have {have}");
     let dir = tempfile::tempdir().unwrap();
     let (grpc, sentry, metrics) = (free_addr(), free_addr(), free_addr());
-    let config = write_config(
+    let _process = start_with_config(
         dir.path(),
-        "profilink.yaml",
         &format!(
             r#"
 receivers:
@@ -509,15 +498,9 @@ service:
     metrics: {{ address: "{metrics}" }}
 "#
         ),
+        // The binary inherits this process's raised descriptor limit, which fits both bounds.
+        &[&grpc, &sentry],
     );
-    // The binary's own descriptor limit must fit both bounds (it inherits this process's).
-    let mut process = Profilink::start(
-        dir.path(),
-        &["run", "--config", config.to_str().unwrap()],
-        &[],
-    );
-    process.wait_port(&grpc, Duration::from_secs(20));
-    process.wait_port(&sentry, Duration::from_secs(20));
 
     let silent_grpc = silent_connections(&grpc, 1100).await;
     let silent_sentry = silent_connections(&sentry, 1100).await;

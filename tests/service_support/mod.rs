@@ -662,6 +662,23 @@ pub fn write_config(dir: &Path, name: &str, yaml: &str) -> PathBuf {
     p
 }
 
+/// Starts `profilink run --config profilink.yaml` in `dir`, the file written from `yaml`, and
+/// waits until every address of `listening` accepts connections.
+pub fn start_with_config(dir: &Path, yaml: &str, listening: &[&str]) -> Profilink {
+    let config = write_config(dir, "profilink.yaml", yaml);
+    let mut process = Profilink::start(dir, &["run", "--config", config.to_str().unwrap()], &[]);
+    for addr in listening {
+        process.wait_port(addr, Duration::from_secs(20));
+    }
+    process
+}
+
+/// One sample of the `/metrics` served at `addr`; 0 when it is not there.
+pub async fn metric(addr: &str, name: &str, labels: &[(&str, &str)]) -> u64 {
+    let (_, text) = get_text(&format!("http://{addr}/metrics")).await;
+    profilink::telemetry::metrics::scrape(&text, name, labels).unwrap_or(0)
+}
+
 /// A loopback OTLP backend: profilink_receiver's own gRPC server into a channel (taking traces
 /// too when `traces`), standing in for the OTLP endpoint of an exporter.
 pub async fn otlp_backend(
