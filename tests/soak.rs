@@ -422,8 +422,9 @@ fn keys(chunks: &[ProfileChunk]) -> Keys {
 #[derive(Default)]
 struct Accepted {
     keys: Keys,
-    /// Keys of requests whose first answer was lost (a kill mid-request) and that were sent
-    /// again: their observations may legitimately arrive twice.
+    /// Extra copies allowed: a request whose answer was lost (a kill mid-request) and that was
+    /// sent again, or that its client first abandoned, may legitimately arrive once more for
+    /// each of those causes.
     ambiguous: Keys,
     requests: u64,
     retries: u64,
@@ -515,11 +516,12 @@ fn otlp_load(
                 acc.abandoned += 1;
             }
             if let Some((retries, ambiguous)) = send_until_accepted(&addr, &req, &stop).await {
-                // An abandoned request may have been delivered too: one more copy allowed.
-                let ambiguous = ambiguous || abandoned;
+                // An abandoned request may have been delivered too: one more copy allowed, on
+                // top of the one a lost answer allows.
+                let extra_copies = u64::from(ambiguous) + u64::from(abandoned);
                 for (key, n) in keys(&expected_chunks(&req)) {
-                    if ambiguous {
-                        *acc.ambiguous.entry(key.clone()).or_default() += n;
+                    if extra_copies > 0 {
+                        *acc.ambiguous.entry(key.clone()).or_default() += n * extra_copies;
                     }
                     *acc.keys.entry(key).or_default() += n;
                 }
