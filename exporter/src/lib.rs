@@ -83,7 +83,9 @@ pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
-pub use send_queue::SendingQueueConfig;
+pub use retry::Backoff;
+pub use send_queue::record::Queued;
+pub use send_queue::{Claimed, Corrupt, PushError, QueueLimits, SendQueue, SendingQueueConfig};
 pub use sentry::SentryExporter;
 pub use sentry::routing::{Route, Router};
 pub use traces::{
