@@ -67,6 +67,9 @@ struct Context {
     metrics: Arc<KafkaReceiverMetrics>,
     /// Partitions revoked since the receiver last looked, to release.
     revoked: Mutex<Vec<(String, i32)>>,
+    /// Commit synchronously in the revoke callback (without `autocommit`: librdkafka's
+    /// automatic commit already commits what is stored before a revoke completes).
+    commit_on_revoke: bool,
 }
 
 impl ClientContext for Context {
@@ -87,9 +90,12 @@ impl ConsumerContext for Context {
             Rebalance::Revoke(tpl) => {
                 KafkaReceiverMetrics::add(&self.metrics.rebalances, 1);
                 KafkaReceiverMetrics::add(&self.metrics.partition_close, tpl.count() as u64);
-                // What was marked is committed before the partitions move; unmarked messages
-                // are released below, for the next owner.
-                commit(consumer, &self.metrics, "revoke");
+                // What was marked is committed before the partitions move (by librdkafka's
+                // automatic commit, or here); unmarked messages are released below, for the
+                // next owner.
+                if self.commit_on_revoke {
+                    commit(consumer, &self.metrics, "revoke");
+                }
                 let mut revoked = self.revoked.lock().unwrap_or_else(|p| p.into_inner());
                 for e in tpl.elements() {
                     revoked.push((e.topic().to_string(), e.partition()));
@@ -305,7 +311,9 @@ impl<C: Consumer> Loop<C> {
     fn mark(&self, m: &OwnedMessage) {
         if let Err(e) = self
             .consumer
-            .store_offset(m.topic(), m.partition(), m.offset() + 1)
+            // librdkafka's rd_kafka_offset_store takes the message's offset and commits the
+            // next one.
+            .store_offset(m.topic(), m.partition(), m.offset())
         {
             // The partition was revoked meanwhile: its next owner reads the message again.
             tracing::debug!(error = %e, topic = m.topic(), partition = m.partition(), "Kafka offset not stored");
@@ -500,6 +508,7 @@ impl KafkaReceiver {
         let context = Context {
             metrics: metrics.clone(),
             revoked: Mutex::new(Vec::new()),
+            commit_on_revoke: !cfg.autocommit.enable,
         };
         let consumer: StreamConsumer<Context> = consumer_config(&cfg)
             .map_err(StartError::Config)?
