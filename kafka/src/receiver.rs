@@ -33,7 +33,7 @@ use crate::decode::{Permanent, WithResources, decode_message};
 use crate::metrics::KafkaReceiverMetrics;
 use profilink_proto::signal::{Profiles, Traces};
 use profilink_receiver::{
-    ConsumeError, Consumer, Counters, IngestSignal, ReceiverKind, Split, Transport,
+    ConsumeError, Consumer, IngestSignal, ReceiverKind, Split, Stats, Transport,
 };
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
@@ -165,7 +165,7 @@ struct Loop<C> {
     cfg: KafkaReceiverConfig,
     consumer: StreamConsumer<Context>,
     pipeline: Arc<C>,
-    counters: Arc<Counters>,
+    stats: Arc<Stats>,
     metrics: Arc<KafkaReceiverMetrics>,
     traces_topics: BTreeSet<String>,
     pending: VecDeque<OwnedMessage>,
@@ -249,12 +249,12 @@ impl<C: Consumer> Loop<C> {
                     return Outcome::Wait(retry_after.max(self.cfg.error_backoff.initial_interval));
                 }
                 Err(ConsumeError::Rejected(message)) => {
-                    S::count_refused(&self.counters, &valid.plus(&rejected));
+                    S::count_refused(&self.stats.kafka, &valid.plus(&rejected));
                     return self.permanent(m, signal, Permanent::Rejected(message));
                 }
                 Err(ConsumeError::Internal(message)) => {
                     if self.cfg.message_marking.on_error {
-                        S::count_refused(&self.counters, &valid.plus(&rejected));
+                        S::count_refused(&self.stats.kafka, &valid.plus(&rejected));
                         KafkaReceiverMetrics::add(&self.metrics.skipped, 1);
                         tracing::warn!(topic = m.topic(), partition = m.partition(), offset = m.offset(), error = %message, "Kafka message dropped after a pipeline error (message_marking.on_error)");
                         return Outcome::Skipped { mark: true };
@@ -273,9 +273,9 @@ impl<C: Consumer> Loop<C> {
             }
         }
         self.error_wait = self.cfg.error_backoff.initial_interval;
-        S::count_accepted(&self.counters, &valid);
-        S::count_refused(&self.counters, &rejected);
-        self.counters.request_accepted();
+        S::count_accepted(&self.stats.kafka, &valid);
+        S::count_refused(&self.stats.kafka, &rejected);
+        self.stats.kafka.request_accepted();
         if rejected.counts.items > 0 {
             tracing::debug!(topic = m.topic(), partition = m.partition(), offset = m.offset(), message = %error_message, "Kafka message: invalid items rejected");
         }
@@ -291,7 +291,7 @@ impl<C: Consumer> Loop<C> {
             KafkaReceiverMetrics::add(c, 1);
         }
         KafkaReceiverMetrics::add(&self.metrics.skipped, 1);
-        self.counters.request_refused_for(match e {
+        self.stats.kafka.request_refused_for(match e {
             Permanent::Version(_) => profilink_receiver::RefusalReason::UnsupportedVersion,
             Permanent::Rejected(_) => profilink_receiver::RefusalReason::Rejected,
             _ => profilink_receiver::RefusalReason::Invalid,
@@ -497,11 +497,12 @@ pub fn consumer_config(cfg: &KafkaReceiverConfig) -> Result<ClientConfig, String
 
 impl KafkaReceiver {
     /// Joins the group and starts reading the profiles topics (and the traces topics when
-    /// `pipeline` takes traces), counting what it accepts and refuses in `counters`.
+    /// `pipeline` takes traces), counting what it accepts and refuses in `stats.kafka` (the
+    /// `otelcol_receiver_*` families with `receiver="kafka"`).
     pub fn start<C: Consumer>(
         cfg: KafkaReceiverConfig,
         pipeline: Arc<C>,
-        counters: Arc<Counters>,
+        stats: Arc<Stats>,
         metrics: Arc<KafkaReceiverMetrics>,
     ) -> Result<KafkaReceiver, StartError> {
         cfg.check().map_err(StartError::Config)?;
@@ -536,7 +537,7 @@ impl KafkaReceiver {
             cfg,
             consumer,
             pipeline,
-            counters,
+            stats,
             metrics: metrics.clone(),
             traces_topics,
             pending: VecDeque::new(),

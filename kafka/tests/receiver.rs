@@ -6,7 +6,7 @@
 use profilink_kafka::testing::Broker;
 use profilink_kafka::{KafkaReceiver, KafkaReceiverConfig, KafkaReceiverMetrics};
 use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValue, any_value};
-use profilink_receiver::{Batch, ConsumeError, Consumer, Counters, Payload};
+use profilink_receiver::{Batch, ConsumeError, Consumer, Payload, Stats};
 use prost::Message;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -148,12 +148,12 @@ async fn every_message_once_through_backpressure_and_a_bad_message() {
         full_first: AtomicU64::new(5),
         ..Default::default()
     });
-    let counters = Arc::new(Counters::default());
+    let stats = Arc::new(Stats::default());
     let metrics = Arc::new(KafkaReceiverMetrics::default());
     let receiver = KafkaReceiver::start(
         receiver_config(&broker, topic, "g1"),
         recorder.clone(),
-        counters.clone(),
+        stats.clone(),
         metrics.clone(),
     )
     .unwrap();
@@ -200,7 +200,7 @@ async fn every_message_once_through_backpressure_and_a_bad_message() {
         1
     );
     assert_eq!(KafkaReceiverMetrics::get(&metrics.skipped), 1);
-    let s = counters.snapshot();
+    let s = stats.kafka.snapshot();
     assert_eq!(s.accepted_samples, 30 * per_message);
     assert_eq!(s.refused_requests, 1, "the bad message");
     let partitions = metrics.partitions();

@@ -33,7 +33,32 @@ pub fn transports(spec: &ReceiverSpec) -> Vec<&'static str> {
             .map(|(t, _)| t)
             .collect(),
         ReceiverSpec::Sentry(_) => vec!["http"],
+        ReceiverSpec::Kafka(_) => vec!["kafka"],
     }
+}
+
+/// Starts a `kafka` receiver feeding `fanout`; it stops (committing what it marked and
+/// leaving its group) once `stop` says stop.
+fn start_kafka(
+    id: &str,
+    cfg: &profilink_kafka::KafkaReceiverConfig,
+    fanout: &Arc<Fanout>,
+    stats: &Arc<Stats>,
+    stop: &watch::Receiver<bool>,
+) -> Result<ServerHandle, ServiceError> {
+    let metrics = Arc::new(profilink_kafka::KafkaReceiverMetrics::default());
+    let r = profilink_kafka::KafkaReceiver::start(cfg.clone(), fanout.clone(), stats.clone(), metrics)
+        .map_err(|e| ServiceError::Receiver {
+            at: format!("receivers.{id}"),
+            source: profilink_receiver::ReceiverError::Config(e.to_string()),
+        })?;
+    tracing::info!(receiver = %id, brokers = %cfg.brokers.join(","), group = %cfg.group_id, "reading OTLP messages from Kafka");
+    let stopped = waiter(stop);
+    Ok(ServerHandle::without_listener(tokio::spawn(async move {
+        stopped.await;
+        r.shutdown(std::time::Duration::from_secs(10)).await;
+        Ok(())
+    })))
 }
 
 /// Starts every receiver (a Sentry receiver with its upstream forwarder from `forwarders`, an
@@ -66,6 +91,10 @@ pub async fn build_receivers(
                         .map_err(failed(format!("receivers.{id}.protocols.http")))?;
                     handles.push(("http", h));
                 }
+            }
+            ReceiverSpec::Kafka(c) => {
+                let h = start_kafka(id, c, fanout, &s, stop)?;
+                receivers.push((id.clone(), h));
             }
             ReceiverSpec::Sentry(c) => {
                 let upstream = forwarders.get(id).map(|f| f.clone() as Arc<dyn Upstream>);
