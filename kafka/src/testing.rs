@@ -132,6 +132,19 @@ impl Broker {
         assert!(status.success(), "creating topic {topic}: {status}");
     }
 
+    /// Produces one unkeyed message with `payload` to `topic` and waits for its delivery.
+    pub fn produce_raw(&self, topic: &str, payload: &[u8]) {
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &self.address)
+            .create()
+            .expect("producer");
+        p.send(BaseRecord::<(), [u8]>::to(topic).payload(payload))
+            .map_err(|(e, _)| e)
+            .expect("produce");
+        p.flush(Duration::from_secs(10)).expect("flush");
+    }
+
     /// Every message of `topic` (its `partitions` partitions, from the beginning), until none
     /// arrived for `idle`: `(partition, offset, key, headers, payload)`.
     #[allow(clippy::type_complexity)]

@@ -143,7 +143,8 @@ pub async fn build_exporters(
                             })?;
                         tracing::info!(exporter = %id, "producing OTLP traces to Kafka topic {}", c.traces_topic());
                         let e = profilink_kafka::KafkaTracesExporter(e);
-                        out.traces.insert(id.clone(), Arc::new(Exporter::new(id, e)));
+                        out.traces
+                            .insert(id.clone(), Arc::new(Exporter::new(id, e)));
                     }
                     continue;
                 }

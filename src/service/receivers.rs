@@ -47,11 +47,12 @@ fn start_kafka(
     stop: &watch::Receiver<bool>,
 ) -> Result<ServerHandle, ServiceError> {
     let metrics = Arc::new(profilink_kafka::KafkaReceiverMetrics::default());
-    let r = profilink_kafka::KafkaReceiver::start(cfg.clone(), fanout.clone(), stats.clone(), metrics)
-        .map_err(|e| ServiceError::Receiver {
-            at: format!("receivers.{id}"),
-            source: profilink_receiver::ReceiverError::Config(e.to_string()),
-        })?;
+    let r =
+        profilink_kafka::KafkaReceiver::start(cfg.clone(), fanout.clone(), stats.clone(), metrics)
+            .map_err(|e| ServiceError::Receiver {
+                at: format!("receivers.{id}"),
+                source: profilink_receiver::ReceiverError::Config(e.to_string()),
+            })?;
     tracing::info!(receiver = %id, brokers = %cfg.brokers.join(","), group = %cfg.group_id, "reading OTLP messages from Kafka");
     let stopped = waiter(stop);
     Ok(ServerHandle::without_listener(tokio::spawn(async move {
