@@ -343,6 +343,16 @@ async fn group_of_two(bad_message: bool) {
             .await,
         );
     }
+    let mut unmarshal_failed = 0.0;
+    for r in &replicas {
+        unmarshal_failed += r
+            .metric(
+                "otelcol_kafka_receiver_unmarshal_failed_profiles_total",
+                &[("receiver", "kafka")],
+            )
+            .await;
+    }
+    assert_eq!(unmarshal_failed, skipped);
     if bad_message {
         assert_eq!(skipped, 1.0, "the bad message is counted once");
     } else {

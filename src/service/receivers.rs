@@ -7,6 +7,7 @@ use super::error::ServiceError;
 use super::stop::waiter;
 use crate::config::component_type;
 use profilink_exporter::Forwarder;
+use profilink_kafka::KafkaReceiverMetrics;
 use profilink_processor::Fanout;
 use profilink_receiver::{
     ServerHandle, Stats, Upstream, serve_otlp_grpc, serve_otlp_http, serve_sentry_with,
@@ -21,6 +22,17 @@ pub fn receiver_stats(fanouts: &[(String, Arc<Fanout>)]) -> BTreeMap<String, Arc
     fanouts
         .iter()
         .map(|(id, _)| (id.clone(), Arc::new(Stats::default())))
+        .collect()
+}
+
+/// The counters of each `kafka` receiver, created before the receivers start so `/metrics`
+/// can show them.
+pub fn kafka_metrics(plan: &Plan) -> BTreeMap<String, Arc<KafkaReceiverMetrics>> {
+    plan.components
+        .receivers
+        .iter()
+        .filter(|(_, spec)| matches!(spec, ReceiverSpec::Kafka(_)))
+        .map(|(id, _)| (id.clone(), Arc::new(KafkaReceiverMetrics::default())))
         .collect()
 }
 
@@ -44,9 +56,9 @@ fn start_kafka(
     cfg: &profilink_kafka::KafkaReceiverConfig,
     fanout: &Arc<Fanout>,
     stats: &Arc<Stats>,
+    metrics: Arc<KafkaReceiverMetrics>,
     stop: &watch::Receiver<bool>,
 ) -> Result<ServerHandle, ServiceError> {
-    let metrics = Arc::new(profilink_kafka::KafkaReceiverMetrics::default());
     let r =
         profilink_kafka::KafkaReceiver::start(cfg.clone(), fanout.clone(), stats.clone(), metrics)
             .map_err(|e| ServiceError::Receiver {
@@ -69,6 +81,7 @@ pub async fn build_receivers(
     plan: &Plan,
     fanouts: &[(String, Arc<Fanout>)],
     stats: &BTreeMap<String, Arc<Stats>>,
+    kafka: &BTreeMap<String, Arc<KafkaReceiverMetrics>>,
     forwarders: &BTreeMap<String, Arc<Forwarder>>,
     auths: &Authenticators,
     stop: &watch::Receiver<bool>,
@@ -94,7 +107,8 @@ pub async fn build_receivers(
                 }
             }
             ReceiverSpec::Kafka(c) => {
-                let h = start_kafka(id, c, fanout, &s, stop)?;
+                let metrics = kafka.get(id).cloned().unwrap_or_default();
+                let h = start_kafka(id, c, fanout, &s, metrics, stop)?;
                 receivers.push((id.clone(), h));
             }
             ReceiverSpec::Sentry(c) => {
