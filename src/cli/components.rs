@@ -23,6 +23,11 @@ const COMPONENTS: &[Component] = &[
         stability: &[("profiles", "Alpha"), ("traces", "Alpha")],
     },
     Component {
+        kind: "receivers",
+        name: "kafka",
+        stability: &[("profiles", "Development"), ("traces", "Development")],
+    },
+    Component {
         kind: "processors",
         name: "batch",
         stability: &[("profiles", "Development"), ("traces", "Development")],
@@ -73,6 +78,11 @@ const COMPONENTS: &[Component] = &[
         kind: "exporters",
         name: "file",
         stability: &[("profiles", "Alpha")],
+    },
+    Component {
+        kind: "exporters",
+        name: "kafka",
+        stability: &[("profiles", "Development"), ("traces", "Development")],
     },
     Component {
         kind: "extensions",

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Known component types per section.
-pub const RECEIVER_TYPES: &[&str] = &["otlp", "sentry"];
+pub const RECEIVER_TYPES: &[&str] = &["otlp", "sentry", "kafka"];
 /// Known processor types.
 pub const PROCESSOR_TYPES: &[&str] = &["batch", "profile_sampling", "profile_linking", "symbolize"];
 /// Known exporter types: `otlp_grpc` is the Collector's current name of `otlp`, `otlphttp` its
@@ -36,6 +36,7 @@ pub const EXPORTER_TYPES: &[&str] = &[
     "otlp_http",
     "otlphttp",
     "file",
+    "kafka",
 ];
 /// Known extension types.
 pub const EXTENSION_TYPES: &[&str] = &[

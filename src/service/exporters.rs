@@ -71,6 +71,22 @@ pub fn describe_exporter(spec: &ExporterSpec) -> String {
             .to_lowercase();
             format!("{to}; {queue}")
         }
+        ExporterSpec::Kafka(c) => {
+            let queue = match c.sending_queue.dir("profiles") {
+                Some(dir) => format!("queue in {}", dir.display()),
+                None => "in-memory queue".into(),
+            };
+            let keys = if c.partition_profiles_by_session {
+                "keyed per profiler session"
+            } else {
+                "unkeyed"
+            };
+            format!(
+                "producing OTLP profiles to Kafka {} topic {} ({keys}); {queue}",
+                c.brokers.join(","),
+                c.profiles_topic()
+            )
+        }
     }
 }
 
@@ -117,6 +133,21 @@ pub async fn build_exporters(
         for id in &p.exporters {
             let spec = &with_exporter_auth(id, &plan.components.exporters[id], plan, auths)?;
             if is_traces_pipeline(name) {
+                if let ExporterSpec::Kafka(c) = spec {
+                    if !out.traces.contains_key(id) {
+                        let e = profilink_kafka::KafkaExporter::start(c.clone(), "traces")
+                            .await
+                            .map_err(|source| ServiceError::Exporter {
+                                id: id.clone(),
+                                source,
+                            })?;
+                        tracing::info!(exporter = %id, "producing OTLP traces to Kafka topic {}", c.traces_topic());
+                        let e = profilink_kafka::KafkaTracesExporter(e);
+                        out.traces
+                            .insert(id.clone(), Arc::new(Exporter::new(id, e)));
+                    }
+                    continue;
+                }
                 if !out.traces.contains_key(id) {
                     let (e, m) = start_traces(id, spec).await?;
                     out.traces.insert(id.clone(), Arc::new(e));
@@ -135,7 +166,7 @@ pub async fn build_exporters(
                 match &mut spec {
                     ExporterSpec::Sentry(c) => c.observer = observer,
                     ExporterSpec::File(c) => c.observer = observer,
-                    ExporterSpec::Otlp(_) => {}
+                    ExporterSpec::Otlp(_) | ExporterSpec::Kafka(_) => {}
                 }
             }
             let failed = |source| ServiceError::Exporter {
@@ -160,6 +191,14 @@ pub async fn build_exporters(
                     let on = c.sending_queue.overflow() == Overflow::Backpressure;
                     let e = Exporter::new(id, Backpressure::new(e, m, on));
                     out.chunks.insert(id.clone(), Arc::new(e));
+                }
+                ExporterSpec::Kafka(c) => {
+                    let e = profilink_kafka::KafkaExporter::start(c.clone(), "profiles")
+                        .await
+                        .map_err(failed)?;
+                    metrics.insert(id.clone(), e.metrics());
+                    out.profiles
+                        .insert(id.clone(), Arc::new(Exporter::new(id, e)));
                 }
                 ExporterSpec::Otlp(c) => {
                     let e = OtlpExporter::start(c.clone()).await.map_err(failed)?;

@@ -95,6 +95,7 @@ async fn start(
     let pipelines = pipelines::build_pipelines(plan, &exporters, store.as_ref(), receivers_rx)?;
     let forwarders = forward::start_forwarders(plan).await?;
     let stats = receivers::receiver_stats(&pipelines.fanouts);
+    let kafka = receivers::kafka_metrics(plan);
     let registry = Arc::new(registry::registry(
         plan,
         &exporters,
@@ -102,12 +103,14 @@ async fn start(
         store.as_ref(),
         &stats,
         &forwarders,
+        &kafka,
     ));
     telemetry.extend(registry::serve_metrics(plan, options, registry.clone(), telemetry_rx).await?);
     let receivers = receivers::build_receivers(
         plan,
         &pipelines.fanouts,
         &stats,
+        &kafka,
         &forwarders,
         &auths,
         receivers_rx,

@@ -7,6 +7,7 @@ use super::error::ServiceError;
 use super::stop::waiter;
 use crate::config::component_type;
 use profilink_exporter::Forwarder;
+use profilink_kafka::KafkaReceiverMetrics;
 use profilink_processor::Fanout;
 use profilink_receiver::{
     ServerHandle, Stats, Upstream, serve_otlp_grpc, serve_otlp_http, serve_sentry_with,
@@ -24,6 +25,17 @@ pub fn receiver_stats(fanouts: &[(String, Arc<Fanout>)]) -> BTreeMap<String, Arc
         .collect()
 }
 
+/// The counters of each `kafka` receiver, created before the receivers start so `/metrics`
+/// can show them.
+pub fn kafka_metrics(plan: &Plan) -> BTreeMap<String, Arc<KafkaReceiverMetrics>> {
+    plan.components
+        .receivers
+        .iter()
+        .filter(|(_, spec)| matches!(spec, ReceiverSpec::Kafka(_)))
+        .map(|(id, _)| (id.clone(), Arc::new(KafkaReceiverMetrics::default())))
+        .collect()
+}
+
 /// The transports receiver `spec` listens on (`grpc`, `http`).
 pub fn transports(spec: &ReceiverSpec) -> Vec<&'static str> {
     match spec {
@@ -33,7 +45,33 @@ pub fn transports(spec: &ReceiverSpec) -> Vec<&'static str> {
             .map(|(t, _)| t)
             .collect(),
         ReceiverSpec::Sentry(_) => vec!["http"],
+        ReceiverSpec::Kafka(_) => vec!["kafka"],
     }
+}
+
+/// Starts a `kafka` receiver feeding `fanout`; it stops (committing what it marked and
+/// leaving its group) once `stop` says stop.
+fn start_kafka(
+    id: &str,
+    cfg: &profilink_kafka::KafkaReceiverConfig,
+    fanout: &Arc<Fanout>,
+    stats: &Arc<Stats>,
+    metrics: Arc<KafkaReceiverMetrics>,
+    stop: &watch::Receiver<bool>,
+) -> Result<ServerHandle, ServiceError> {
+    let r =
+        profilink_kafka::KafkaReceiver::start(cfg.clone(), fanout.clone(), stats.clone(), metrics)
+            .map_err(|e| ServiceError::Receiver {
+                at: format!("receivers.{id}"),
+                source: profilink_receiver::ReceiverError::Config(e.to_string()),
+            })?;
+    tracing::info!(receiver = %id, brokers = %cfg.brokers.join(","), group = %cfg.group_id, "reading OTLP messages from Kafka");
+    let stopped = waiter(stop);
+    Ok(ServerHandle::without_listener(tokio::spawn(async move {
+        stopped.await;
+        r.shutdown(std::time::Duration::from_secs(10)).await;
+        Ok(())
+    })))
 }
 
 /// Starts every receiver (a Sentry receiver with its upstream forwarder from `forwarders`, an
@@ -43,6 +81,7 @@ pub async fn build_receivers(
     plan: &Plan,
     fanouts: &[(String, Arc<Fanout>)],
     stats: &BTreeMap<String, Arc<Stats>>,
+    kafka: &BTreeMap<String, Arc<KafkaReceiverMetrics>>,
     forwarders: &BTreeMap<String, Arc<Forwarder>>,
     auths: &Authenticators,
     stop: &watch::Receiver<bool>,
@@ -66,6 +105,11 @@ pub async fn build_receivers(
                         .map_err(failed(format!("receivers.{id}.protocols.http")))?;
                     handles.push(("http", h));
                 }
+            }
+            ReceiverSpec::Kafka(c) => {
+                let metrics = kafka.get(id).cloned().unwrap_or_default();
+                let h = start_kafka(id, c, fanout, &s, metrics, stop)?;
+                receivers.push((id.clone(), h));
             }
             ReceiverSpec::Sentry(c) => {
                 let upstream = forwarders.get(id).map(|f| f.clone() as Arc<dyn Upstream>);

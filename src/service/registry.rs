@@ -26,6 +26,7 @@ pub fn registry(
     store: Option<&RunningStore>,
     stats: &BTreeMap<String, Arc<Stats>>,
     forwarders: &BTreeMap<String, Arc<Forwarder>>,
+    kafka: &BTreeMap<String, Arc<profilink_kafka::KafkaReceiverMetrics>>,
 ) -> Registry {
     metrics::mark_start();
     let receivers = stats
@@ -64,6 +65,10 @@ pub fn registry(
         forwarders: forwarders
             .iter()
             .map(|(id, f)| (id.clone(), f.metrics()))
+            .collect(),
+        kafka_receivers: kafka
+            .iter()
+            .map(|(id, m)| (id.clone(), m.clone()))
             .collect(),
     }
 }

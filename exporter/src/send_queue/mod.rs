@@ -458,6 +458,11 @@ impl<T: Queued> SendQueue<T> {
         lock(&self.state).waiting.len()
     }
 
+    /// True when no request is waiting (claimed ones may still be in flight).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Bytes counted against the bound (see the module docs).
     pub fn bytes(&self) -> u64 {
         let st = lock(&self.state);

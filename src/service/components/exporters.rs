@@ -23,6 +23,8 @@ pub enum ExporterSpec {
     Otlp(OtlpExporterConfig),
     /// `file`.
     File(FileExporterConfig),
+    /// `kafka`: OTLP profiles (and traces) produced to Kafka.
+    Kafka(profilink_kafka::KafkaExporterConfig),
 }
 
 impl ExporterSpec {
@@ -37,6 +39,7 @@ impl ExporterSpec {
             ExporterSpec::Sentry(c) if c.sending_queue.enabled => Some(c.queue_dir()),
             ExporterSpec::File(c) if c.sending_queue.enabled => Some(c.queue_dir()),
             ExporterSpec::Otlp(c) if c.sending_queue.enabled => c.sending_queue.storage.clone(),
+            ExporterSpec::Kafka(c) if c.sending_queue.enabled => c.sending_queue.storage.clone(),
             _ => None,
         }
     }
@@ -82,6 +85,8 @@ pub fn traces_exporter_config(spec: &ExporterSpec) -> Result<TracesExporterConfi
             })
         }
         ExporterSpec::File(_) => Err(NotForTraces { exporter: "file" }),
+        // Its traces instance is a Kafka exporter of its own (`exporters.rs`).
+        ExporterSpec::Kafka(_) => Err(NotForTraces { exporter: "kafka" }),
     }
 }
 
@@ -149,6 +154,14 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
             }
             check_client_tls(&at, &c.tls)?;
             Ok(ExporterSpec::Otlp(c))
+        }
+        "kafka" => {
+            let c: profilink_kafka::KafkaExporterConfig = typed(value, &at)?;
+            c.check().map_err(|e| match e.split_once(": ") {
+                Some((key, problem)) => ConfigError::at(format!("{at}.{key}"), problem),
+                None => ConfigError::at(at.clone(), e),
+            })?;
+            Ok(ExporterSpec::Kafka(c))
         }
         "file" => {
             let c: FileExporterConfig = typed(value, &at)?;

@@ -124,11 +124,11 @@ fn check_traces_pipeline(
     for id in &p.receivers {
         if !matches!(
             components.receivers.get(id),
-            Some(ReceiverSpec::Otlp { .. })
+            Some(ReceiverSpec::Otlp { .. } | ReceiverSpec::Kafka(_))
         ) {
             return Err(ConfigError::at(
                 format!("{at}.receivers"),
-                format!("{id} cannot receive traces (use an otlp receiver)"),
+                format!("{id} cannot receive traces (use an otlp or kafka receiver)"),
             ));
         }
     }
@@ -144,7 +144,9 @@ fn check_traces_pipeline(
         }
     }
     for id in &p.exporters {
-        if let Some(spec) = components.exporters.get(id) {
+        if let Some(spec) = components.exporters.get(id)
+            && !matches!(spec, ExporterSpec::Kafka(_))
+        {
             traces_exporter_config(spec)
                 .map_err(|e| ConfigError::at(format!("{at}.exporters"), format!("{id}: {e}")))?;
         }

@@ -21,6 +21,8 @@ pub enum ReceiverSpec {
     },
     /// `sentry`: the envelope endpoint.
     Sentry(SentryReceiverConfig),
+    /// `kafka`: a consumer group member reading OTLP messages.
+    Kafka(profilink_kafka::KafkaReceiverConfig),
 }
 
 /// Reads the files of a receiver's `tls` at `at` (`receivers.otlp.protocols.grpc`).
@@ -123,6 +125,14 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
             }
             check_server_tls(&at, c.tls.as_ref())?;
             Ok(ReceiverSpec::Sentry(c))
+        }
+        "kafka" => {
+            let c: profilink_kafka::KafkaReceiverConfig = typed(value, &at)?;
+            c.check().map_err(|e| match e.split_once(": ") {
+                Some((key, problem)) => ConfigError::at(format!("{at}.{key}"), problem),
+                None => ConfigError::at(at.clone(), e),
+            })?;
+            Ok(ReceiverSpec::Kafka(c))
         }
         other => Err(ConfigError::at(
             at,

@@ -81,6 +81,7 @@
 //! | `profilink_build_info` | gauge | `version` | always 1 |
 
 mod exporters;
+mod kafka;
 mod otelcol;
 mod pipelines;
 mod process;
@@ -129,6 +130,8 @@ pub struct Registry {
     pub stamping: Vec<(String, Arc<StampCounters>)>,
     /// The Sentry receivers' upstream forwarders, by receiver id.
     pub forwarders: Vec<(String, Arc<profilink_exporter::ForwardMetrics>)>,
+    /// The `kafka` receivers' own counters, by receiver id.
+    pub kafka_receivers: Vec<(String, Arc<profilink_kafka::KafkaReceiverMetrics>)>,
 }
 
 impl Registry {
@@ -163,6 +166,7 @@ impl Registry {
             &self.symbolizers,
             &self.traces_exporters,
             &self.stamping,
+            &self.kafka_receivers,
             &relay,
             &process::Process,
         ]);

