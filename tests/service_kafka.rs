@@ -328,6 +328,18 @@ async fn group_of_two(bad_message: bool) {
 
     let mut skipped = 0.0;
     let mut accepted = Vec::new();
+    let mut cpu = Vec::new();
+    for r in &replicas {
+        let (_, text) = get_text(&format!("http://{}/metrics", r.metrics)).await;
+        cpu.push(
+            profilink::telemetry::metrics::scrape_f64(
+                &text,
+                "otelcol_process_cpu_seconds_total",
+                &[],
+            )
+            .unwrap_or(0.0),
+        );
+    }
     for r in &replicas {
         skipped += r
             .metric(
@@ -367,7 +379,8 @@ async fn group_of_two(bad_message: bool) {
         "kafka group of two (bad message: {bad_message}): {MESSAGES} messages ({} observations) \
          (+{sparse} of sparse threads, {sparse_arrived} of them arrived) produced in {produced_at:.1?}, all but {} (sparse drops counted: {sparse_dropped}) arrived after {arrived_at:.1?}; replica 0 killed \
          after accepting {killed_after} observations, restarted; observations accepted per \
-         replica since (re)start {accepted:?}; {} distinct chunks, {resent} resent; {duplicated} \
+         replica since (re)start {accepted:?} for CPU seconds {cpu:.2?} (the whole replica: \
+         Kafka, translation, chunk merging, the Sentry exporter); {} distinct chunks, {resent} resent; {duplicated} \
          observations delivered twice (re-deliveries of uncommitted messages); committed \
          {committed:?}",
         want.len(),

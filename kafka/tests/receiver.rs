@@ -206,3 +206,113 @@ async fn every_message_once_through_backpressure_and_a_bad_message() {
     let partitions = metrics.partitions();
     assert_eq!(partitions.values().map(|p| p.messages).sum::<u64>(), 31);
 }
+
+/// A third member joins mid-stream: the group rebalances (cooperative-sticky: only the moving
+/// partitions stop), nothing is lost, and the only messages delivered twice are re-deliveries
+/// of messages not yet committed when their partition moved (counted and printed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_member_joins_mid_stream_nothing_lost() {
+    let Some(broker) = Broker::start() else {
+        return;
+    };
+    let topic = "rebalanced";
+    broker.create_topic(topic, 6);
+    let base = fixture("ebpf-profile.pb");
+    let start_member = |recorder: &Arc<Recorder>| {
+        let metrics = Arc::new(KafkaReceiverMetrics::default());
+        let r = KafkaReceiver::start(
+            receiver_config(&broker, topic, "g3"),
+            recorder.clone(),
+            Arc::new(Stats::default()),
+            metrics.clone(),
+        )
+        .unwrap();
+        (r, metrics)
+    };
+    let recorders: Vec<Arc<Recorder>> = (0..3).map(|_| Arc::new(Recorder::default())).collect();
+    let mut members = vec![start_member(&recorders[0]), start_member(&recorders[1])];
+    wait_for("two members assigned", Duration::from_secs(30), || {
+        members
+            .iter()
+            .all(|(_, m)| KafkaReceiverMetrics::get(&m.partition_start) > 0)
+    })
+    .await;
+    let total = 60;
+    let mut joined_at = None;
+    let mut rebalance_time = None;
+    for i in 0..total {
+        let payload = tagged(&base, &format!("m{i}")).encode_to_vec();
+        produce(&broker, topic, &[(format!("k{i}"), payload)]).await;
+        if i == 20 {
+            members.push(start_member(&recorders[2]));
+            joined_at = Some(Instant::now());
+        }
+        if rebalance_time.is_none()
+            && let (Some(at), Some((_, m))) = (joined_at, members.get(2))
+            && KafkaReceiverMetrics::get(&m.partition_start) > 0
+        {
+            rebalance_time = Some(at.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seen = || -> BTreeMap<String, u64> {
+        let mut all = BTreeMap::new();
+        for r in &recorders {
+            for (tag, n) in r.samples.lock().unwrap().iter() {
+                *all.entry(tag.clone()).or_default() += n;
+            }
+        }
+        all
+    };
+    wait_for("every message", Duration::from_secs(60), || {
+        seen().len() == total
+    })
+    .await;
+    wait_for("the third member assigned", Duration::from_secs(30), || {
+        KafkaReceiverMetrics::get(&members[2].1.partition_start) > 0
+    })
+    .await;
+    let rebalance_time = rebalance_time.unwrap_or_else(|| joined_at.unwrap().elapsed());
+    let all = broker.read_all(topic, 6, Duration::from_secs(2));
+    let mut ends = vec![0i64; 6];
+    for m in &all {
+        ends[m.0 as usize] = ends[m.0 as usize].max(m.1 + 1);
+    }
+    wait_for(
+        "offsets committed to the end",
+        Duration::from_secs(20),
+        || broker.committed("g3", topic, 6) == ends,
+    )
+    .await;
+    let per_message = profilink_proto::signal::profile_counts(&base.resource_profiles).samples;
+    let seen = seen();
+    let mut redelivered = 0;
+    for i in 0..total {
+        let n = seen.get(&format!("m{i}")).copied().unwrap_or(0);
+        assert!(n >= per_message, "message m{i} lost");
+        assert_eq!(n % per_message, 0);
+        redelivered += n / per_message - 1;
+    }
+    let took: Vec<u64> = recorders
+        .iter()
+        .map(|r| r.batches.load(Ordering::SeqCst))
+        .collect();
+    assert!(took[2] > 0, "the third member took nothing: {took:?}");
+    let released: u64 = members
+        .iter()
+        .map(|(_, m)| KafkaReceiverMetrics::get(&m.released))
+        .sum();
+    let rebalances: u64 = members
+        .iter()
+        .map(|(_, m)| KafkaReceiverMetrics::get(&m.rebalances))
+        .sum();
+    eprintln!(
+        "rebalance: {total} messages on 6 partitions, a third member joined after message 20 \
+         and had partitions {rebalance_time:.1?} later; messages per member {took:?}; \
+         {redelivered} re-delivered, {released} released uncommitted at revokes, {rebalances} \
+         rebalance callbacks"
+    );
+    for (r, _) in members {
+        r.shutdown(Duration::from_secs(10)).await;
+    }
+}
