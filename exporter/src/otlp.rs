@@ -15,8 +15,8 @@ use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::otlp_client::{OtlpClient, note_partial};
 use crate::otlp_retry::{Next, after_failure};
 use crate::retry::Backoff;
+use crate::send_queue::SendQueue;
 use crate::send_queue::record::Queued;
-use crate::send_queue::{PushError, SendQueue};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::signal::{Profiles, profile_counts};
 use std::sync::Arc;
@@ -196,28 +196,9 @@ impl OtlpExporter {
     /// (unless `block_on_overflow`, which waits for room).
     pub async fn export(&self, req: ExportProfilesServiceRequest) -> Result<(), ExportError> {
         let samples = profile_counts(&req.resource_profiles).samples;
-        match self.queue.push_all(vec![(req, samples)]).await {
-            Ok(()) => {
-                ExporterMetrics::add(&self.metrics.accepted_chunks, 1);
-                ExporterMetrics::add(&self.metrics.accepted_samples, samples);
-                self.metrics
-                    .queue_size_bytes
-                    .store(self.queue.bytes(), Ordering::Relaxed);
-                Ok(())
-            }
-            Err(PushError::Full { .. }) => {
-                ExporterMetrics::add(&self.metrics.refused_full, 1);
-                ExporterMetrics::add(&self.metrics.refused_full_samples, samples);
-                Err(ExportError::Full {
-                    retry_after: Duration::from_secs(1),
-                })
-            }
-            Err(PushError::Closed) => Err(ExportError::Closed),
-            Err(PushError::Io(e)) => {
-                tracing::error!(error = %e, "OTLP sending queue: a request could not be stored; refused");
-                Err(e.into())
-            }
-        }
+        self.queue
+            .export_counted(vec![(req, samples)], &self.metrics, "OTLP sending queue")
+            .await
     }
 
     /// The counters.

@@ -12,9 +12,7 @@
 use crate::config::KafkaExporterConfig;
 use crate::keying::{split_profiles, split_traces};
 use crate::record::KafkaRecord;
-use profilink_exporter::{
-    Backoff, DiscardReason, ExportError, ExporterMetrics, PushError, SendQueue,
-};
+use profilink_exporter::{Backoff, DiscardReason, ExportError, ExporterMetrics, SendQueue};
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, ExportTraceServiceRequest, PROFILES_VERSION_HEADER,
 };
@@ -293,34 +291,16 @@ impl KafkaExporter {
     }
 
     async fn push(&self, records: Vec<KafkaRecord>) -> Result<(), ExportError> {
-        let samples: u64 = records.iter().map(|r| r.samples).sum();
-        let n = records.len() as u64;
-        let items = records.into_iter().map(|r| {
-            let s = r.samples;
-            (r, s)
-        });
-        match self.queue.push_all(items.collect()).await {
-            Ok(()) => {
-                ExporterMetrics::add(&self.metrics.accepted_chunks, n);
-                ExporterMetrics::add(&self.metrics.accepted_samples, samples);
-                self.metrics
-                    .queue_size_bytes
-                    .store(self.queue.bytes(), Ordering::Relaxed);
-                Ok(())
-            }
-            Err(PushError::Full { .. }) => {
-                ExporterMetrics::add(&self.metrics.refused_full, 1);
-                ExporterMetrics::add(&self.metrics.refused_full_samples, samples);
-                Err(ExportError::Full {
-                    retry_after: Duration::from_secs(1),
-                })
-            }
-            Err(PushError::Closed) => Err(ExportError::Closed),
-            Err(PushError::Io(e)) => {
-                tracing::error!(error = %e, "Kafka sending queue: a message could not be stored; refused");
-                Err(e.into())
-            }
-        }
+        let values = records
+            .into_iter()
+            .map(|r| {
+                let s = r.samples;
+                (r, s)
+            })
+            .collect();
+        self.queue
+            .export_counted(values, &self.metrics, "Kafka sending queue")
+            .await
     }
 
     /// The counters (the OTLP exporters' set: `sent_chunks` counts messages).
