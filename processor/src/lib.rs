@@ -9,7 +9,7 @@
 //!                           span stamping
 //! ```
 //!
-//! * [`Fanout`]: the [`Consumer`](profilink_receiver::Consumer) of one receiver, handing each
+//! * [`Fanout`]: the [`Consumer`](profilink_consumer::Consumer) of one receiver, handing each
 //!   batch to every pipeline that lists the receiver, bounding the requests in flight.
 //! * [`Pipeline`]: a `profiles` pipeline: sampling ([`Sampler`]), translation both ways, the
 //!   trace-linking join buffer of Sentry → OTLP pipelines ([`JoinConfig`], [`JoinMetrics`]),
@@ -18,8 +18,8 @@
 //! * [`ProcessorSpec`]: the processors' configs (`batch`: [`BatchConfig`],
 //!   `profile_sampling`: [`SamplingConfig`], `profile_linking`: [`LinkingConfig`],
 //!   `symbolize`: [`SymbolizeStage`]).
-//! * [`Export`]: the one trait every exporter is driven through, implemented for the exporter
-//!   crate's exporters; [`Exporter`] is one running exporter by its component id.
+//! * [`Exporter`]: one running exporter by its component id, driven through the contract's
+//!   `Export` trait (`profilink-consumer`), which every exporter implements itself.
 //! * [`ServiceCounters`]: the counters every profiles pipeline shares.
 //! * [`Budget`]: the amplification budget bounding what OTLP -> chunks translation may hold.
 //!
@@ -27,7 +27,6 @@
 
 #![warn(missing_docs)]
 
-mod adapters;
 mod budget;
 mod counters;
 mod each;
@@ -43,15 +42,12 @@ mod symbolize;
 mod traces;
 mod translation;
 
-pub use adapters::{Backpressure, QUEUE_HEADROOM};
 pub use budget::{
     BUDGET_RETRY_AFTER, Budget, DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_REQUEST_EXPANSION, OBSERVATION_BYTES, Reservation,
 };
 pub use counters::{INVALID_CHUNK_REASON, ServiceCounters, TRANSLATION_ERROR_REASONS};
-pub use export::{
-    BoxFuture, ChunkExporter, Export, Exporter, ProfileExporter, TraceExporter, consume_error,
-};
+pub use export::{ChunkExporter, Exporter, ProfileExporter, TraceExporter, consume_error};
 pub use fanout::{BUSY_RETRY_AFTER, Fanout, default_max_in_flight};
 pub use join::buffer::{JoinConfig, ORDER_SLACK};
 pub use join::{JoinMetrics, MAX_PARKED, TICK as JOIN_TICK};
@@ -65,6 +61,4 @@ pub use symbolize::SymbolizeStage;
 pub use traces::{
     SharedSpanThreads, StampCounters, TICK as TRACES_TICK, TracesPipeline, span_threads,
 };
-pub use translation::{
-    all_threads, otlp_to_sentry_options, resource_attributes, resource_profiler_id,
-};
+pub use translation::{all_threads, otlp_to_sentry_options, resource_attributes};

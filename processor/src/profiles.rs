@@ -24,14 +24,12 @@ use crate::spec::ProcessorSpec;
 use crate::store::StoreWriter;
 use crate::symbolize::SymbolizeStage;
 use crate::traces::SharedSpanThreads;
-use crate::translation::{
-    all_threads, otlp_to_sentry_options, profile_count, resource_attributes, resource_profiler_id,
-};
-use profilink_exporter::ExportChunk;
+use crate::translation::{all_threads, otlp_to_sentry_options, profile_count, resource_attributes};
+use profilink_consumer::ExportChunk;
+use profilink_consumer::{ConsumeError, Payload, SentryBatch};
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesData, ResourceProfiles};
 use profilink_proto::sentry::{CompactString, ProfileChunk};
-use profilink_receiver::{ConsumeError, Payload, SentryBatch};
-use profilink_translator::otlp_to_sentry;
+use profilink_translator::otlp_to_sentry::{self, resource_profiler_id};
 use profilink_translator::sentry_to_otlp::{self, SentryInput, V1WithTransaction};
 use profilink_translator::{NoLinks, TransactionLinks, span_intervals, span_item_interval};
 use std::collections::BTreeMap;

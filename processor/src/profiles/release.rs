@@ -8,8 +8,8 @@
 use super::Pipeline;
 use crate::join::buffer::{JoinConfig, Release};
 use crate::join::{JoinMetrics, Parked, SentryJoin};
+use profilink_consumer::ConsumeError;
 use profilink_proto::sentry::ProfileChunk;
-use profilink_receiver::ConsumeError;
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
 use std::collections::HashSet;
 use std::path::Path;

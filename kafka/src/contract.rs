@@ -1,8 +1,8 @@
-//! [`Export`] for the [`KafkaExporter`]: how the pipelines hand it profiles and traces.
+//! How the [`KafkaExporter`] meets the pipeline's contract ([`Export`] of `profilink-consumer`): the
+//! profiles and traces it takes, and its traces instance's rule for refusing up front.
 
 use crate::exporter::KafkaExporter;
-use profilink_exporter::ExportError;
-use profilink_processor::{BoxFuture, Export};
+use profilink_consumer::{BoxFuture, Export, ExportError};
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportTraceServiceRequest};
 use std::sync::atomic::Ordering;
 use std::time::Duration;

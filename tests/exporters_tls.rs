@@ -3,6 +3,8 @@
 //! server, a client certificate for a receiver with `client_ca_file`, an expired server
 //! certificate. Each case also shows the connection failing without the setting it needs.
 
+// The exporter crate's stand-in Sentry server and chunk builders.
+#[path = "../exporter/tests/common/mod.rs"]
 mod common;
 
 use common::{KEY, PROFILER_A, T0, chunk};
