@@ -11,9 +11,12 @@
 //!
 //! * [`Fanout`]: the [`Consumer`](profilink_consumer::Consumer) of one receiver, handing each
 //!   batch to every pipeline that lists the receiver, bounding the requests in flight.
-//! * [`Pipeline`]: a `profiles` pipeline: sampling ([`Sampler`]), translation both ways, the
-//!   trace-linking join buffer of Sentry → OTLP pipelines ([`JoinConfig`], [`JoinMetrics`]),
-//!   and the [`StoreWriter`] of the `profile_store` extension.
+//! * [`Pipeline`]: a `profiles` pipeline: its processor chain (sampling ([`Sampler`]),
+//!   symbolization) and one route per kind of data and exporter (OTLP → chunks, OTLP
+//!   forwarded, Sentry chunks passed through, Sentry → OTLP with the trace-linking join buffer
+//!   ([`JoinConfig`], [`JoinMetrics`])), and the [`StoreWriter`] of the `profile_store`
+//!   extension.
+//! * [`start_timers`]: the pipelines' periodic work (join releases, waiting traces).
 //! * [`TracesPipeline`]: a `traces` pipeline: span stamping for Sentry's trace linking.
 //! * [`ProcessorSpec`]: the processors' configs (`batch`: [`BatchConfig`],
 //!   `profile_sampling`: [`SamplingConfig`], `profile_linking`: [`LinkingConfig`],
@@ -39,6 +42,7 @@ mod sampling;
 mod spec;
 mod store;
 mod symbolize;
+mod timers;
 mod traces;
 mod translation;
 
@@ -58,6 +62,7 @@ pub use sampling::{Sampler, SamplingConfig};
 pub use spec::{BatchConfig, ProcessorSpec};
 pub use store::{MAX_PENDING_BYTES, StoreCounters, StoreWriter};
 pub use symbolize::SymbolizeStage;
+pub use timers::start_timers;
 pub use traces::{
     SharedSpanThreads, StampCounters, TICK as TRACES_TICK, TracesPipeline, span_threads,
 };

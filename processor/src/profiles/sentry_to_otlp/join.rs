@@ -1,13 +1,14 @@
-//! The join of a Sentry → OTLP [`Pipeline`] (see [`crate::join`]): configuring it, and what
-//! happens to the chunks it releases. Each released chunk is translated into a request of its
-//! own, with the links of its session's spans, so that a chunk sent again after a crash (its
+//! The join of the Sentry → OTLP route (see [`crate::join`]): configuring it, and what happens
+//! to the chunks it releases. Each released chunk is translated into a request of its own, with
+//! the links of its session's spans, so that a chunk sent again after a crash (its
 //! acknowledgement lost) is the same request; the OTLP exporters take it, or it waits (parked)
 //! and is retried every tick. A chunk's join log record is acknowledged once the exporters
 //! accepted its request.
 
-use super::Pipeline;
+use super::SentryToOtlp;
 use crate::join::buffer::{JoinConfig, Release};
 use crate::join::{JoinMetrics, Parked, SentryJoin};
+use crate::profiles::otlp_forward::OtlpForward;
 use profilink_consumer::ConsumeError;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
@@ -16,25 +17,23 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-impl Pipeline {
-    /// Holds received Sentry chunks in a join buffer with `cfg` until their transactions
-    /// arrive, when the pipeline has OTLP exporters (see [`JoinConfig`](crate::JoinConfig)). Without it
-    /// chunks are linked only to the transactions of their own envelope.
-    pub fn with_join(mut self, cfg: Option<JoinConfig>) -> Self {
-        self.join = cfg
-            .filter(|_| !self.otlp_exporters.is_empty())
-            .map(SentryJoin::new);
+/// What holding a request's chunks made due: released once the request's own exports are done.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    pub(super) released: Vec<Release>,
+    pub(super) own: HashSet<String>,
+}
+
+impl SentryToOtlp {
+    /// Holds received chunks in a join buffer with `cfg` until their transactions arrive.
+    pub(crate) fn with_join(mut self, cfg: Option<JoinConfig>) -> Self {
+        self.join = cfg.map(SentryJoin::new);
         self
     }
 
-    /// Keeps the join buffer (when the pipeline has one) in a join log in `dir` (two segment
-    /// logs, `chunks/` and `spans/`): what the `sentry` receiver answers 200 for is on disk
-    /// first (a write that fails refuses the request), a chunk is acknowledged once the OTLP
-    /// exporters accepted the request carrying it, and what an earlier run left there is held
-    /// again, each chunk for the rest of its window with the spans that had arrived. At
-    /// shutdown held chunks stay in the log. Blocking I/O; fails when the directory cannot be
-    /// created or is in use by another pipeline or process.
-    pub fn with_join_log(mut self, dir: Option<&Path>) -> std::io::Result<Self> {
+    /// Keeps the join buffer (when there is one) in a join log in `dir`; see
+    /// [`Pipeline::with_join_log`](crate::Pipeline::with_join_log).
+    pub(crate) fn with_join_log(mut self, dir: Option<&Path>) -> std::io::Result<Self> {
         if let Some(dir) = dir
             && let Some(join) = self.join.take()
         {
@@ -43,42 +42,43 @@ impl Pipeline {
         Ok(self)
     }
 
-    /// The join buffer's counters, when the pipeline joins.
-    pub fn join_metrics(&self) -> Option<Arc<JoinMetrics>> {
+    /// The join buffer's counters, when the route joins.
+    pub(crate) fn join_metrics(&self) -> Option<Arc<JoinMetrics>> {
         self.join.as_ref().map(SentryJoin::metrics)
     }
 
     /// Translates released chunks and hands them to the OTLP exporters; what they refuse is
-    /// parked and retried by [`Pipeline::tick`].
-    async fn release(&self, join: &SentryJoin, releases: Vec<Release>) {
+    /// parked and retried by [`SentryToOtlp::tick`].
+    async fn release(&self, out: &OtlpForward, join: &SentryJoin, releases: Vec<Release>) {
         let reqs = self.translate_releases(releases);
-        self.export_or_park(join, reqs).await;
+        self.export_or_park(out, join, reqs).await;
     }
 
-    /// Releases the chunks that a request's own `add` made due. When they are all that
+    /// Releases the chunks that a request's own `hold` made due. When they are all that
     /// request's chunks (always so with `join_window: 0s`), a refusing exporter refuses the
     /// request: its client sends it again, where parking would answer success for data held
     /// only in memory (with a join log their records are acknowledged: the retry brings them
     /// back). Chunks of earlier requests (already answered) are parked as before.
-    pub(super) async fn release_for(
+    pub(crate) async fn release_held(
         &self,
-        releases: Vec<Release>,
-        own: &HashSet<String>,
+        out: &OtlpForward,
+        held: Held,
     ) -> Result<(), ConsumeError> {
         let Some(join) = &self.join else {
             return Ok(());
         };
-        let all_own = releases
+        let Held { released, own } = held;
+        let all_own = released
             .iter()
             .all(|r| r.chunks.iter().all(|(_, c)| own.contains(&c.chunk_id)));
         if !all_own {
-            self.release(join, releases).await;
+            self.release(out, join, released).await;
             return Ok(());
         }
-        let mut reqs = self.translate_releases(releases).into_iter();
+        let mut reqs = self.translate_releases(released).into_iter();
         let mut accepted = Vec::new();
         while let Some(p) = reqs.next() {
-            if let Err(e) = self.export_otlp(p.req).await {
+            if let Err(e) = out.export(p.req).await {
                 join.ack_chunks(accepted).await;
                 let refused = p.records.into_iter().chain(reqs.flat_map(|p| p.records));
                 join.ack_chunks(refused.collect()).await;
@@ -104,7 +104,7 @@ impl Pipeline {
                     &r.links,
                     &self.s2o,
                 );
-                self.count_sentry_translation(&t, 1);
+                self.count_translation(&t, 1);
                 // A chunk the translation rejected (counted) makes an empty request: the
                 // exporters are not called, and its record is acknowledged with the rest.
                 out.push(Parked {
@@ -116,7 +116,7 @@ impl Pipeline {
         out
     }
 
-    async fn export_or_park(&self, join: &SentryJoin, reqs: Vec<Parked>) {
+    async fn export_or_park(&self, out: &OtlpForward, join: &SentryJoin, reqs: Vec<Parked>) {
         let mut failed = false;
         let mut accepted = Vec::new();
         for p in reqs {
@@ -124,7 +124,7 @@ impl Pipeline {
                 join.park(p);
                 continue;
             }
-            match self.export_otlp(p.req.clone()).await {
+            match out.export(p.req.clone()).await {
                 Ok(()) => accepted.extend(p.records),
                 Err(e) => {
                     tracing::debug!(pipeline = %self.name, error = ?e, "OTLP exporter refused linked profiles; retrying");
@@ -136,19 +136,19 @@ impl Pipeline {
         join.ack_chunks(accepted).await;
     }
 
-    /// Retries parked requests and releases the chunks whose window ran out (run every
-    /// [`crate::join::TICK`] by the service).
-    pub async fn tick(&self) {
+    /// Retries parked requests and releases the chunks whose window ran out (every
+    /// [`crate::join::TICK`]).
+    pub(crate) async fn tick(&self, out: &OtlpForward) {
         let Some(join) = &self.join else {
             return;
         };
         let parked = join.unpark();
         if !parked.is_empty() {
-            self.export_or_park(join, parked).await;
+            self.export_or_park(out, join, parked).await;
         }
         let due = join.due().await;
         if !due.is_empty() {
-            self.release(join, due).await;
+            self.release(out, join, due).await;
         }
     }
 
@@ -157,15 +157,15 @@ impl Pipeline {
     /// for the rest of their window, with their spans), as do the chunks of requests the
     /// exporters still refuse; without one every held chunk is released now, and what the
     /// exporters refuse is dropped (logged).
-    pub async fn flush_join(&self) {
+    pub(crate) async fn flush(&self, out: &OtlpForward) {
         let Some(join) = &self.join else {
             return;
         };
         let parked = join.unpark();
-        self.export_or_park(join, parked).await;
+        self.export_or_park(out, join, parked).await;
         if join.is_durable() {
             let due = join.due().await;
-            self.release(join, due).await;
+            self.release(out, join, due).await;
             let left = join.unpark().len();
             let held = join.metrics().held_chunks.load(Ordering::Relaxed);
             if held > 0 || left > 0 {
@@ -174,7 +174,7 @@ impl Pipeline {
             return;
         }
         let all = join.all();
-        self.release(join, all).await;
+        self.release(out, join, all).await;
         let left = join.unpark();
         if !left.is_empty() {
             tracing::warn!(pipeline = %self.name, requests = left.len(), "OTLP exporters refused linked profiles at shutdown; dropped");
