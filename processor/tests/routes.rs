@@ -345,3 +345,78 @@ async fn sampling_drops_whole_sessions_and_counts_them() {
         0
     );
 }
+
+/// A traces request of `n` spans of one trace, from a resource with a service name.
+fn traces(n: u8) -> profilink_proto::otlp::ExportTraceServiceRequest {
+    use profilink_proto::otlp::{
+        AnyValue, KeyValue, Resource, ResourceSpans, ScopeSpans, Span, any_value,
+    };
+    let spans = (1..=n)
+        .map(|i| Span {
+            trace_id: vec![7; 16],
+            span_id: vec![i; 8],
+            name: format!("span {i}"),
+            start_time_unix_nano: 1_750_000_000_000_000_000,
+            end_time_unix_nano: 1_750_000_001_000_000_000,
+            ..Default::default()
+        })
+        .collect();
+    profilink_proto::otlp::ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![KeyValue {
+                    key: "service.name".into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::StringValue("checkout".into())),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+#[tokio::test]
+async fn traces_are_forwarded_or_stamped() {
+    use profilink_processor::{LinkingConfig, TracesPipeline, span_threads};
+    // Without profile_linking: forwarded unchanged.
+    let (e, got) = recorder("traces");
+    let p = TracesPipeline::new("traces", vec![e], None);
+    let req = traces(3);
+    p.consume(req.clone()).await.unwrap();
+    assert_eq!(got.take(), vec![req.clone()]);
+
+    // With profile_linking and no wait: stamped at once, every span given a profiler id.
+    let cfg = LinkingConfig {
+        wait: Duration::ZERO,
+        ..Default::default()
+    };
+    let (e, got) = recorder("traces");
+    let p = TracesPipeline::new("traces", vec![e], Some((cfg.clone(), span_threads(&cfg))));
+    p.consume(req).await.unwrap();
+    let out = got.take();
+    assert_eq!(out.len(), 1);
+    let spans = &out[0].resource_spans[0].scope_spans[0].spans;
+    assert_eq!(spans.len(), 3);
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.attributes.iter().any(|a| a.key == "sentry.profiler_id"))
+    );
+    assert_eq!(p.counters().spans.load(Ordering::Relaxed), 3);
+
+    // A refusing exporter refuses the request.
+    let (e, h) = recorder::<profilink_proto::otlp::ExportTraceServiceRequest>("traces");
+    h.refuse.store(true, Ordering::Relaxed);
+    let p = TracesPipeline::new("traces", vec![e], None);
+    assert!(matches!(
+        p.consume(traces(1)).await,
+        Err(ConsumeError::Full { .. })
+    ));
+}
