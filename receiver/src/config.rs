@@ -4,8 +4,8 @@
 //! at start-up instead of being ignored).
 
 use crate::auth::{AuthSettings, Authenticator};
-use crate::cors::CorsConfig;
-use crate::http_server::HttpServerSettings;
+use crate::server::cors::CorsConfig;
+use crate::server::http::HttpServerSettings;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -107,7 +107,7 @@ impl Default for OtlpGrpcConfig {
             keepalive: GrpcKeepalive::default(),
             max_concurrent_streams: 100,
             max_connections: 1024,
-            handshake_timeout: crate::connections::DEFAULT_HANDSHAKE_TIMEOUT,
+            handshake_timeout: crate::server::connections::DEFAULT_HANDSHAKE_TIMEOUT,
             request_timeout: Duration::from_secs(60),
             endpoint: "127.0.0.1:4317".into(),
             max_recv_msg_size_mib: 64,

@@ -2,8 +2,8 @@
 //! server timeouts (`read_timeout`, `read_header_timeout`, `idle_timeout`, `write_timeout`)
 //! and profilink's `max_connections`, on hyper-util's connection builder.
 
-use crate::connections::{self, ConnectionLimits};
-use crate::detach::Detached;
+use crate::server::connections::{self, ConnectionLimits};
+use crate::server::detach::Detached;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -68,7 +68,7 @@ impl Default for HttpServerSettings {
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(30),
             max_connections: 1024,
-            handshake_timeout: crate::connections::DEFAULT_HANDSHAKE_TIMEOUT,
+            handshake_timeout: crate::server::connections::DEFAULT_HANDSHAKE_TIMEOUT,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! What both OTLP transports do with a decoded export request of any signal: validate it,
 //! split off the invalid items (partial success), hand the rest to the consumer, and count.
 //! What differs between signals (the validation, the payload, the counters) is the
-//! [`IngestSignal`] impl: [`otlp_ingest`](crate::otlp_ingest) for profiles,
-//! [`otlp_traces`](crate::otlp_traces) for traces.
+//! [`IngestSignal`] impl: [`profiles`](crate::otlp::profiles) for profiles,
+//! [`traces`](crate::otlp::traces) for traces.
 //!
 //! * A full success has no `partial_success`. When every item is invalid the answer is still a
 //!   partial success (all rejected), as the OTLP spec asks: the client must not retry it.

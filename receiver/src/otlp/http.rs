@@ -19,7 +19,7 @@
 //!   naming the supported version), the encoding, `Content-Length` and the consumer's
 //!   readiness. Each refusal is counted as a refused request with its [`RefusalReason`] (no
 //!   samples: none were read). The body is decoded by the decoder of the request's version.
-//! * `cors` ([`crate::cors`]): preflights are answered before authentication, and responses to
+//! * `cors` ([`crate::server::cors`]): preflights are answered before authentication, and responses to
 //!   allowed origins carry `Access-Control-Allow-Origin`.
 //! * Other paths: 404; other methods on the path: 405 with `Allow: POST`.
 //! * `/v1/traces` when the consumer does not take traces ([`Consumer::accepts_traces`] is
@@ -29,10 +29,10 @@
 use crate::auth::ListenerAuth;
 use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpHttpConfig;
-use crate::decompress::{self, BodyError, Encoding};
 use crate::error::ReceiverError;
-use crate::otlp_export::{self, ExportError, IngestSignal};
-use crate::otlp_grpc::consume_reason;
+use crate::otlp::grpc::consume_reason;
+use crate::otlp::ingest::{self, ExportError, IngestSignal};
+use crate::server::decompress::{self, BodyError, Encoding};
 use crate::server::{self, ServerHandle};
 use crate::stats::{RefusalReason, Stats};
 use axum::Router;
@@ -346,7 +346,7 @@ async fn export<S: IngestSignal, C: Consumer>(
         Err(message) => return Err((RefusalReason::Invalid, invalid_body(format, &message))),
     };
     let counters = &state.stats.otlp_http;
-    match otlp_export::export::<S, C>(&*state.consumer, counters, Transport::Http, request).await {
+    match ingest::export::<S, C>(&*state.consumer, counters, Transport::Http, request).await {
         Ok(response) => Ok(ok_response(
             format,
             match format {

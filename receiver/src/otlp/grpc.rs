@@ -33,13 +33,13 @@
 use crate::auth::ListenerAuth;
 use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpGrpcConfig;
-use crate::connections::{self, ConnectionLimits};
-use crate::detach::Detached;
 use crate::error::ReceiverError;
-use crate::otlp_export::{self, ExportError, IngestSignal};
+use crate::otlp::ingest::{self, ExportError, IngestSignal};
+use crate::server::connections::{self, ConnectionLimits};
+use crate::server::detach::Detached;
+use crate::server::tls::{self, TlsListener};
 use crate::server::{self, ServerHandle};
 use crate::stats::{Counters, RefusalReason, Stats};
-use crate::tls::{self, TlsListener};
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, ExportProfilesServiceResponse, ExportTraceServiceRequest,
     ExportTraceServiceResponse, profiles_service_server, trace_service_server,
@@ -102,7 +102,7 @@ impl<C: Consumer> OtlpGrpcHandler<C> {
         if !S::accepted_by(&*self.consumer) {
             return Err((unknown_service::<S>(), RefusalReason::Other));
         }
-        otlp_export::export::<S, C>(&*self.consumer, self.counters(), Transport::Grpc, request)
+        ingest::export::<S, C>(&*self.consumer, self.counters(), Transport::Grpc, request)
             .await
             .map_err(|e| match e {
                 ExportError::Invalid(message) => {
@@ -499,7 +499,7 @@ where
         None => {
             let incoming = TcpIncoming::from(listener)
                 .with_nodelay(Some(true))
-                .with_keepalive(Some(crate::connections::TCP_KEEPALIVE));
+                .with_keepalive(Some(crate::server::connections::TCP_KEEPALIVE));
             let incoming = connections::limit(incoming, limits, WHAT);
             tokio::spawn(async move {
                 let served = router

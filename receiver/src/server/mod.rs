@@ -1,13 +1,23 @@
-//! Running a receiver: binding its listener, serving until a shutdown signal, and the handle
-//! that reports the bound address and the outcome.
+//! What both doors share: running a receiver (binding its listener, serving until a shutdown
+//! signal, and the handle that reports the bound address and the outcome), and the rooms below
+//! it: serving HTTP ([`http`]) with bounded connections ([`connections`]) over TCP or TLS
+//! ([`tls`]), requests that run to their end ([`detach`]), request bodies ([`decompress`]) and
+//! CORS ([`cors`]).
+
+pub(crate) mod connections;
+pub(crate) mod cors;
+pub(crate) mod decompress;
+pub(crate) mod detach;
+pub(crate) mod http;
+pub(crate) mod tls;
 
 use crate::config::TlsConfig;
 use crate::error::ReceiverError;
-use crate::http_server::{self, HttpServerSettings};
-use crate::tls::{self, TlsListener};
 use axum::Router;
+use http::HttpServerSettings;
 use std::future::Future;
 use std::net::SocketAddr;
+use tls::TlsListener;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
@@ -108,9 +118,9 @@ where
         None => {
             let incoming = TcpIncoming::from(listener)
                 .with_nodelay(Some(true))
-                .with_keepalive(Some(crate::connections::TCP_KEEPALIVE));
+                .with_keepalive(Some(crate::server::connections::TCP_KEEPALIVE));
             tokio::spawn(async move {
-                http_server::serve(incoming, router, settings, shutdown, what).await;
+                http::serve(incoming, router, settings, shutdown, what).await;
                 Ok(())
             })
         }
@@ -122,7 +132,7 @@ where
                     source,
                 })?;
             tokio::spawn(async move {
-                http_server::serve(listener, router, settings, shutdown, what).await;
+                http::serve(listener, router, settings, shutdown, what).await;
                 Ok(())
             })
         }

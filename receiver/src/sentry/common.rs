@@ -4,9 +4,9 @@
 
 use crate::batch::ConsumeError;
 use crate::config::SentryReceiverConfig;
-use crate::decompress::{self, BodyError, Encoding};
-use crate::item_stats::LogLimiter;
-use crate::sentry_auth::{self, AuthError, SentryAuth};
+use crate::sentry::auth::{self, AuthError, SentryAuth};
+use crate::sentry::item_stats::LogLimiter;
+use crate::server::decompress::{self, BodyError, Encoding};
 use crate::stats::Stats;
 use crate::upstream::{ForwardError, Upstream};
 use axum::body::Body;
@@ -95,7 +95,7 @@ impl Refusal {
         if let Some(delay) = self.retry_after {
             response.headers_mut().insert(
                 RETRY_AFTER,
-                HeaderValue::from(crate::otlp_http::retry_after_secs(delay)),
+                HeaderValue::from(crate::otlp::http::retry_after_secs(delay)),
             );
         }
         if let Some(limits) = self.rate_limits
@@ -181,8 +181,8 @@ pub(crate) fn check_key<C>(
     project_id: u64,
     auth: &SentryAuth,
 ) -> Result<(), Refusal> {
-    let key = sentry_auth::project_key(&auth.public_key)?;
-    if auth.version > sentry_auth::PROTOCOL_VERSION {
+    let key = auth::project_key(&auth.public_key)?;
+    if auth.version > auth::PROTOCOL_VERSION {
         return Err(AuthError::UnsupportedVersion(auth.version).into());
     }
     if !state.config.key_allowed(project_id, key) {
@@ -205,16 +205,16 @@ pub(crate) fn auth_from_envelope_header<C>(
         Some(Value::String(s)) => s,
         Some(_) => return Err(AuthError::BadEnvelopeDsn("`dsn` is not a string".into()).into()),
     };
-    let dsn = sentry_auth::parse_dsn(dsn).map_err(|e| AuthError::BadEnvelopeDsn(e.into()))?;
+    let dsn = auth::parse_dsn(dsn).map_err(|e| AuthError::BadEnvelopeDsn(e.into()))?;
     // Relay parses the key inside the DSN: a malformed one is a bad DSN (401).
-    sentry_auth::project_key(&dsn.public_key)
+    auth::project_key(&dsn.public_key)
         .map_err(|_| AuthError::BadEnvelopeDsn("invalid public key".into()))?;
     if dsn.project_id != project_id {
         return Err(AuthError::HeaderMismatch("project id").into());
     }
     let auth = SentryAuth {
         public_key: dsn.public_key,
-        version: sentry_auth::PROTOCOL_VERSION,
+        version: auth::PROTOCOL_VERSION,
         client: None,
     };
     check_key(state, project_id, &auth)?;

@@ -16,12 +16,12 @@
 //! `profilink_receiver_dropped_items_total{type}` and logged (at most once per 10 s).
 
 use crate::batch::Consumer;
-use crate::decompress::Encoding;
-use crate::sentry_auth::{self, AuthError};
-use crate::sentry_forward;
-use crate::sentry_http::{
+use crate::sentry::auth::{self, AuthError};
+use crate::sentry::common::{
     Refusal, SentryState, check_key, cors, forward_refusal, json_ok, preflight, read, too_large,
 };
+use crate::sentry::forward;
+use crate::server::decompress::Encoding;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -122,7 +122,7 @@ async fn handle<C: Consumer>(
     let (parts, mut body) = request.into_parts();
     let counters = &state.stats.sentry_http;
     let result = process(&state, &project_id, &parts, &mut body, &PATHS[which]).await;
-    crate::decompress::drain(&mut body, DRAIN_MAX, Duration::from_secs(2)).await;
+    crate::server::decompress::drain(&mut body, DRAIN_MAX, Duration::from_secs(2)).await;
     let mut response = match result {
         Ok(r) => {
             counters.request_accepted();
@@ -147,10 +147,10 @@ async fn process<C: Consumer>(
     let project_id: u64 = project_id
         .parse()
         .map_err(|_| Refusal::bad_request("bad project path parameter"))?;
-    let auth = sentry_auth::auth_from_request(&parts.headers, parts.uri.query())?
-        .ok_or(AuthError::Missing)?;
+    let auth =
+        auth::auth_from_request(&parts.headers, parts.uri.query())?.ok_or(AuthError::Missing)?;
     check_key(state, project_id, &auth)?;
-    let public_key = sentry_auth::project_key(&auth.public_key)?.to_string();
+    let public_key = auth::project_key(&auth.public_key)?.to_string();
     let limit = state.config.max_envelope_size();
     let declared = parts
         .headers
@@ -198,13 +198,13 @@ async fn process<C: Consumer>(
     }
     upstream.check_ready().map_err(|e| forward_refusal(&e))?;
     let raw = Bytes::from(read(body, Encoding::Identity, limit).await?);
-    let request = sentry_forward::request(
+    let request = forward::request(
         project_id,
         &public_key,
         parts.uri.path(),
         parts.uri.query(),
         raw,
-        sentry_forward::forward_headers(&parts.headers),
+        forward::forward_headers(&parts.headers),
     );
     upstream
         .forward(request)
