@@ -34,10 +34,10 @@ use crate::auth::ListenerAuth;
 use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpGrpcConfig;
 use crate::error::ReceiverError;
-use crate::otlp::ingest::{self, ExportError, IngestSignal};
+use crate::otlp::ingest::{self, ExportError, IngestSignal, consume_reason};
 use crate::server::connections::{self, ConnectionLimits};
 use crate::server::detach::Detached;
-use crate::server::tls::{self, TlsListener};
+use crate::server::tls;
 use crate::server::{self, ServerHandle};
 use crate::stats::{Counters, RefusalReason, Stats};
 use profilink_proto::otlp::{
@@ -48,17 +48,21 @@ use profilink_proto::signal::{Profiles, Signal, Traces};
 use prost::Message;
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinHandle;
+use tokio_stream::Stream;
 use tonic::codec::{
     Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
 };
 use tonic::codegen::{BoxFuture, Service};
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
+use tonic::transport::server::{Connected, Router};
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -135,21 +139,31 @@ fn unknown_service<S: Signal>() -> Status {
     Status::unimplemented(format!("unknown service {}", S::SERVICE_NAME))
 }
 
+impl<C: Consumer> OtlpGrpcHandler<C> {
+    /// A call of the handler mounted in another tonic server: the request arrives decoded (by
+    /// tonic's codec, as version 1); one whose metadata names a version `S` does not support
+    /// is still refused before anything is ingested.
+    async fn export_mounted<S: IngestSignal>(
+        &self,
+        request: tonic::Request<S::Request>,
+    ) -> Result<tonic::Response<S::Response>, Status> {
+        let headers = request.metadata().clone().into_headers();
+        if let Err(e) = S::request_version(&headers) {
+            return Err(Status::invalid_argument(e.to_string()));
+        }
+        self.export_signal::<S>(request.into_inner())
+            .await
+            .map(tonic::Response::new)
+    }
+}
+
 #[tonic::async_trait]
 impl<C: Consumer> profiles_service_server::ProfilesService for OtlpGrpcHandler<C> {
-    /// Mounted in another tonic server, the request arrives decoded (by tonic's codec, as
-    /// version 1); one naming another version is still refused before anything is ingested.
     async fn export(
         &self,
         request: tonic::Request<ExportProfilesServiceRequest>,
     ) -> Result<tonic::Response<ExportProfilesServiceResponse>, Status> {
-        let headers = request.metadata().clone().into_headers();
-        if let Err(e) = crate::profiles_version::request_version(&headers) {
-            return Err(Status::invalid_argument(e.to_string()));
-        }
-        OtlpGrpcHandler::export(self, request.into_inner())
-            .await
-            .map(tonic::Response::new)
+        self.export_mounted::<Profiles>(request).await
     }
 }
 
@@ -159,18 +173,7 @@ impl<C: Consumer> trace_service_server::TraceService for OtlpGrpcHandler<C> {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, Status> {
-        OtlpGrpcHandler::export_traces(self, request.into_inner())
-            .await
-            .map(tonic::Response::new)
-    }
-}
-
-/// The [`RefusalReason`] of a consumer refusal.
-pub(crate) fn consume_reason(error: &ConsumeError) -> RefusalReason {
-    match error {
-        ConsumeError::Full { .. } => RefusalReason::Full,
-        ConsumeError::Rejected(_) => RefusalReason::Rejected,
-        ConsumeError::Internal(_) => RefusalReason::Unavailable,
+        self.export_mounted::<Traces>(request).await
     }
 }
 
@@ -474,63 +477,61 @@ impl<S: IngestSignal> Decoder for ExportCodec<S> {
 /// resolves; in-flight calls are then finished. Serves `ProfilesService/Export` and
 /// `TraceService/Export` (the latter `UNIMPLEMENTED` unless the consumer
 /// [accepts traces](Consumer::accepts_traces)). Counts into `stats.otlp_grpc`.
-pub async fn serve_otlp_grpc<C, F>(
+pub async fn serve_otlp_grpc<C: Consumer, F: Future<Output = ()> + Send + 'static>(
     config: &OtlpGrpcConfig,
     consumer: Arc<C>,
     stats: Arc<Stats>,
     shutdown: F,
-) -> Result<ServerHandle, ReceiverError>
-where
-    C: Consumer,
-    F: Future<Output = ()> + Send + 'static,
-{
+) -> Result<ServerHandle, ReceiverError> {
     let service = OtlpGrpcService::new(config, consumer, stats);
     if let Some(e) = service.settings.auth.start_error() {
         return Err(ReceiverError::Config(e));
     }
-    let listener = server::bind(&config.endpoint).await?;
-    let local_addr = server::local_addr(&listener, &config.endpoint)?;
+    let (listener, local_addr) = server::bind(&config.endpoint).await?;
     let traces = service.traces();
     let detached = service.detached();
     let router = grpc_server(config).add_service(service).add_service(traces);
     let limits = grpc_connection_limits(config);
-    const WHAT: &str = "OTLP/gRPC receiver";
     let task = match &config.tls {
-        None => {
-            let incoming = TcpIncoming::from(listener)
-                .with_nodelay(Some(true))
-                .with_keepalive(Some(crate::server::connections::TCP_KEEPALIVE));
-            let incoming = connections::limit(incoming, limits, WHAT);
-            tokio::spawn(async move {
-                let served = router
-                    .serve_with_incoming_shutdown(incoming, shutdown)
-                    .await
-                    .map_err(ReceiverError::serve);
-                detached.idle().await;
-                served
-            })
-        }
-        Some(tls_config) => {
-            let server_config = tls::server_config(tls_config, tls::ALPN_GRPC)?;
-            let incoming = TlsListener::new(listener, server_config).map_err(|source| {
-                ReceiverError::Bind {
-                    endpoint: config.endpoint.clone(),
-                    source,
-                }
-            })?;
-            let incoming = connections::limit(incoming, limits, WHAT);
-            tokio::spawn(async move {
-                let served = router
-                    .serve_with_incoming_shutdown(incoming, shutdown)
-                    .await
-                    .map_err(ReceiverError::serve);
-                detached.idle().await;
-                served
-            })
+        None => spawn_grpc(
+            router,
+            server::tcp_incoming(listener),
+            limits,
+            shutdown,
+            detached,
+        ),
+        Some(tls) => {
+            let incoming = server::tls_incoming(listener, &config.endpoint, tls, tls::ALPN_GRPC)?;
+            spawn_grpc(router, incoming, limits, shutdown, detached)
         }
     };
     tracing::info!(%local_addr, tls = config.tls.is_some(), "OTLP/gRPC receiver listening");
     Ok(server::handle(local_addr, task))
+}
+
+/// Serves `router` in a task of its own on the connections of `incoming`, bounded by
+/// `limits`, until `shutdown` resolves; then waits for the calls still running `detached`.
+fn spawn_grpc<St, S>(
+    router: Router,
+    incoming: St,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    detached: Detached,
+) -> JoinHandle<Result<(), ReceiverError>>
+where
+    St: Stream<Item = io::Result<S>> + Send + Unpin + 'static,
+    S: AsyncRead + AsyncWrite + Connected + Send + Unpin + 'static,
+    S::ConnectInfo: Clone + Send + Sync + 'static,
+{
+    let incoming = connections::limit(incoming, limits, "OTLP/gRPC receiver");
+    tokio::spawn(async move {
+        let served = router
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await
+            .map_err(ReceiverError::serve);
+        detached.idle().await;
+        served
+    })
 }
 
 fn nonzero(d: Duration) -> Option<Duration> {

@@ -16,7 +16,7 @@
 use crate::batch::{ConsumeError, Consumer, Payload, ReceiverKind, Transport};
 use crate::profiles_version::VersionError;
 use crate::sample_records::SampleRecords;
-use crate::stats::Counters;
+use crate::stats::{Counters, RefusalReason};
 use profilink_proto::otlp_json::OtlpJsonError;
 use profilink_proto::signal::{ItemCounts, Signal};
 
@@ -107,6 +107,15 @@ pub trait IngestSignal: Signal {
 
     /// Counts refused items into `counters` (not the request itself).
     fn count_refused(counters: &Counters, tally: &Tally);
+}
+
+/// The [`RefusalReason`] of a consumer refusal, on either transport.
+pub(crate) fn consume_reason(error: &ConsumeError) -> RefusalReason {
+    match error {
+        ConsumeError::Full { .. } => RefusalReason::Full,
+        ConsumeError::Rejected(_) => RefusalReason::Rejected,
+        ConsumeError::Internal(_) => RefusalReason::Unavailable,
+    }
 }
 
 /// Validates `request`, hands its valid part to `consumer`, counts into `counters`, and

@@ -16,10 +16,13 @@ use crate::error::ReceiverError;
 use axum::Router;
 use http::HttpServerSettings;
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use tls::TlsListener;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio_stream::Stream;
 use tonic::transport::server::TcpIncoming;
 
 /// A running receiver.
@@ -59,85 +62,79 @@ impl ServerHandle {
     }
 }
 
-/// Binds `endpoint` (`host:port`; port 0 picks a free port).
-pub(crate) async fn bind(endpoint: &str) -> Result<TcpListener, ReceiverError> {
-    TcpListener::bind(endpoint)
-        .await
-        .map_err(|source| ReceiverError::Bind {
-            endpoint: endpoint.to_string(),
-            source,
-        })
+/// Binds `endpoint` (`host:port`; port 0 picks a free port): the listener and the address it
+/// is bound to (the real port when the endpoint asked for port 0).
+pub(crate) async fn bind(endpoint: &str) -> Result<(TcpListener, SocketAddr), ReceiverError> {
+    let bind_error = |source| ReceiverError::Bind {
+        endpoint: endpoint.to_string(),
+        source,
+    };
+    let listener = TcpListener::bind(endpoint).await.map_err(bind_error)?;
+    let local_addr = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, local_addr))
 }
 
-pub(crate) fn local_addr(
-    listener: &TcpListener,
+/// The plain TCP connections `listener` accepts, with `TCP_NODELAY` and TCP keepalive.
+pub(crate) fn tcp_incoming(listener: TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(connections::TCP_KEEPALIVE))
+}
+
+/// The TLS connections `listener` accepts (handshakes run concurrently), offering `alpn`;
+/// `endpoint` names the listener in errors.
+pub(crate) fn tls_incoming(
+    listener: TcpListener,
     endpoint: &str,
-) -> Result<SocketAddr, ReceiverError> {
-    listener.local_addr().map_err(|source| ReceiverError::Bind {
+    tls: &TlsConfig,
+    alpn: &[&[u8]],
+) -> Result<TlsListener, ReceiverError> {
+    let config = tls::server_config(tls, alpn)?;
+    TlsListener::new(listener, config).map_err(|source| ReceiverError::Bind {
         endpoint: endpoint.to_string(),
         source,
     })
 }
 
-/// Binds `endpoint` and serves `router` there (TLS when `tls` is set) with `settings`'
-/// timeouts and connection bound until `shutdown` resolves; logs the address as `what`
-/// (e.g. "OTLP/HTTP receiver").
-pub async fn bind_and_serve<F>(
+/// Binds `endpoint` and serves `router` there (HTTP/1.1 and HTTP/2, TLS when `tls` is set)
+/// with `settings`' timeouts and connection bound until `shutdown` resolves, then finishes
+/// in-flight requests; logs the address as `what` (e.g. "OTLP/HTTP receiver").
+pub async fn bind_and_serve<F: Future<Output = ()> + Send + 'static>(
     endpoint: &str,
     tls: Option<&TlsConfig>,
     settings: HttpServerSettings,
     router: Router,
     shutdown: F,
     what: &'static str,
-) -> Result<ServerHandle, ReceiverError>
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    let listener = bind(endpoint).await?;
-    let handle = serve_router(listener, endpoint, tls, settings, router, shutdown, what)?;
-    tracing::info!(local_addr = %handle.local_addr(), tls = tls.is_some(), "{what} listening");
-    Ok(handle)
-}
-
-/// Serves `router` on `listener` (HTTP/1.1 and HTTP/2, TLS when `tls` is set) until
-/// `shutdown` resolves, then finishes in-flight requests.
-pub(crate) fn serve_router<F>(
-    listener: TcpListener,
-    endpoint: &str,
-    tls: Option<&TlsConfig>,
-    settings: HttpServerSettings,
-    router: Router,
-    shutdown: F,
-    what: &'static str,
-) -> Result<ServerHandle, ReceiverError>
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    let local_addr = local_addr(&listener, endpoint)?;
+) -> Result<ServerHandle, ReceiverError> {
+    let (listener, local_addr) = bind(endpoint).await?;
     let task = match tls {
-        None => {
-            let incoming = TcpIncoming::from(listener)
-                .with_nodelay(Some(true))
-                .with_keepalive(Some(crate::server::connections::TCP_KEEPALIVE));
-            tokio::spawn(async move {
-                http::serve(incoming, router, settings, shutdown, what).await;
-                Ok(())
-            })
-        }
-        Some(tls_config) => {
-            let config = tls::server_config(tls_config, tls::ALPN_HTTP)?;
-            let listener =
-                TlsListener::new(listener, config).map_err(|source| ReceiverError::Bind {
-                    endpoint: endpoint.to_string(),
-                    source,
-                })?;
-            tokio::spawn(async move {
-                http::serve(listener, router, settings, shutdown, what).await;
-                Ok(())
-            })
+        None => spawn_http(tcp_incoming(listener), router, settings, shutdown, what),
+        Some(tls) => {
+            let incoming = tls_incoming(listener, endpoint, tls, tls::ALPN_HTTP)?;
+            spawn_http(incoming, router, settings, shutdown, what)
         }
     };
+    tracing::info!(%local_addr, tls = tls.is_some(), "{what} listening");
     Ok(ServerHandle { local_addr, task })
+}
+
+/// [`http::serve`] in a task of its own.
+fn spawn_http<St, S>(
+    incoming: St,
+    router: Router,
+    settings: HttpServerSettings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    what: &'static str,
+) -> JoinHandle<Result<(), ReceiverError>>
+where
+    St: Stream<Item = io::Result<S>> + Send + Unpin + 'static,
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    tokio::spawn(async move {
+        http::serve(incoming, router, settings, shutdown, what).await;
+        Ok(())
+    })
 }
 
 pub(crate) fn handle(
