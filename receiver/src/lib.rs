@@ -9,6 +9,11 @@
 //!   then proxying the other ingest paths SDKs use (store, security, minidump, OTLP
 //!   integration) too.
 //!
+//! The source is laid out by door: `otlp/` (both transports, and one file per signal:
+//! `profiles.rs`, `traces.rs`, with what they share in `ingest.rs`), `sentry/` (the envelope
+//! endpoint and the proxied paths), and `server/` for what the doors share (binding and
+//! serving, TLS, connection limits, request bodies, CORS).
+//!
 //! Each server takes its config ([`OtlpGrpcConfig`], [`OtlpHttpConfig`], [`SentryReceiverConfig`]), an `Arc` of a [`Consumer`] (the pipeline), an
 //! `Arc<`[`Stats`]`>` and a shutdown future; it binds at once (port 0 picks a free port, see
 //! [`ServerHandle::local_addr`]) and serves until the future resolves, then finishes in-flight
