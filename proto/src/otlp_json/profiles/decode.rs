@@ -1,6 +1,6 @@
-//! OTLP/JSON → prost messages for the OTLP profiles protos (`opentelemetry.proto.profiles.v1development`
-//! and the profiles collector service), one function per message, with the shared readers of
-//! [`crate::otlp_json::decode`].
+//! OTLP/JSON → prost messages for the OTLP profiles protos
+//! (`opentelemetry.proto.profiles.v1development` and the profiles collector service), one
+//! function per message, with the shared readers of [`crate::otlp_json::decode`].
 
 use crate::otlp::{
     Function, KeyValueAndUnit, Line, Link, Location, Mapping, Profile, ProfilesDictionary,
