@@ -1,10 +1,10 @@
-//! prost messages → OTLP/JSON for the OTLP traces protos, with the same rules and helpers as
-//! the profiles encoder (this module is a child of [`super`] to share them): keys in
+//! prost messages → OTLP/JSON for the OTLP traces protos, with the shared writers of
+//! [`crate::otlp_json::encode`] (the same rules as the profiles encoder): keys in
 //! field-number order, trace and span ids as lowercase hex, 64-bit integers as strings, enums
 //! as integers, defaults omitted, present messages written (as `{}` when empty).
 
-use super::{Obj, envelope, key_value, resource, scope};
 use crate::otlp::{ResourceSpans, Span, Status, span};
+use crate::otlp_json::encode::{Obj, envelope, key_value, resource, scope};
 
 /// Encodes a `TracesData` / `ExportTraceServiceRequest` document.
 pub fn traces_data(resource_spans: &[ResourceSpans]) -> Vec<u8> {

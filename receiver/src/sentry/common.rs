@@ -1,17 +1,21 @@
 //! What the Sentry receiver's endpoints share (the envelope endpoint, its item checks and the
-//! proxied paths): the receiver state, Relay-style refusals and their responses, CORS for
-//! browser SDKs, key checks and body reading within the limits.
+//! proxied paths): the receiver state, Relay-style refusals and their responses, how a request
+//! is answered and counted, CORS for browser SDKs, authentication and key checks, body reading
+//! within the limits, and the hand-over to the upstream.
 
 use crate::batch::ConsumeError;
 use crate::config::SentryReceiverConfig;
-use crate::decompress::{self, BodyError, Encoding};
-use crate::item_stats::LogLimiter;
-use crate::sentry_auth::{self, AuthError, SentryAuth};
+use crate::sample_records::{SENTRY_SAMPLE_TYPE, SampleRecords};
+use crate::sentry::auth::{self, AuthError, SentryAuth};
+use crate::sentry::item_stats::{ItemCounters, LogLimiter};
+use crate::server::decompress::{self, BodyError, Encoding};
+use crate::server::http::retry_after_secs;
 use crate::stats::Stats;
-use crate::upstream::{ForwardError, Upstream};
+use crate::upstream::{ForwardError, ForwardRequest, Upstream};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use profilink_proto::validate::MAX_CHUNK_BYTES;
 use serde_json::Value;
@@ -21,8 +25,6 @@ use std::time::Duration;
 /// Largest `profile` / `profile_chunk` item (Relay's `max_profile_size`).
 pub(crate) const MAX_PROFILE_ITEM_SIZE: usize = MAX_CHUNK_BYTES;
 
-pub(crate) const DRAIN_MAX: usize = 8 * 1024 * 1024;
-pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) const PERFETTO: &str = "application/x-perfetto-trace";
 
 pub(crate) struct SentryState<C> {
@@ -73,6 +75,18 @@ impl Refusal {
         Refusal::new(StatusCode::BAD_REQUEST, detail)
     }
 
+    /// Relay's answer when upstream rate-limits what the request holds: 429 with the matched
+    /// limits (`X-Sentry-Rate-Limits` value `header`) and the longest wait.
+    pub(crate) fn rate_limited(header: String, retry_after: Duration) -> Self {
+        let mut r = Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("event submission rejected with_reason: rate limited by upstream ({header})"),
+        );
+        r.retry_after = Some(retry_after);
+        r.rate_limits = Some(header);
+        r
+    }
+
     pub(crate) fn counted(mut self, profiles: u64, samples: u64) -> Self {
         self.profiles = profiles;
         self.samples = samples;
@@ -93,10 +107,9 @@ impl Refusal {
         )
             .into_response();
         if let Some(delay) = self.retry_after {
-            response.headers_mut().insert(
-                RETRY_AFTER,
-                HeaderValue::from(crate::otlp_http::retry_after_secs(delay)),
-            );
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(delay)));
         }
         if let Some(limits) = self.rate_limits
             && let Ok(value) = HeaderValue::from_str(&limits)
@@ -176,13 +189,60 @@ pub(crate) fn json_ok(body: Value) -> Response {
         .into_response()
 }
 
+/// Finishes a request of any Sentry endpoint: drains what is left of its body (so that an
+/// HTTP/1.1 client still sending reads the answer), counts the request accepted or refused
+/// (with the profiles, samples and spans the refusal knows it refused), and adds the CORS
+/// headers.
+pub(crate) async fn answer<C>(
+    state: &SentryState<C>,
+    result: Result<Response, Refusal>,
+    body: &mut Body,
+) -> Response {
+    decompress::drain(body).await;
+    let counters = &state.stats.sentry_http;
+    let mut response = match result {
+        Ok(response) => {
+            counters.request_accepted();
+            response
+        }
+        Err(refusal) => {
+            counters.request_refused_for(refusal.reason());
+            counters.refuse(refusal.profiles, refusal.samples);
+            counters.refuse_records(&SampleRecords::single(SENTRY_SAMPLE_TYPE, refusal.samples));
+            counters.refuse_spans(refusal.spans);
+            tracing::debug!(status = refusal.status.as_u16(), detail = %refusal.detail, "Sentry request refused");
+            refusal.into_response()
+        }
+    };
+    cors(&mut response);
+    response
+}
+
+/// The project id of the request's path and its own credentials (headers or query), checked
+/// against the project's allowed keys; `None` when it carries none (the envelope endpoint then
+/// reads the envelope header `dsn`).
+pub(crate) fn authenticate<C>(
+    state: &SentryState<C>,
+    project_id: &str,
+    parts: &Parts,
+) -> Result<(u64, Option<SentryAuth>), Refusal> {
+    let project_id: u64 = project_id
+        .parse()
+        .map_err(|_| Refusal::bad_request("bad project path parameter"))?;
+    let request_auth = auth::auth_from_request(&parts.headers, parts.uri.query())?;
+    if let Some(auth) = &request_auth {
+        check_key(state, project_id, auth)?;
+    }
+    Ok((project_id, request_auth))
+}
+
 pub(crate) fn check_key<C>(
     state: &SentryState<C>,
     project_id: u64,
     auth: &SentryAuth,
 ) -> Result<(), Refusal> {
-    let key = sentry_auth::project_key(&auth.public_key)?;
-    if auth.version > sentry_auth::PROTOCOL_VERSION {
+    let key = auth::project_key(&auth.public_key)?;
+    if auth.version > auth::PROTOCOL_VERSION {
         return Err(AuthError::UnsupportedVersion(auth.version).into());
     }
     if !state.config.key_allowed(project_id, key) {
@@ -205,16 +265,16 @@ pub(crate) fn auth_from_envelope_header<C>(
         Some(Value::String(s)) => s,
         Some(_) => return Err(AuthError::BadEnvelopeDsn("`dsn` is not a string".into()).into()),
     };
-    let dsn = sentry_auth::parse_dsn(dsn).map_err(|e| AuthError::BadEnvelopeDsn(e.into()))?;
+    let dsn = auth::parse_dsn(dsn).map_err(|e| AuthError::BadEnvelopeDsn(e.into()))?;
     // Relay parses the key inside the DSN: a malformed one is a bad DSN (401).
-    sentry_auth::project_key(&dsn.public_key)
+    auth::project_key(&dsn.public_key)
         .map_err(|_| AuthError::BadEnvelopeDsn("invalid public key".into()))?;
     if dsn.project_id != project_id {
         return Err(AuthError::HeaderMismatch("project id").into());
     }
     let auth = SentryAuth {
         public_key: dsn.public_key,
-        version: sentry_auth::PROTOCOL_VERSION,
+        version: auth::PROTOCOL_VERSION,
         client: None,
     };
     check_key(state, project_id, &auth)?;
@@ -248,12 +308,25 @@ pub(crate) fn too_large(limit: usize) -> Refusal {
     )
 }
 
-pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+/// Refuses a request whose `Content-Length` is over `limit` before its body is read.
+pub(crate) fn check_declared_size(headers: &HeaderMap, limit: usize) -> Result<(), Refusal> {
+    match decompress::content_length(headers) {
+        Some(len) if len > limit as u64 => Err(too_large(limit)),
+        _ => Ok(()),
+    }
+}
+
+/// Hands `request` to `upstream` and counts it in `items`; an upstream that cannot take it
+/// (its queue full or stopped) is the SDK's 503.
+pub(crate) async fn send_upstream(
+    upstream: &dyn Upstream,
+    items: &ItemCounters,
+    request: ForwardRequest,
+) -> Result<(), Refusal> {
+    upstream
+        .forward(request)
+        .await
+        .map_err(|e| forward_refusal(&e))?;
+    items.forwarded_request();
+    Ok(())
 }

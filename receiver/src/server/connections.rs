@@ -293,6 +293,27 @@ impl<S> Tracked<S> {
             .min_by_key(|(at, _)| *at)
     }
 
+    /// Notes the outcome of a write on the connection: progress ends a stall and counts as
+    /// activity; a write that cannot proceed starts (or continues) a stall, and fails once
+    /// `write_timeout` or another deadline has passed.
+    fn written(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match poll {
+            Poll::Ready(result) => {
+                self.write_stalled_since = None;
+                self.last_activity = Instant::now();
+                Poll::Ready(result)
+            }
+            Poll::Pending => {
+                self.write_stalled_since.get_or_insert_with(Instant::now);
+                self.poll_deadline(cx).map(Err)
+            }
+        }
+    }
+
     /// Ready with an error once the connection was shed or a deadline has passed; otherwise
     /// arms the timer and registers for shedding.
     fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
@@ -349,18 +370,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_write(cx, data) {
-            Poll::Ready(result) => {
-                this.write_stalled_since = None;
-                this.last_activity = Instant::now();
-                Poll::Ready(result)
-            }
-            Poll::Pending => {
-                this.write_stalled_since.get_or_insert_with(Instant::now);
-                this.poll_deadline(cx).map(Err)
-            }
-        }
+        let written = Pin::new(&mut self.inner).poll_write(cx, data);
+        self.written(cx, written)
     }
 
     fn poll_write_vectored(
@@ -368,18 +379,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(result) => {
-                this.write_stalled_since = None;
-                this.last_activity = Instant::now();
-                Poll::Ready(result)
-            }
-            Poll::Pending => {
-                this.write_stalled_since.get_or_insert_with(Instant::now);
-                this.poll_deadline(cx).map(Err)
-            }
-        }
+        let written = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.written(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {

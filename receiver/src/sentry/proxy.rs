@@ -16,12 +16,13 @@
 //! `profilink_receiver_dropped_items_total{type}` and logged (at most once per 10 s).
 
 use crate::batch::Consumer;
-use crate::decompress::Encoding;
-use crate::sentry_auth::{self, AuthError};
-use crate::sentry_forward;
-use crate::sentry_http::{
-    Refusal, SentryState, check_key, cors, forward_refusal, json_ok, preflight, read, too_large,
+use crate::sentry::auth::{self, AuthError};
+use crate::sentry::common::{
+    Refusal, SentryState, answer, authenticate, check_declared_size, forward_refusal, json_ok,
+    preflight, read, send_upstream,
 };
+use crate::sentry::forward;
+use crate::server::decompress::Encoding;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -29,9 +30,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bytes::Bytes;
 use http::StatusCode;
-use http::header::CONTENT_LENGTH;
+use http::request::Parts;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// One proxied path: its route, the item type label it counts as, its data category.
 struct Path_ {
@@ -93,8 +93,6 @@ const PATHS: &[Path_] = &[
     },
 ];
 
-const DRAIN_MAX: usize = 8 * 1024 * 1024;
-
 /// Adds the proxied paths to `router`.
 pub(crate) fn routes<C: Consumer>(
     mut router: Router<Arc<SentryState<C>>>,
@@ -120,46 +118,23 @@ async fn handle<C: Consumer>(
     which: usize,
 ) -> Response {
     let (parts, mut body) = request.into_parts();
-    let counters = &state.stats.sentry_http;
-    let result = process(&state, &project_id, &parts, &mut body, &PATHS[which]).await;
-    crate::decompress::drain(&mut body, DRAIN_MAX, Duration::from_secs(2)).await;
-    let mut response = match result {
-        Ok(r) => {
-            counters.request_accepted();
-            r
-        }
-        Err(refusal) => {
-            counters.request_refused_for(refusal.reason());
-            refusal.into_response()
-        }
-    };
-    cors(&mut response);
-    response
+    let result = pass_on(&state, &PATHS[which], &project_id, &parts, &mut body).await;
+    answer(&state, result, &mut body).await
 }
 
-async fn process<C: Consumer>(
+/// Passes a request to `path` on to the upstream as it is (see the module docs).
+async fn pass_on<C: Consumer>(
     state: &SentryState<C>,
-    project_id: &str,
-    parts: &http::request::Parts,
-    body: &mut Body,
     path: &Path_,
+    project_id: &str,
+    parts: &Parts,
+    body: &mut Body,
 ) -> Result<Response, Refusal> {
-    let project_id: u64 = project_id
-        .parse()
-        .map_err(|_| Refusal::bad_request("bad project path parameter"))?;
-    let auth = sentry_auth::auth_from_request(&parts.headers, parts.uri.query())?
-        .ok_or(AuthError::Missing)?;
-    check_key(state, project_id, &auth)?;
-    let public_key = sentry_auth::project_key(&auth.public_key)?.to_string();
+    let (project_id, auth) = authenticate(state, project_id, parts)?;
+    let auth = auth.ok_or(AuthError::Missing)?;
+    let public_key = auth::project_key(&auth.public_key)?.to_string();
     let limit = state.config.max_envelope_size();
-    let declared = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return Err(too_large(limit));
-    }
+    check_declared_size(&parts.headers, limit)?;
     let items = &state.stats.sentry_items;
     let Some(upstream) = state.upstream.as_deref() else {
         read(body, Encoding::Identity, limit).await?;
@@ -181,36 +156,19 @@ async fn process<C: Consumer>(
         .into_iter()
         .filter(|l| l.matches(path.category))
         .collect();
-    if let Some(longest) = limits.iter().map(|l| l.retry_after).max() {
+    if let Some((header, longest)) = forward::rate_limit_header(&limits) {
         items.refuse_items(path.label, "rate_limited", 1);
-        let header = limits
-            .iter()
-            .map(crate::upstream::UpstreamLimit::header_entry)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut r = Refusal::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("event submission rejected with_reason: rate limited by upstream ({header})"),
-        );
-        r.retry_after = Some(longest);
-        r.rate_limits = Some(header);
-        return Err(r);
+        return Err(Refusal::rate_limited(header, longest));
     }
     upstream.check_ready().map_err(|e| forward_refusal(&e))?;
     let raw = Bytes::from(read(body, Encoding::Identity, limit).await?);
-    let request = sentry_forward::request(
-        project_id,
-        &public_key,
-        parts.uri.path(),
-        parts.uri.query(),
-        raw,
-        sentry_forward::forward_headers(&parts.headers),
-    );
-    upstream
-        .forward(request)
-        .await
-        .map_err(|e| forward_refusal(&e))?;
-    items.forwarded_request();
+    let headers = forward::forward_headers(&parts.headers);
+    send_upstream(
+        upstream,
+        items,
+        forward::request(project_id, &public_key, parts, raw, headers),
+    )
+    .await?;
     Ok(match path.category {
         "error" => json_ok(serde_json::json!({})),
         _ => StatusCode::OK.into_response(),

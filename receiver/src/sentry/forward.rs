@@ -3,14 +3,16 @@
 //! with `forward_profiles: false`, minus profiles), the rate limits that go back to the SDK,
 //! and, without an upstream, the visible account of the items nothing consumes.
 
-use crate::item_stats::{ItemCounters, LogLimiter};
+use crate::sentry::item_stats::{ItemCounters, LogLimiter};
 use crate::upstream::{ForwardRequest, UpstreamLimit, item_category, item_type_label};
 use bytes::Bytes;
 use http::HeaderMap;
 use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, HOST};
+use http::request::Parts;
 use profilink_proto::sentry::{Envelope, EnvelopeItem};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Request headers never passed on: hop-by-hop ones, and those the forwarder sets itself.
 const NOT_FORWARDED: &[&str] = &[
@@ -116,19 +118,21 @@ impl ForwardPlan {
     }
 
     /// The `X-Sentry-Rate-Limits` value and the longest wait, when a limit matched.
-    pub fn rate_limit_header(&self) -> Option<(String, std::time::Duration)> {
-        if self.matched.is_empty() {
-            return None;
-        }
-        let value = self
-            .matched
-            .iter()
-            .map(UpstreamLimit::header_entry)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let longest = self.matched.iter().map(|l| l.retry_after).max()?;
-        Some((value, longest))
+    pub fn rate_limit_header(&self) -> Option<(String, Duration)> {
+        rate_limit_header(&self.matched)
     }
+}
+
+/// The `X-Sentry-Rate-Limits` value naming `limits` and the longest wait among them; `None`
+/// without limits.
+pub fn rate_limit_header(limits: &[UpstreamLimit]) -> Option<(String, Duration)> {
+    let longest = limits.iter().map(|l| l.retry_after).max()?;
+    let value = limits
+        .iter()
+        .map(UpstreamLimit::header_entry)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some((value, longest))
 }
 
 fn is_profile(item: &EnvelopeItem) -> bool {
@@ -138,20 +142,20 @@ fn is_profile(item: &EnvelopeItem) -> bool {
     )
 }
 
-/// Builds the request to forward.
+/// Builds the request to forward: to the path and query of the request received (`parts`),
+/// with `body` and `headers`.
 pub fn request(
     project_id: u64,
     public_key: &str,
-    path: &str,
-    query: Option<&str>,
+    parts: &Parts,
     body: Bytes,
     headers: Vec<(String, String)>,
 ) -> ForwardRequest {
     ForwardRequest {
         project_id,
         public_key: public_key.to_string(),
-        path: path.to_string(),
-        query: query.map(str::to_string),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().map(str::to_string),
         headers,
         body,
     }

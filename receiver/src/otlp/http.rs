@@ -19,7 +19,7 @@
 //!   naming the supported version), the encoding, `Content-Length` and the consumer's
 //!   readiness. Each refusal is counted as a refused request with its [`RefusalReason`] (no
 //!   samples: none were read). The body is decoded by the decoder of the request's version.
-//! * `cors` ([`crate::cors`]): preflights are answered before authentication, and responses to
+//! * `cors` ([`crate::server::cors`]): preflights are answered before authentication, and responses to
 //!   allowed origins carry `Access-Control-Allow-Origin`.
 //! * Other paths: 404; other methods on the path: 405 with `Allow: POST`.
 //! * `/v1/traces` when the consumer does not take traces ([`Consumer::accepts_traces`] is
@@ -29,10 +29,10 @@
 use crate::auth::ListenerAuth;
 use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpHttpConfig;
-use crate::decompress::{self, BodyError, Encoding};
 use crate::error::ReceiverError;
-use crate::otlp_export::{self, ExportError, IngestSignal};
-use crate::otlp_grpc::consume_reason;
+use crate::otlp::ingest::{self, ExportError, IngestSignal, consume_reason};
+use crate::server::decompress::{self, BodyError, Encoding};
+use crate::server::http::retry_after_secs;
 use crate::server::{self, ServerHandle};
 use crate::stats::{RefusalReason, Stats};
 use axum::Router;
@@ -40,7 +40,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use profilink_proto::signal::{Profiles, Signal, Traces};
@@ -56,11 +56,6 @@ pub const TRACES_HTTP_PATH: &str = Traces::HTTP_PATH;
 
 /// Encodings the OTLP/HTTP receiver accepts.
 pub const ACCEPTED_ENCODINGS: &[Encoding] = &[Encoding::Gzip, Encoding::Deflate, Encoding::Zstd];
-
-/// How much of a refused request's body is read and discarded so an HTTP/1.1 client sees the
-/// answer rather than a reset.
-const DRAIN_MAX: usize = 8 * 1024 * 1024;
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The request body format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,16 +139,12 @@ fn listener_auth(config: &OtlpHttpConfig) -> ListenerAuth {
 
 /// Binds `config.endpoint` and serves OTLP/HTTP (TLS when configured) until `shutdown`
 /// resolves; in-flight requests are then finished. Counts into `stats.otlp_http`.
-pub async fn serve_otlp_http<C, F>(
+pub async fn serve_otlp_http<C: Consumer, F: Future<Output = ()> + Send + 'static>(
     config: &OtlpHttpConfig,
     consumer: Arc<C>,
     stats: Arc<Stats>,
     shutdown: F,
-) -> Result<ServerHandle, ReceiverError>
-where
-    C: Consumer,
-    F: Future<Output = ()> + Send + 'static,
-{
+) -> Result<ServerHandle, ReceiverError> {
     if let Some(e) = listener_auth(config).start_error() {
         return Err(ReceiverError::Config(e));
     }
@@ -176,7 +167,7 @@ async fn handle<S: IngestSignal, C: Consumer>(
 ) -> Response {
     if !S::accepted_by(&*state.consumer) {
         let mut body = request.into_body();
-        decompress::drain(&mut body, DRAIN_MAX, DRAIN_TIMEOUT).await;
+        decompress::drain(&mut body).await;
         return StatusCode::NOT_FOUND.into_response();
     }
     let counters = &state.stats.otlp_http;
@@ -186,7 +177,7 @@ async fn handle<S: IngestSignal, C: Consumer>(
         Err(refused) => Err(refused),
     };
     // Whatever was refused early, let an HTTP/1.1 client finish sending so it reads the answer.
-    decompress::drain(&mut body, DRAIN_MAX, DRAIN_TIMEOUT).await;
+    decompress::drain(&mut body).await;
     match outcome {
         Ok(response) => {
             counters.request_accepted();
@@ -272,7 +263,7 @@ async fn read_request<S: IngestSignal, C: Consumer>(
             ),
         )
     })?;
-    if content_length(&parts.headers).is_some_and(|len| len > state.limit as u64) {
+    if decompress::content_length(&parts.headers).is_some_and(|len| len > state.limit as u64) {
         return Err((RefusalReason::TooLarge, too_large(format, state.limit)));
     }
     if let Err(e) = state.consumer.check_ready() {
@@ -346,7 +337,7 @@ async fn export<S: IngestSignal, C: Consumer>(
         Err(message) => return Err((RefusalReason::Invalid, invalid_body(format, &message))),
     };
     let counters = &state.stats.otlp_http;
-    match otlp_export::export::<S, C>(&*state.consumer, counters, Transport::Http, request).await {
+    match ingest::export::<S, C>(&*state.consumer, counters, Transport::Http, request).await {
         Ok(response) => Ok(ok_response(
             format,
             match format {
@@ -368,16 +359,6 @@ async fn export<S: IngestSignal, C: Consumer>(
             Err((consume_reason(&e), consume_error_response(format, &e)))
         }
     }
-}
-
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 fn too_large(format: Format, limit: usize) -> Response {
@@ -414,12 +395,6 @@ fn consume_error_response(format: Format, error: &ConsumeError) -> Response {
             None,
         ),
     }
-}
-
-/// Whole seconds for `Retry-After`, rounded up, at least 1.
-pub(crate) fn retry_after_secs(delay: Duration) -> u64 {
-    let secs = delay.as_secs() + u64::from(delay.subsec_nanos() > 0);
-    secs.max(1)
 }
 
 /// An error response carrying a `google.rpc.Status` in `format`.

@@ -8,7 +8,7 @@
 
 use axum::body::Body;
 use http::HeaderMap;
-use http::header::CONTENT_ENCODING;
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
 use http_body_util::BodyExt;
 use std::io::{self, Write};
 use std::time::Duration;
@@ -115,22 +115,38 @@ pub async fn read_body(
     decoder.finish()
 }
 
-/// Reads and discards what is left of `body`, at most `max` bytes and for at most `timeout`,
-/// so that an early answer (413, 503…) reaches an HTTP/1.1 client that is still sending instead
-/// of a connection reset. Gives up silently.
-pub async fn drain(body: &mut Body, max: usize, timeout: Duration) {
+/// At most how much of a request's body [`drain`] reads, and for how long.
+const DRAIN_MAX: usize = 8 * 1024 * 1024;
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Reads and discards what is left of `body`, at most 8 MiB and for at most 2 s, so that an
+/// early answer (413, 503…) reaches an HTTP/1.1 client that is still sending instead of a
+/// connection reset. Gives up silently.
+pub async fn drain(body: &mut Body) {
     let work = async {
         let mut seen = 0usize;
         while let Some(Ok(frame)) = body.frame().await {
             if let Ok(data) = frame.into_data() {
                 seen = seen.saturating_add(data.len());
-                if seen > max {
+                if seen > DRAIN_MAX {
                     break;
                 }
             }
         }
     };
-    let _ = tokio::time::timeout(timeout, work).await;
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, work).await;
+}
+
+/// The body size a request declares in `Content-Length`, when it is a number: a body declared
+/// over the limit is refused before it is read.
+pub fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Decompresses a whole in-memory buffer with the same caps as `read_body`.

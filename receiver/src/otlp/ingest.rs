@@ -1,8 +1,8 @@
 //! What both OTLP transports do with a decoded export request of any signal: validate it,
 //! split off the invalid items (partial success), hand the rest to the consumer, and count.
 //! What differs between signals (the validation, the payload, the counters) is the
-//! [`IngestSignal`] impl: [`otlp_ingest`](crate::otlp_ingest) for profiles,
-//! [`otlp_traces`](crate::otlp_traces) for traces.
+//! [`IngestSignal`] impl: [`profiles`](crate::otlp::profiles) for profiles,
+//! [`traces`](crate::otlp::traces) for traces.
 //!
 //! * A full success has no `partial_success`. When every item is invalid the answer is still a
 //!   partial success (all rejected), as the OTLP spec asks: the client must not retry it.
@@ -16,7 +16,7 @@
 use crate::batch::{ConsumeError, Consumer, Payload, ReceiverKind, Transport};
 use crate::profiles_version::VersionError;
 use crate::sample_records::SampleRecords;
-use crate::stats::Counters;
+use crate::stats::{Counters, RefusalReason};
 use profilink_proto::otlp_json::OtlpJsonError;
 use profilink_proto::signal::{ItemCounts, Signal};
 
@@ -107,6 +107,15 @@ pub trait IngestSignal: Signal {
 
     /// Counts refused items into `counters` (not the request itself).
     fn count_refused(counters: &Counters, tally: &Tally);
+}
+
+/// The [`RefusalReason`] of a consumer refusal, on either transport.
+pub(crate) fn consume_reason(error: &ConsumeError) -> RefusalReason {
+    match error {
+        ConsumeError::Full { .. } => RefusalReason::Full,
+        ConsumeError::Rejected(_) => RefusalReason::Rejected,
+        ConsumeError::Internal(_) => RefusalReason::Unavailable,
+    }
 }
 
 /// Validates `request`, hands its valid part to `consumer`, counts into `counters`, and

@@ -1,10 +1,8 @@
-// Over 600 lines on purpose: one idea, the envelope endpoint's steps in Relay's order, read top
-// to bottom; its item parsing and proxying already live in sentry_items.rs and sentry_proxy.rs.
 //! The Sentry envelope endpoint, `POST /api/{project_id}/envelope/`, answering as Relay does.
 //!
 //! Steps, each with the status Relay gives (see the crate docs for the full table):
 //!
-//! 1. The project id must be a number (400). Authentication ([`crate::sentry_auth`]): 401/400.
+//! 1. The project id must be a number (400). Authentication ([`crate::sentry::auth`]): 401/400.
 //! 2. `Content-Encoding` `gzip`, `deflate`, `br`, `zstd`, `identity`, empty (or `utf-8`,
 //!    which Relay drops); anything else 415.
 //! 3. The pipeline's [`Consumer::check_ready`] (and the upstream's, when there is one): full is
@@ -19,7 +17,7 @@
 //!    payload that is not valid JSON for its type is 400** with the item index and the JSON
 //!    path of the problem. (Relay itself answers 200 and drops a bad chunk later with an
 //!    outcome the SDK never sees; a receiver that forwards data should tell the sender.) Each
-//!    chunk is then checked at the door ([`crate::chunk_door`]): one that fails is refused
+//!    chunk is then checked at the door ([`crate::sentry::chunk_door`]): one that fails is refused
 //!    (400 naming the rule) and counted with the rule as reason.
 //!    Perfetto chunks (`content_type: application/x-perfetto-trace` or a `meta_length`
 //!    header) and all other item types are accepted and counted in
@@ -41,25 +39,24 @@
 //!    that does not parse, and items that are not JSON or fail the door check, are still
 //!    forwarded and counted (Relay decides). A matched rate limit makes the answer a 429 with
 //!    `X-Sentry-Rate-Limits`. Without one, items no pipeline consumes are counted as dropped
-//!    ([`crate::item_stats`]) and logged.
+//!    ([`crate::sentry::item_stats`]) and logged.
 //!
 //! Error bodies are Relay's `{"detail":"…"}`. Responses carry CORS headers, and `OPTIONS`
 //! answers preflights, so browser SDKs can post too.
 
 use crate::batch::{Batch, Consumer, Payload, ReceiverKind, Transport};
 use crate::config::SentryReceiverConfig;
-use crate::decompress::{self, Encoding};
 use crate::error::ReceiverError;
-use crate::item_stats::LogLimiter;
 use crate::sample_records::{SENTRY_SAMPLE_TYPE, SampleRecords};
-use crate::sentry_auth::{self};
-use crate::sentry_forward::{self, ForwardPlan};
-use crate::sentry_http::{
-    DRAIN_MAX, DRAIN_TIMEOUT, Refusal, SentryState, auth_from_envelope_header, check_key,
-    consume_refusal, content_length, cors, decode, forward_refusal, json_ok, preflight, read,
-    too_large,
+use crate::sentry::auth;
+use crate::sentry::common::{
+    Refusal, SentryState, answer, auth_from_envelope_header, authenticate, check_declared_size,
+    consume_refusal, decode, forward_refusal, json_ok, preflight, read, send_upstream,
 };
-use crate::sentry_items::{check_envelope_headers, check_items, parse_items};
+use crate::sentry::forward::{self, ForwardPlan};
+use crate::sentry::item_stats::LogLimiter;
+use crate::sentry::items::{check_envelope_headers, check_items, parse_items};
+use crate::server::decompress::Encoding;
 use crate::server::{self, ServerHandle};
 use crate::stats::Stats;
 use crate::upstream::Upstream;
@@ -112,7 +109,7 @@ pub fn sentry_router_with<C: Consumer>(
         upstream,
         log: LogLimiter::default(),
     });
-    crate::sentry_proxy::routes(
+    crate::sentry::proxy::routes(
         Router::new().route(ENVELOPE_ROUTE, post(handle::<C>).options(preflight)),
     )
     .with_state(state)
@@ -120,31 +117,23 @@ pub fn sentry_router_with<C: Consumer>(
 
 /// Binds `config.endpoint` and serves the envelope endpoint (TLS when configured) until
 /// `shutdown` resolves; in-flight requests are then finished. Counts into `stats.sentry_http`.
-pub async fn serve_sentry<C, F>(
+pub async fn serve_sentry<C: Consumer, F: Future<Output = ()> + Send + 'static>(
     config: &SentryReceiverConfig,
     consumer: Arc<C>,
     stats: Arc<Stats>,
     shutdown: F,
-) -> Result<ServerHandle, ReceiverError>
-where
-    C: Consumer,
-    F: Future<Output = ()> + Send + 'static,
-{
+) -> Result<ServerHandle, ReceiverError> {
     serve_sentry_with(config, consumer, stats, None, shutdown).await
 }
 
 /// [`serve_sentry`] with an [`Upstream`] (see [`sentry_router_with`]).
-pub async fn serve_sentry_with<C, F>(
+pub async fn serve_sentry_with<C: Consumer, F: Future<Output = ()> + Send + 'static>(
     config: &SentryReceiverConfig,
     consumer: Arc<C>,
     stats: Arc<Stats>,
     upstream: Option<Arc<dyn Upstream>>,
     shutdown: F,
-) -> Result<ServerHandle, ReceiverError>
-where
-    C: Consumer,
-    F: Future<Output = ()> + Send + 'static,
-{
+) -> Result<ServerHandle, ReceiverError> {
     let router = sentry_router_with(config, consumer, stats, upstream);
     server::bind_and_serve(
         &config.endpoint,
@@ -162,27 +151,9 @@ async fn handle<C: Consumer>(
     Path(project_id): Path<String>,
     request: Request,
 ) -> Response {
-    let counters = &state.stats.sentry_http;
     let (parts, mut body) = request.into_parts();
     let result = process(&state, &project_id, &parts, &mut body).await;
-    // Whatever was refused early, let an HTTP/1.1 client finish sending so it reads the answer.
-    decompress::drain(&mut body, DRAIN_MAX, DRAIN_TIMEOUT).await;
-    let mut response = match result {
-        Ok(response) => {
-            counters.request_accepted();
-            response
-        }
-        Err(refusal) => {
-            counters.request_refused_for(refusal.reason());
-            counters.refuse(refusal.profiles, refusal.samples);
-            counters.refuse_records(&SampleRecords::single(SENTRY_SAMPLE_TYPE, refusal.samples));
-            counters.refuse_spans(refusal.spans);
-            tracing::debug!(status = refusal.status.as_u16(), detail = %refusal.detail, "envelope refused");
-            refusal.into_response()
-        }
-    };
-    cors(&mut response);
-    response
+    answer(&state, result, &mut body).await
 }
 
 async fn process<C: Consumer>(
@@ -191,13 +162,7 @@ async fn process<C: Consumer>(
     parts: &Parts,
     body: &mut Body,
 ) -> Result<Response, Refusal> {
-    let project_id: u64 = project_id
-        .parse()
-        .map_err(|_| Refusal::bad_request("bad project path parameter"))?;
-    let request_auth = sentry_auth::auth_from_request(&parts.headers, parts.uri.query())?;
-    if let Some(auth) = &request_auth {
-        check_key(state, project_id, auth)?;
-    }
+    let (project_id, request_auth) = authenticate(state, project_id, parts)?;
     let encoding = Encoding::from_headers(&parts.headers, ACCEPTED_ENCODINGS).map_err(|value| {
         Refusal::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -205,9 +170,7 @@ async fn process<C: Consumer>(
         )
     })?;
     let limit = state.config.max_envelope_size();
-    if content_length(&parts.headers).is_some_and(|len| len > limit as u64) {
-        return Err(too_large(limit));
-    }
+    check_declared_size(&parts.headers, limit)?;
     if let Err(e) = state.consumer.check_ready() {
         return Err(consume_refusal(&e));
     }
@@ -237,7 +200,7 @@ async fn process<C: Consumer>(
         Some(auth) => auth,
         None => auth_from_envelope_header(state, project_id, &bytes)?,
     };
-    let public_key = sentry_auth::project_key(&auth.public_key)?.to_string();
+    let public_key = auth::project_key(&auth.public_key)?.to_string();
     let items = &state.stats.sentry_items;
 
     let envelope = match (Envelope::parse(&bytes), upstream) {
@@ -249,21 +212,9 @@ async fn process<C: Consumer>(
             if let Some(suppressed) = state.log.allow() {
                 tracing::warn!(project_id, error = %e, suppressed_lines = suppressed, "envelope profilink cannot parse; forwarded upstream as received");
             }
-            let headers = sentry_forward::forward_headers(&parts.headers);
-            let path = parts.uri.path();
-            let request = sentry_forward::request(
-                project_id,
-                &public_key,
-                path,
-                parts.uri.query(),
-                raw,
-                headers,
-            );
-            upstream
-                .forward(request)
-                .await
-                .map_err(|e| forward_refusal(&e))?;
-            items.forwarded_request();
+            let headers = forward::forward_headers(&parts.headers);
+            let request = forward::request(project_id, &public_key, parts, raw, headers);
+            send_upstream(upstream, items, request).await?;
             return Ok(json_ok(serde_json::json!({})));
         }
     };
@@ -334,7 +285,7 @@ async fn process<C: Consumer>(
 
     let mut limited = None;
     match upstream {
-        None => sentry_forward::account_unconsumed(&envelope, project_id, items, &state.log),
+        None => forward::account_unconsumed(&envelope, project_id, items, &state.log),
         Some(upstream) => {
             let limits = upstream.rate_limits(project_id, &public_key);
             let plan = ForwardPlan::new(&envelope, &limits, upstream.forward_profiles());
@@ -342,21 +293,10 @@ async fn process<C: Consumer>(
                 items.refuse_items(t, "rate_limited", *n);
             }
             if !plan.nothing_left() {
-                let headers = sentry_forward::forward_headers(&parts.headers);
+                let headers = forward::forward_headers(&parts.headers);
                 let (body, headers) = plan.body(&envelope, raw, headers);
-                let request = sentry_forward::request(
-                    project_id,
-                    &public_key,
-                    parts.uri.path(),
-                    parts.uri.query(),
-                    body,
-                    headers,
-                );
-                upstream
-                    .forward(request)
-                    .await
-                    .map_err(|e| forward_refusal(&e))?;
-                items.forwarded_request();
+                let request = forward::request(project_id, &public_key, parts, body, headers);
+                send_upstream(upstream, items, request).await?;
             }
             limited = plan.rate_limit_header();
         }
@@ -364,13 +304,7 @@ async fn process<C: Consumer>(
     if let Some((header, retry_after)) = limited {
         // Relay's answer when an active limit matched the envelope: 429 with the categories;
         // the items not limited were still forwarded.
-        let mut r = Refusal::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("event submission rejected with_reason: rate limited by upstream ({header})"),
-        );
-        r.retry_after = Some(retry_after);
-        r.rate_limits = Some(header);
-        return Ok(r.into_response());
+        return Ok(Refusal::rate_limited(header, retry_after).into_response());
     }
     let body = match event_id {
         Some(id) => serde_json::json!({ "id": id }),

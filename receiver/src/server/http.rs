@@ -2,8 +2,8 @@
 //! server timeouts (`read_timeout`, `read_header_timeout`, `idle_timeout`, `write_timeout`)
 //! and profilink's `max_connections`, on hyper-util's connection builder.
 
-use crate::connections::{self, ConnectionLimits};
-use crate::detach::Detached;
+use crate::server::connections::{self, ConnectionLimits};
+use crate::server::detach::Detached;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -28,49 +28,92 @@ use tower::Service;
 const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The connection settings of an HTTP listener, with the Collector's `confighttp` key names.
-/// Durations are humantime strings (`30s`, `1m`); `0s` disables a timeout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HttpServerSettings {
-    /// Longest time to read a whole request, headers and body, counted from its first byte;
-    /// a body still arriving then fails (the request is refused and the connection closed).
-    /// Default 1m.
-    #[serde(with = "humantime_serde")]
-    pub read_timeout: Duration,
-    /// Longest time to read a request's headers (HTTP/1.1), including the wait for the next
-    /// request on a kept-alive connection. Default 1m (the Collector's).
-    #[serde(with = "humantime_serde")]
-    pub read_header_timeout: Duration,
-    /// A connection without a byte either way and no request in flight for this long is
-    /// closed. Default 1m (the Collector's).
-    #[serde(with = "humantime_serde")]
-    pub idle_timeout: Duration,
-    /// A response write that makes no progress for this long (the client stopped reading)
-    /// closes the connection. Default 30s (the Collector's).
-    #[serde(with = "humantime_serde")]
-    pub write_timeout: Duration,
-    /// Most connections open at once on this listener. At the bound, the oldest connection
-    /// that never sent a request is closed for each new client; when every one has sent one,
-    /// further clients wait in the accept backlog. Default 1024.
-    pub max_connections: usize,
-    /// Close a connection that has not started a request (complete headers) this long after
-    /// it was accepted. Default 10s; `0s`: never.
-    #[serde(with = "humantime_serde")]
-    pub handshake_timeout: Duration,
+/// Declares the configuration struct of an HTTP listener: the fields given, each with its
+/// default after `=`, then the connection settings every HTTP listener has, flat under the
+/// Collector's `confighttp` key names (`read_timeout`, `read_header_timeout`, `idle_timeout`,
+/// `write_timeout`) and profilink's `max_connections` and `handshake_timeout`; its `Default`;
+/// and `From<&$name>` for [`HttpServerSettings`], the settings alone (declared with it too).
+/// One list of those settings, their documentation and defaults, for every listener.
+macro_rules! http_listener_config {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident {
+            $( $(#[$field_attr:meta])* pub $field:ident: $ty:ty = $default:expr, )*
+        }
+    ) => {
+        $(#[$attr])*
+        pub struct $name {
+            $( $(#[$field_attr])* pub $field: $ty, )*
+            /// Longest time to read a whole request, headers and body, counted from its first
+            /// byte; a body still arriving then fails (the request is refused and the
+            /// connection closed). Default 1m; `0s`: none.
+            #[serde(with = "humantime_serde")]
+            pub read_timeout: ::std::time::Duration,
+            /// Longest time to read a request's headers (HTTP/1.1), including the wait for the
+            /// next request on a kept-alive connection. Default 1m (the Collector's); `0s`:
+            /// none.
+            #[serde(with = "humantime_serde")]
+            pub read_header_timeout: ::std::time::Duration,
+            /// A connection without a byte either way and no request in flight for this long
+            /// is closed. Default 1m (the Collector's); `0s`: never.
+            #[serde(with = "humantime_serde")]
+            pub idle_timeout: ::std::time::Duration,
+            /// A response write that makes no progress for this long (the client stopped
+            /// reading) closes the connection. Default 30s (the Collector's); `0s`: never.
+            #[serde(with = "humantime_serde")]
+            pub write_timeout: ::std::time::Duration,
+            /// Most connections open at once on this listener. At the bound, the oldest
+            /// connection that never sent a request is closed for each new client; when every
+            /// one has sent one, further clients wait in the accept backlog. Default 1024.
+            pub max_connections: usize,
+            /// Close a connection that has not started a request (complete headers) this long
+            /// after it was accepted. Default 10s; `0s`: never. (profilink's key.)
+            #[serde(with = "humantime_serde")]
+            pub handshake_timeout: ::std::time::Duration,
+        }
+
+        impl ::std::default::Default for $name {
+            fn default() -> Self {
+                $name {
+                    $( $field: $default, )*
+                    read_timeout: ::std::time::Duration::from_secs(60),
+                    read_header_timeout: ::std::time::Duration::from_secs(60),
+                    idle_timeout: ::std::time::Duration::from_secs(60),
+                    write_timeout: ::std::time::Duration::from_secs(30),
+                    max_connections: 1024,
+                    handshake_timeout: $crate::server::connections::DEFAULT_HANDSHAKE_TIMEOUT,
+                }
+            }
+        }
+
+        impl ::std::convert::From<&$name> for $crate::HttpServerSettings {
+            fn from(config: &$name) -> Self {
+                $crate::HttpServerSettings {
+                    read_timeout: config.read_timeout,
+                    read_header_timeout: config.read_header_timeout,
+                    idle_timeout: config.idle_timeout,
+                    write_timeout: config.write_timeout,
+                    max_connections: config.max_connections,
+                    handshake_timeout: config.handshake_timeout,
+                }
+            }
+        }
+    };
+}
+pub(crate) use http_listener_config;
+
+http_listener_config! {
+    /// The connection settings of an HTTP listener, with the Collector's `confighttp` key
+    /// names. Durations are humantime strings (`30s`, `1m`); `0s` disables a timeout.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    pub struct HttpServerSettings {}
 }
 
-impl Default for HttpServerSettings {
-    fn default() -> Self {
-        HttpServerSettings {
-            read_timeout: Duration::from_secs(60),
-            read_header_timeout: Duration::from_secs(60),
-            idle_timeout: Duration::from_secs(60),
-            write_timeout: Duration::from_secs(30),
-            max_connections: 1024,
-            handshake_timeout: crate::connections::DEFAULT_HANDSHAKE_TIMEOUT,
-        }
-    }
+/// Whole seconds for `Retry-After`, rounded up, at least 1.
+pub(crate) fn retry_after_secs(delay: Duration) -> u64 {
+    let secs = delay.as_secs() + u64::from(delay.subsec_nanos() > 0);
+    secs.max(1)
 }
 
 fn nonzero(d: Duration) -> Option<Duration> {

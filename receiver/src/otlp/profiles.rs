@@ -15,7 +15,7 @@
 //! * The version and decoders are [`crate::profiles_version`]'s.
 
 use crate::batch::{Consumer, Payload};
-use crate::otlp_export::{
+use crate::otlp::ingest::{
     IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
 };
 use crate::profiles_version::{self, ProfilesVersion, VersionError};

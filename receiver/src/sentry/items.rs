@@ -1,11 +1,11 @@
 //! The envelope checks and item parsing of the Sentry receiver: Relay's header and item rules,
 //! then the items pipelines consume, parsed, with every chunk checked at the door
-//! ([`crate::chunk_door`]).
+//! ([`crate::sentry::chunk_door`]).
 
 use crate::batch::SentryBatch;
-use crate::chunk_door;
-use crate::sentry_auth::{self, AuthError};
-use crate::sentry_http::{MAX_PROFILE_ITEM_SIZE, PERFETTO, Refusal};
+use crate::sentry::auth::{self, AuthError};
+use crate::sentry::chunk_door;
+use crate::sentry::common::{MAX_PROFILE_ITEM_SIZE, PERFETTO, Refusal};
 use http::StatusCode;
 use profilink_proto::sentry::MAX_ENVELOPE_ITEMS;
 use profilink_proto::sentry::{
@@ -23,12 +23,12 @@ pub(crate) fn check_envelope_headers(
     match headers.get("dsn") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) => {
-            let dsn = sentry_auth::parse_dsn(s)
+            let dsn = auth::parse_dsn(s)
                 .map_err(|e| Refusal::bad_request(format!("invalid envelope header `dsn`: {e}")))?;
             if dsn.project_id != project_id {
                 return Err(AuthError::HeaderMismatch("project id").into());
             }
-            if sentry_auth::project_key(&dsn.public_key).ok() != Some(public_key) {
+            if auth::project_key(&dsn.public_key).ok() != Some(public_key) {
                 return Err(AuthError::HeaderMismatch("public key").into());
             }
         }
@@ -140,7 +140,7 @@ pub(crate) struct ItemRefusal {
 }
 
 /// Parses the items pipelines consume and checks each chunk at the door
-/// ([`crate::chunk_door`]). A payload that is not JSON of its type fails the envelope (400),
+/// ([`crate::sentry::chunk_door`]). A payload that is not JSON of its type fails the envelope (400),
 /// unless `lenient` (an upstream decides about it): then it is refused with reason
 /// `invalid_json` like a chunk that fails the door check.
 pub(crate) fn parse_items(

@@ -1,16 +1,16 @@
 //! OTLP/JSON → prost messages for the OTLP traces protos (`opentelemetry.proto.trace.v1` and
-//! the trace collector service), with the same rules and helpers as the profiles decoder (this
-//! module is a child of [`super`] to share them).
+//! the trace collector service), with the shared readers of [`crate::otlp_json::decode`] (the
+//! same rules as the profiles decoder).
 //!
 //! Enums (`Span.kind`, `Status.code`) are written as integers by OTLP/JSON; as proto3 JSON
 //! allows, their value names (`"SPAN_KIND_SERVER"`) are accepted too. Unknown names are errors;
 //! unknown numbers are kept, as protobuf keeps them.
 
-use super::{
-    attributes_field, envelope, field, repeated, resource, scope, span_id, string, trace_id, u32v,
+use crate::otlp::{ResourceSpans, ScopeSpans, Span, Status, span, status};
+use crate::otlp_json::decode::{
+    attributes_field, envelope, repeated, resource, scope, set, span_id, string, trace_id, u32v,
     u64v,
 };
-use crate::otlp::{ResourceSpans, ScopeSpans, Span, Status, span, status};
 use crate::otlp_json::numbers::{IntType, parse_int};
 use crate::otlp_json::parser::{Parser, Result, Scalar};
 use crate::otlp_json::{OtlpJsonError, shown};

@@ -140,7 +140,8 @@ async fn accept_loop(
             }
         };
         let _ = tcp.set_nodelay(true);
-        let keepalive = socket2::TcpKeepalive::new().with_time(crate::connections::TCP_KEEPALIVE);
+        let keepalive =
+            socket2::TcpKeepalive::new().with_time(crate::server::connections::TCP_KEEPALIVE);
         let _ = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive);
         let acceptor = acceptor.clone();
         let tx = tx.clone();

@@ -7,10 +7,10 @@
 //!   `partial_success.rejected_spans`, with the first findings in `error_message`; scopes and
 //!   resources left without spans are dropped. Nothing else is checked: attributes, events and
 //!   links go on as they are.
-//! * The rest (partial success, the consumer, counting) is [`crate::otlp_export`]'s.
+//! * The rest (partial success, the consumer, counting) is [`crate::otlp::ingest`]'s.
 
 use crate::batch::{Consumer, Payload};
-use crate::otlp_export::{
+use crate::otlp::ingest::{
     IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
 };
 use crate::profiles_version::VersionError;
