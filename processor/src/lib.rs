@@ -39,6 +39,7 @@ mod sampling;
 mod spec;
 mod store;
 mod symbolize;
+pub mod telemetry;
 mod traces;
 mod translation;
 

@@ -118,6 +118,7 @@ mod sentry_items;
 mod sentry_proxy;
 mod server;
 mod stats;
+pub mod telemetry;
 mod tls;
 mod upstream;
 
