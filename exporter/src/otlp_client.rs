@@ -241,8 +241,11 @@ pub struct OtlpClient<S> {
 }
 
 impl<S: Signal> OtlpClient<S> {
-    /// A client of `protocol`: [`OtlpClient::grpc`] or [`OtlpClient::http`] (`pool` is the
-    /// HTTP client's idle connections).
+    /// A client of `endpoint` over `protocol`, with `timeout` per request and `tls`:
+    /// * gRPC: `endpoint` is `host:port` or a URL; the channel connects lazily, with TLS as
+    ///   [`crate::http::grpc_channel`] decides;
+    /// * HTTP: `endpoint` is `host:port` or a base URL (see [`http_url`]); the client keeps
+    ///   `pool` idle connections ([`crate::http::client`]).
     pub fn new(
         protocol: OtlpProtocol,
         endpoint: &str,
@@ -252,67 +255,41 @@ impl<S: Signal> OtlpClient<S> {
         pool: usize,
         tls: &ClientTlsConfig,
     ) -> Result<Self, ExportError> {
-        match protocol {
-            OtlpProtocol::Grpc => Self::grpc(endpoint, compression, timeout, headers, tls),
-            OtlpProtocol::Http => Self::http(endpoint, compression, timeout, headers, pool, tls),
-        }
-    }
-
-    /// An OTLP/gRPC client of `endpoint` (`host:port` or a URL; connected lazily, TLS as
-    /// [`crate::http::grpc_channel`] decides).
-    pub fn grpc(
-        endpoint: &str,
-        compression: Compression,
-        timeout: Duration,
-        headers: &BTreeMap<String, String>,
-        tls: &ClientTlsConfig,
-    ) -> Result<Self, ExportError> {
-        let url = crate::http::grpc_url(endpoint, tls);
-        let channel = crate::http::grpc_channel(endpoint, timeout, tls)?;
-        let mut grpc =
-            tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_GRPC_RESPONSE);
-        let encoding = match compression {
-            Compression::Gzip => Some(CompressionEncoding::Gzip),
-            Compression::Zstd => Some(CompressionEncoding::Zstd),
-            Compression::None => None,
+        let (transport, destination) = match protocol {
+            OtlpProtocol::Grpc => {
+                let url = crate::http::grpc_url(endpoint, tls);
+                let channel = crate::http::grpc_channel(endpoint, timeout, tls)?;
+                let mut grpc =
+                    tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_GRPC_RESPONSE);
+                let encoding = match compression {
+                    Compression::Gzip => Some(CompressionEncoding::Gzip),
+                    Compression::Zstd => Some(CompressionEncoding::Zstd),
+                    Compression::None => None,
+                };
+                if let Some(encoding) = encoding {
+                    grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
+                }
+                let metadata = with_version_metadata::<S>(metadata_map(headers)?);
+                (Transport::Grpc { grpc, metadata }, url)
+            }
+            OtlpProtocol::Http => {
+                let url = http_url::<S>(endpoint);
+                reqwest::Url::parse(&url).map_err(|e| {
+                    ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}"))
+                })?;
+                let transport = Transport::Http {
+                    client: crate::http::client(timeout, pool, tls)?,
+                    headers: with_version_header::<S>(header_map(headers)?),
+                    compression,
+                };
+                (transport, url)
+            }
         };
-        if let Some(encoding) = encoding {
-            grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
-        }
         Ok(OtlpClient {
-            transport: Transport::Grpc {
-                grpc,
-                metadata: with_version_metadata::<S>(metadata_map(headers)?),
-            },
+            transport,
             auth: AuthSlot::default(),
             timeout,
-            destination: url,
-            _signal: PhantomData,
-        })
-    }
-
-    /// An OTLP/HTTP client of `endpoint` (`host:port` or a base URL; see [`http_url`]) with
-    /// `pool` idle connections and `tls` ([`crate::http::client`]).
-    pub fn http(
-        endpoint: &str,
-        compression: Compression,
-        timeout: Duration,
-        headers: &BTreeMap<String, String>,
-        pool: usize,
-        tls: &ClientTlsConfig,
-    ) -> Result<Self, ExportError> {
-        let url = http_url::<S>(endpoint);
-        reqwest::Url::parse(&url)
-            .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}")))?;
-        Ok(OtlpClient {
-            transport: Transport::Http {
-                client: crate::http::client(timeout, pool, tls)?,
-                headers: with_version_header::<S>(header_map(headers)?),
-                compression,
-            },
-            auth: AuthSlot::default(),
-            timeout,
-            destination: url,
+            destination,
             _signal: PhantomData,
         })
     }
