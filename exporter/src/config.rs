@@ -173,6 +173,54 @@ impl Default for AccumulateConfig {
     }
 }
 
+/// What the chunk exporters' configs (`sentry`, `file`) share: the accumulation keys at their
+/// top level ([`AccumulateConfig`]), and the delivery engine they start on their queue.
+macro_rules! chunk_exporter_parts {
+    ($($config:ty),+) => {$(
+        impl $config {
+            /// The accumulation part.
+            pub fn accumulate(&self) -> AccumulateConfig {
+                AccumulateConfig {
+                    chunk_duration: self.chunk_duration,
+                    chunk_idle_timeout: self.chunk_idle_timeout,
+                    max_chunk_bytes: self.max_chunk_bytes,
+                    sparse_threads: self.sparse_threads,
+                }
+            }
+
+            /// Opens the exporter's durable queue (replaying what an earlier run left) and
+            /// starts the delivery engine on it, delivering to `sink` and retrying with `retry`.
+            pub(crate) async fn start_engine<S: crate::engine::Sink>(
+                &self,
+                sink: std::sync::Arc<S>,
+                retry: RetryConfig,
+                clock: crate::SharedClock,
+                metrics: std::sync::Arc<crate::ExporterMetrics>,
+            ) -> Result<crate::engine::Engine<S>, crate::ExportError> {
+                let engine = crate::engine::EngineConfig {
+                    accumulate: self.accumulate(),
+                    retry,
+                    num_consumers: self.consumers(),
+                    tick: self.tick,
+                    observer: self.observer.clone(),
+                    flush_on_shutdown: self.flush_on_shutdown,
+                };
+                crate::engine::Engine::open(
+                    &self.sending_queue,
+                    self.queue_dir(),
+                    sink,
+                    engine,
+                    clock,
+                    metrics,
+                )
+                .await
+            }
+        }
+    )+};
+}
+
+chunk_exporter_parts!(SentryExporterConfig, FileExporterConfig);
+
 /// `exporters.sentry`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -264,16 +312,6 @@ impl Default for SentryExporterConfig {
 }
 
 impl SentryExporterConfig {
-    /// The accumulation part.
-    pub fn accumulate(&self) -> AccumulateConfig {
-        AccumulateConfig {
-            chunk_duration: self.chunk_duration,
-            chunk_idle_timeout: self.chunk_idle_timeout,
-            max_chunk_bytes: self.max_chunk_bytes,
-            sparse_threads: self.sparse_threads,
-        }
-    }
-
     /// The queue directory: `sending_queue.storage`, else `./profilink-data/queue`.
     pub fn queue_dir(&self) -> PathBuf {
         self.sending_queue
@@ -420,16 +458,6 @@ impl Default for FileExporterConfig {
 }
 
 impl FileExporterConfig {
-    /// The accumulation part.
-    pub fn accumulate(&self) -> AccumulateConfig {
-        AccumulateConfig {
-            chunk_duration: self.chunk_duration,
-            chunk_idle_timeout: self.chunk_idle_timeout,
-            max_chunk_bytes: self.max_chunk_bytes,
-            sparse_threads: self.sparse_threads,
-        }
-    }
-
     /// The queue directory: `sending_queue.storage`, else `<path>/.queue`.
     pub fn queue_dir(&self) -> PathBuf {
         self.sending_queue

@@ -5,9 +5,9 @@
 
 use crate::clock::{SharedClock, system_clock};
 use crate::config::FileExporterConfig;
-use crate::engine::{Delivery, Engine, EngineConfig, Sink};
+use crate::engine::{Delivery, Engine, Sink};
 use crate::metrics::{DiscardReason, ExporterMetrics};
-use crate::queue::{Queue, ReadyMeta};
+use crate::queue::ReadyMeta;
 use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
 use profilink_proto::sentry::Envelope;
 use std::fs::{self, File};
@@ -176,31 +176,13 @@ impl FileExporter {
         cfg.check()
             .map_err(|e| ExportError::Config(format!("exporters.file.{e}")))?;
         let metrics = Arc::new(ExporterMetrics::default());
-        let qdir = cfg.queue_dir();
-        let qcfg = cfg.sending_queue.clone();
-        let backpressure = qcfg.overflow() == crate::Overflow::Backpressure;
-        let m2 = metrics.clone();
-        let (queue, recovery) =
-            tokio::task::spawn_blocking(move || Queue::open(&qcfg, &qdir, m2)).await??;
-        let ecfg = EngineConfig {
-            accumulate: cfg.accumulate(),
-            retry: Default::default(),
-            num_consumers: cfg.consumers(),
-            tick: cfg.tick,
-            observer: cfg.observer.clone(),
-            flush_on_shutdown: cfg.flush_on_shutdown,
-        };
+        let backpressure = cfg.sending_queue.overflow() == crate::Overflow::Backpressure;
         let sink = Arc::new(FileSink {
             dir: cfg.path.clone(),
         });
-        let engine = Engine::start(
-            Arc::new(queue),
-            recovery,
-            sink,
-            ecfg,
-            clock,
-            metrics.clone(),
-        )?;
+        let engine = cfg
+            .start_engine(sink, Default::default(), clock, metrics.clone())
+            .await?;
         Ok(FileExporter {
             engine,
             metrics,
@@ -210,15 +192,7 @@ impl FileExporter {
 
     /// Durably queues chunks; `Ok` once they are on disk.
     pub async fn export(&self, chunks: Vec<ExportChunk>) -> Result<(), ExportError> {
-        let mut linked = Vec::with_capacity(chunks.len());
-        let items = chunks
-            .into_iter()
-            .map(|c| {
-                linked.push(c.linked_threads);
-                (String::new(), c.chunk)
-            })
-            .collect();
-        self.engine.export_linked(items, linked).await
+        self.engine.export_chunks(chunks, |_| String::new()).await
     }
 
     /// The counters.

@@ -31,11 +31,23 @@
 //! (the service's profile store). Time is read through a [`Clock`], so tests can drive it
 //! ([`ManualClock`]).
 //!
-//! Inside (private modules): `engine` is the delivery engine shared by the Sentry and file
-//! exporters (durable queue → accumulator → ready log → concurrent deliveries), `queue` the
-//! durable queue (segment logs and record formats), `accumulate` and `merge` the chunk
-//! accumulation, `send_queue` the OTLP exporters' sending queue, `retry` the backoff, `http` the transports' shared clients,
-//! `sentry`/`file`/`otlp`/`traces` the exporters.
+//! The request exporters (OTLP profiles, traces, and profilink-kafka's) share one queue
+//! consumer and retry loop, [`RequestExporter`] (the Collector's `exporterhelper`): each
+//! supplies only how to send one request once ([`RequestSender`]).
+//!
+//! Rooms (private modules unless re-exported above):
+//! * exporters: `sentry` (with `routing`, `transport`, `client_report`), `file`, `otlp`,
+//!   `traces` (with `send`, `split`, `config`, `metrics`), `forward` (the upstream forwarder);
+//! * chunk delivery (Sentry and file): `engine` (durable queue → accumulator → ready log →
+//!   concurrent deliveries), `accumulate` and `merge` (chunk accumulation), `queue` (the
+//!   durable queue: `segment` logs, record formats, `input_writer`), `queue_config`;
+//! * request delivery (OTLP, traces, Kafka): `request` (`queue_sender`, `retry_sender`, the
+//!   counters they update), `send_queue` (the sending queue, in memory or durable, and its
+//!   config and record format), `otlp_client` (one OTLP client for any signal) and
+//!   `otlp_retry` (the OTLP retry rules);
+//! * shared: `http` (clients, TLS, proxies, compression, rate-limit headers, responses),
+//!   `client_auth` (authentication headers), `retry` (backoff), `clock`, `config`, `metrics`,
+//!   `durations` (attempt duration histograms), `observer`.
 #![warn(missing_docs)]
 
 mod accumulate;
@@ -56,6 +68,7 @@ mod otlp_client;
 mod otlp_retry;
 mod queue;
 mod queue_config;
+mod request;
 mod retry;
 mod send_queue;
 mod sentry;
@@ -84,8 +97,12 @@ pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
 /// The contract the exporters meet (from `profilink-consumer`), re-exported for their users.
 pub use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
+pub use otlp_retry::AttemptError;
 /// The durable queues' segment log, which the processor's trace-linking join log reuses.
 pub use queue::segment::{RecordRef, ScanStats, SegmentLog};
+pub use request::{
+    QueueLevels, RequestExporter, RequestMetrics, RequestSender, RequestSettings, SendOutcome,
+};
 pub use retry::Backoff;
 pub use send_queue::record::Queued;
 pub use send_queue::{Claimed, Corrupt, PushError, QueueLimits, SendQueue, SendingQueueConfig};

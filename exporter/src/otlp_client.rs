@@ -10,14 +10,14 @@
 //!   names the schema the body is encoded in, which only profilink knows. A receiver that
 //!   does not decode it answers `INVALID_ARGUMENT` / 400, which is not retried.
 //!
-//! The queues and delivery loops around the client are the exporters' ([`crate::otlp`] for
-//! profiles, [`crate::traces`] for traces); [`crate::otlp_retry::after_failure`] is the retry
-//! step they share.
+//! The queue and delivery loop around the client are the request exporter's
+//! ([`crate::request`], behind [`crate::otlp`] for profiles and [`crate::traces`] for traces),
+//! which retries by [`crate::otlp_retry::after_failure`].
 
 use crate::ExportError;
 use crate::client_auth::{AuthSlot, NoToken};
-use crate::config::Compression;
-use crate::http::{compress, content_encoding, parse_retry_after, request_error};
+use crate::config::{Compression, OtlpProtocol};
+use crate::http::{compress, content_encoding, parse_retry_after, read_response, request_error};
 use crate::otlp_retry::{AttemptError, classify_grpc_status, classify_http};
 use profilink_proto::signal::Signal;
 use profilink_tls::ClientTlsConfig;
@@ -162,40 +162,22 @@ pub async fn post<M: Message>(
     if let Some(enc) = content_encoding(compression) {
         rb = rb.header("Content-Encoding", enc);
     }
-    let mut resp = rb.send().await.map_err(|e| AttemptError::Retryable {
+    let resp = rb.send().await.map_err(|e| AttemptError::Retryable {
         after: None,
         // reqwest's error names the URL, which carries no secret (auth is in a header).
         message: format!("request failed: {}", request_error(&e)),
         network: true,
     })?;
-    let header = |name: &str| {
-        resp.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
-    let status = resp.status().as_u16();
-    let rate_limits = header("x-sentry-rate-limits");
-    let retry_after = header("retry-after")
-        .as_deref()
-        .and_then(|v| parse_retry_after(v, SystemTime::now()));
-    let content_type = header("content-type").unwrap_or_default();
-    let mut body = Vec::new();
-    while body.len() < MAX_RESPONSE_BODY {
-        match resp.chunk().await {
-            Ok(Some(c)) => body.extend_from_slice(&c),
-            Ok(None) => break,
-            // The status already tells the outcome; a broken body only loses detail.
-            Err(_) => break,
-        }
-    }
-    body.truncate(MAX_RESPONSE_BODY);
+    let answer = read_response(resp, MAX_RESPONSE_BODY).await;
     Ok(HttpAnswer {
-        status,
-        rate_limits,
-        retry_after,
-        content_type,
-        body,
+        status: answer.status,
+        rate_limits: answer.rate_limits,
+        retry_after: answer
+            .retry_after
+            .as_deref()
+            .and_then(|v| parse_retry_after(v, SystemTime::now())),
+        content_type: answer.content_type.unwrap_or_default(),
+        body: answer.body,
     })
 }
 
@@ -259,42 +241,13 @@ pub struct OtlpClient<S> {
 }
 
 impl<S: Signal> OtlpClient<S> {
-    /// An OTLP/gRPC client of `endpoint` (`host:port` or a URL; connected lazily, TLS as
-    /// [`crate::http::grpc_channel`] decides).
-    pub fn grpc(
-        endpoint: &str,
-        compression: Compression,
-        timeout: Duration,
-        headers: &BTreeMap<String, String>,
-        tls: &ClientTlsConfig,
-    ) -> Result<Self, ExportError> {
-        let url = crate::http::grpc_url(endpoint, tls);
-        let channel = crate::http::grpc_channel(endpoint, timeout, tls)?;
-        let mut grpc =
-            tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_GRPC_RESPONSE);
-        let encoding = match compression {
-            Compression::Gzip => Some(CompressionEncoding::Gzip),
-            Compression::Zstd => Some(CompressionEncoding::Zstd),
-            Compression::None => None,
-        };
-        if let Some(encoding) = encoding {
-            grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
-        }
-        Ok(OtlpClient {
-            transport: Transport::Grpc {
-                grpc,
-                metadata: with_version_metadata::<S>(metadata_map(headers)?),
-            },
-            auth: AuthSlot::default(),
-            timeout,
-            destination: url,
-            _signal: PhantomData,
-        })
-    }
-
-    /// An OTLP/HTTP client of `endpoint` (`host:port` or a base URL; see [`http_url`]) with
-    /// `pool` idle connections and `tls` ([`crate::http::client`]).
-    pub fn http(
+    /// A client of `endpoint` over `protocol`, with `timeout` per request and `tls`:
+    /// * gRPC: `endpoint` is `host:port` or a URL; the channel connects lazily, with TLS as
+    ///   [`crate::http::grpc_channel`] decides;
+    /// * HTTP: `endpoint` is `host:port` or a base URL (see [`http_url`]); the client keeps
+    ///   `pool` idle connections ([`crate::http::client`]).
+    pub fn new(
+        protocol: OtlpProtocol,
         endpoint: &str,
         compression: Compression,
         timeout: Duration,
@@ -302,18 +255,41 @@ impl<S: Signal> OtlpClient<S> {
         pool: usize,
         tls: &ClientTlsConfig,
     ) -> Result<Self, ExportError> {
-        let url = http_url::<S>(endpoint);
-        reqwest::Url::parse(&url)
-            .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}")))?;
+        let (transport, destination) = match protocol {
+            OtlpProtocol::Grpc => {
+                let url = crate::http::grpc_url(endpoint, tls);
+                let channel = crate::http::grpc_channel(endpoint, timeout, tls)?;
+                let mut grpc =
+                    tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_GRPC_RESPONSE);
+                let encoding = match compression {
+                    Compression::Gzip => Some(CompressionEncoding::Gzip),
+                    Compression::Zstd => Some(CompressionEncoding::Zstd),
+                    Compression::None => None,
+                };
+                if let Some(encoding) = encoding {
+                    grpc = grpc.send_compressed(encoding).accept_compressed(encoding);
+                }
+                let metadata = with_version_metadata::<S>(metadata_map(headers)?);
+                (Transport::Grpc { grpc, metadata }, url)
+            }
+            OtlpProtocol::Http => {
+                let url = http_url::<S>(endpoint);
+                reqwest::Url::parse(&url).map_err(|e| {
+                    ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}"))
+                })?;
+                let transport = Transport::Http {
+                    client: crate::http::client(timeout, pool, tls)?,
+                    headers: with_version_header::<S>(header_map(headers)?),
+                    compression,
+                };
+                (transport, url)
+            }
+        };
         Ok(OtlpClient {
-            transport: Transport::Http {
-                client: crate::http::client(timeout, pool, tls)?,
-                headers: with_version_header::<S>(header_map(headers)?),
-                compression,
-            },
+            transport,
             auth: AuthSlot::default(),
             timeout,
-            destination: url,
+            destination,
             _signal: PhantomData,
         })
     }

@@ -1,6 +1,6 @@
 //! The OTLP retry rules, as the OTLP specification and the Collector's `otlpexporter` /
 //! `otlphttpexporter` have them: how one attempt's failure is classified, and the retry step
-//! every OTLP delivery loop takes after it.
+//! the request exporter's retry sender ([`crate::request`]) takes after it.
 //!
 //! * gRPC: `CANCELLED`, `DEADLINE_EXCEEDED`, `ABORTED`, `OUT_OF_RANGE`, `UNAVAILABLE` and
 //!   `DATA_LOSS` are retried; `RESOURCE_EXHAUSTED` only when the status carries
@@ -139,7 +139,7 @@ pub enum Next {
     GiveUp(DiscardReason, String),
 }
 
-/// The retry step both OTLP delivery loops share: a permanent failure is given up
+/// The retry step after a failed attempt: a permanent failure is given up
 /// (`send_error`); a retryable one waits for `backoff` (or the server's delay) until the
 /// retries run out, then is given up (`network_error` for transport failures, else
 /// `send_error`).

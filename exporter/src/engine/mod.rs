@@ -14,7 +14,7 @@
 //! chunk has finished; merged chunks waiting to be persisted are bounded
 //! ([`persist::MAX_UNPERSISTED_BYTES`]): beyond that the engine stops taking input and `export` waits.
 //!
-//! Files: this one holds the handle ([`Engine`]: start, export, shutdown); `sink` what the
+//! Files: this one holds the handle ([`Engine`]: open, start, export, shutdown); `sink` what the
 //! engine delivers to; `state` the settings, the inputs and the engine task's state;
 //! `event_loop` its one loop (running and draining); `recover` the replay at start; `persist` the queue jobs (ready log, consumption
 //! records, acknowledgements); `dispatch` deliveries, retries and drops; `summary` the
@@ -36,13 +36,15 @@ mod tests;
 pub use sink::{Delivery, Sink};
 pub use state::EngineConfig;
 
-use crate::ExportError;
 use crate::clock::SharedClock;
+use crate::config::QueueConfig;
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::input_writer::InputWriter;
 use crate::queue::{Queue, QueueError, Recovery, input};
+use crate::{ExportChunk, ExportError};
 use profilink_proto::sentry::{CompactString, ProfileChunk};
 use state::{Control, Core, Input};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -72,6 +74,32 @@ impl<S: Sink> Drop for Engine<S> {
 }
 
 impl<S: Sink> Engine<S> {
+    /// Opens the durable queue in `dir` with the `sending_queue` settings on the blocking pool
+    /// (replaying what an earlier run left there), then [starts](Engine::start) the engine on
+    /// it.
+    pub async fn open(
+        sending_queue: &QueueConfig,
+        dir: PathBuf,
+        sink: Arc<S>,
+        cfg: EngineConfig,
+        clock: SharedClock,
+        metrics: Arc<ExporterMetrics>,
+    ) -> Result<Self, ExportError> {
+        let queue_cfg = sending_queue.clone();
+        let queue_metrics = metrics.clone();
+        let (queue, recovery) =
+            tokio::task::spawn_blocking(move || Queue::open(&queue_cfg, &dir, queue_metrics))
+                .await??;
+        Ok(Self::start(
+            Arc::new(queue),
+            recovery,
+            sink,
+            cfg,
+            clock,
+            metrics,
+        )?)
+    }
+
     /// Starts the engine on `queue`, replaying what `recovery` found (fails only when the
     /// input log's writer thread cannot be started).
     pub fn start(
@@ -105,6 +133,25 @@ impl<S: Sink> Engine<S> {
             task: Some(task),
             writer,
         })
+    }
+
+    /// Durably queues exported `chunks`, each under the routing key `route` gives it, with its
+    /// linked threads ([`Engine::export_linked`]); `Ok` only once they are on disk.
+    pub async fn export_chunks(
+        &self,
+        chunks: Vec<ExportChunk>,
+        route: impl Fn(&ExportChunk) -> String,
+    ) -> Result<(), ExportError> {
+        let mut linked = Vec::with_capacity(chunks.len());
+        let items = chunks
+            .into_iter()
+            .map(|c| {
+                let key = route(&c);
+                linked.push(c.linked_threads);
+                (key, c.chunk)
+            })
+            .collect();
+        self.export_linked(items, linked).await
     }
 
     /// Durably queues `chunks` (routing key, chunk), with `linked[i]` the thread ids of chunk

@@ -9,6 +9,7 @@
 //!   `CONNECT` tunnel (only `http://` proxy URLs).
 //! * [`request_error`]: the text of a failed request, with TLS handshake failures logged with
 //!   their peer and counted ([`tls_handshake_failures`]).
+//! * [`read_response`]: a response's status, rate-limit headers and the start of its body.
 //!
 //! [`ClientTlsConfig::grpc_uses_tls`]: profilink_tls::ClientTlsConfig::grpc_uses_tls
 
@@ -16,8 +17,10 @@ mod client;
 mod compress;
 mod grpc;
 pub mod rate_limits;
+mod response;
 
 pub use client::{client, request_error, tls_handshake_failures};
 pub use compress::{compress, compress_level, content_encoding};
 pub use grpc::{grpc_channel, grpc_url};
 pub use rate_limits::{RateLimits, parse_retry_after};
+pub use response::read_response;

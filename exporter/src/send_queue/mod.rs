@@ -22,7 +22,6 @@
 //! consumers, requests are sent concurrently in queue order (retries may reorder).
 
 pub mod config;
-mod export;
 pub mod record;
 #[cfg(test)]
 mod tests;

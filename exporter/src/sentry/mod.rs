@@ -31,11 +31,11 @@ pub mod transport;
 
 use crate::clock::{SharedClock, system_clock};
 use crate::config::SentryExporterConfig;
-use crate::engine::{Delivery, Engine, EngineConfig, Sink};
+use crate::engine::{Delivery, Engine, Sink};
 use crate::file::{envelope_file_name, write_atomic};
 use crate::http::{compress_level, parse_retry_after};
 use crate::metrics::{DiscardReason, ExporterMetrics};
-use crate::queue::{Queue, ReadyMeta};
+use crate::queue::ReadyMeta;
 use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
 use client_report::{Discards, client_report_envelope, rfc3339};
 use profilink_proto::sentry::Envelope;
@@ -310,11 +310,6 @@ impl SentryExporter {
             &cfg.tls,
         )?;
         let metrics = Arc::new(ExporterMetrics::default());
-        let qdir = cfg.queue_dir();
-        let qcfg = cfg.sending_queue.clone();
-        let m2 = metrics.clone();
-        let (queue, recovery) =
-            tokio::task::spawn_blocking(move || Queue::open(&qcfg, &qdir, m2)).await??;
         let sink = Arc::new(SentrySink {
             router,
             transport,
@@ -325,22 +320,14 @@ impl SentryExporter {
             default_rate_limit: cfg.default_rate_limit,
             rate_limit_max_wait: cfg.rate_limit_max_wait,
         });
-        let ecfg = EngineConfig {
-            accumulate: cfg.accumulate(),
-            retry: cfg.retry_on_failure.clone(),
-            num_consumers: cfg.consumers(),
-            tick: cfg.tick,
-            observer: cfg.observer.clone(),
-            flush_on_shutdown: cfg.flush_on_shutdown,
-        };
-        let engine = Engine::start(
-            Arc::new(queue),
-            recovery,
-            sink.clone(),
-            ecfg,
-            clock,
-            metrics.clone(),
-        )?;
+        let engine = cfg
+            .start_engine(
+                sink.clone(),
+                cfg.retry_on_failure.clone(),
+                clock,
+                metrics.clone(),
+            )
+            .await?;
         let (report_stop, mut stop_rx) = watch::channel(false);
         let interval = cfg.client_report_interval.max(Duration::from_millis(10));
         let s2 = sink.clone();
@@ -365,16 +352,11 @@ impl SentryExporter {
     /// Durably queues chunks (routed by their resource attributes); `Ok` once on disk.
     /// [`ExportError::Full`] means: answer the producer UNAVAILABLE / 429.
     pub async fn export(&self, chunks: Vec<ExportChunk>) -> Result<(), ExportError> {
-        let mut linked = Vec::with_capacity(chunks.len());
-        let items = chunks
-            .into_iter()
-            .map(|c| {
-                linked.push(c.linked_threads);
-                (self.sink.router.key_for(&c.resource), c.chunk)
-            })
-            .collect();
         match &self.engine {
-            Some(p) => p.export_linked(items, linked).await,
+            Some(p) => {
+                p.export_chunks(chunks, |c| self.sink.router.key_for(&c.resource))
+                    .await
+            }
             None => Err(ExportError::Closed),
         }
     }

@@ -2,7 +2,7 @@
 
 use super::routing::Route;
 use crate::config::Compression;
-use crate::http::content_encoding;
+use crate::http::{content_encoding, read_response};
 use profilink_tls::ClientTlsConfig;
 use std::time::Duration;
 
@@ -70,31 +70,12 @@ impl Transport {
         if let Some(enc) = content_encoding(self.compression) {
             req = req.header("Content-Encoding", enc);
         }
-        let mut resp = req.send().await?;
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let status = resp.status().as_u16();
-        let rate_limits = header("x-sentry-rate-limits");
-        let retry_after = header("retry-after");
-        let mut body = Vec::new();
-        while body.len() < MAX_ERROR_BODY {
-            match resp.chunk().await {
-                Ok(Some(c)) => body.extend_from_slice(&c),
-                Ok(None) => break,
-                // The status already tells the outcome; a broken body only loses log detail.
-                Err(_) => break,
-            }
-        }
-        body.truncate(MAX_ERROR_BODY);
+        let answer = read_response(req.send().await?, MAX_ERROR_BODY).await;
         Ok(HttpResponse {
-            status,
-            rate_limits,
-            retry_after,
-            body: String::from_utf8_lossy(&body).into_owned(),
+            status: answer.status,
+            rate_limits: answer.rate_limits,
+            retry_after: answer.retry_after,
+            body: String::from_utf8_lossy(&answer.body).into_owned(),
         })
     }
 }

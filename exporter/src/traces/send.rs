@@ -1,5 +1,6 @@
-//! The three transports of the traces exporter and one delivery loop around them (rate-limit
-//! gate, attempt, classification, backoff).
+//! The three transports of the traces exporter, and one attempt with them as the request
+//! exporter ([`crate::request`]) asks for it: the rate-limit gate before it, the attempt, and
+//! its classification (the queue, retries and counting are the request exporter's).
 
 use super::config::{
     DEFAULT_GRPC_ENDPOINT, DEFAULT_HTTP_ENDPOINT, OtlpTracesConfig, SentryTracesConfig,
@@ -7,12 +8,12 @@ use super::config::{
 use super::metrics::TracesMetrics;
 use crate::ExportError;
 use crate::clock::SharedClock;
-use crate::config::{Compression, RetryConfig};
-use crate::durations::AttemptOutcome;
+use crate::config::{Compression, OtlpProtocol};
 use crate::http::RateLimits;
+use crate::metrics::DiscardReason;
 use crate::otlp_client::{OtlpClient, note_partial, partial_from_body, post};
-use crate::otlp_retry::{AttemptError, Next, after_failure};
-use crate::retry::Backoff;
+use crate::otlp_retry::AttemptError;
+use crate::request::{RequestSender, SendOutcome};
 use profilink_proto::otlp::{ExportTracePartialSuccess, ExportTraceServiceRequest};
 use profilink_proto::signal::Traces;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -20,15 +21,6 @@ use sentry_types::Dsn;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-
-/// One request to send (already split to `max_request_bytes`).
-#[derive(Debug, Clone)]
-pub struct Item {
-    /// The request.
-    pub req: ExportTraceServiceRequest,
-    /// Its number of spans.
-    pub spans: u64,
-}
 
 /// Sentry rate-limit categories that stop OTLP spans (besides all-category limits).
 pub const SPAN_CATEGORIES: [&str; 2] = ["span", "transaction"];
@@ -135,11 +127,10 @@ enum Transport {
     },
 }
 
-/// Sends items with one transport; shared by the sender tasks.
+/// Sends requests with one transport; shared by the sender tasks.
 #[derive(Debug)]
 pub struct Sender {
     transport: Transport,
-    retry: RetryConfig,
     clock: SharedClock,
     metrics: Arc<TracesMetrics>,
     destination: String,
@@ -155,33 +146,20 @@ impl Drop for WaitingGuard<'_> {
 }
 
 impl Sender {
-    /// An OTLP gRPC sender (the connection is made lazily).
-    pub fn grpc(
+    /// An OTLP sender over `protocol` (a gRPC connection is made lazily).
+    pub fn otlp(
+        protocol: OtlpProtocol,
         cfg: &OtlpTracesConfig,
         clock: SharedClock,
         metrics: Arc<TracesMetrics>,
     ) -> Result<Self, ExportError> {
-        let endpoint = cfg.endpoint.as_deref().unwrap_or(DEFAULT_GRPC_ENDPOINT);
-        let client = OtlpClient::grpc(
-            endpoint,
-            cfg.compression,
-            cfg.timeout,
-            &cfg.headers,
-            &cfg.tls,
-        )?
-        .with_auth(cfg.auth.clone());
-        Ok(Self::otlp(client, cfg, clock, metrics))
-    }
-
-    /// An OTLP/HTTP sender.
-    pub fn http(
-        cfg: &OtlpTracesConfig,
-        clock: SharedClock,
-        metrics: Arc<TracesMetrics>,
-    ) -> Result<Self, ExportError> {
-        let endpoint = cfg.endpoint.as_deref().unwrap_or(DEFAULT_HTTP_ENDPOINT);
-        let client = OtlpClient::http(
-            endpoint,
+        let default_endpoint = match protocol {
+            OtlpProtocol::Grpc => DEFAULT_GRPC_ENDPOINT,
+            OtlpProtocol::Http => DEFAULT_HTTP_ENDPOINT,
+        };
+        let client = OtlpClient::new(
+            protocol,
+            cfg.endpoint.as_deref().unwrap_or(default_endpoint),
             cfg.compression,
             cfg.timeout,
             &cfg.headers,
@@ -189,22 +167,12 @@ impl Sender {
             &cfg.tls,
         )?
         .with_auth(cfg.auth.clone());
-        Ok(Self::otlp(client, cfg, clock, metrics))
-    }
-
-    fn otlp(
-        client: OtlpClient<Traces>,
-        cfg: &OtlpTracesConfig,
-        clock: SharedClock,
-        metrics: Arc<TracesMetrics>,
-    ) -> Self {
-        Sender {
+        Ok(Sender {
             destination: client.destination().to_string(),
             transport: Transport::Otlp(client),
-            retry: cfg.retry_on_failure.clone(),
             clock,
             metrics,
-        }
+        })
     }
 
     /// A sender to Sentry's OTLP traces endpoint.
@@ -227,7 +195,6 @@ impl Sender {
                 limits: Mutex::new(RateLimits::default()),
                 default_rate_limit: cfg.default_rate_limit,
             },
-            retry: cfg.retry_on_failure.clone(),
             clock,
             metrics,
             destination: url,
@@ -268,7 +235,7 @@ impl Sender {
         drop(guard);
     }
 
-    async fn attempt(&self, req: &ExportTraceServiceRequest) -> Attempt {
+    async fn send_once(&self, req: &ExportTraceServiceRequest) -> Attempt {
         match &self.transport {
             Transport::Otlp(client) => match client.attempt(req).await {
                 Ok(partial) => Attempt::Delivered(partial),
@@ -318,63 +285,49 @@ impl Sender {
             }
         }
     }
+}
 
-    fn record_partial(&self, partial: Option<ExportTracePartialSuccess>) {
-        if let Some(rejected) = note_partial::<Traces>(partial.as_ref(), &self.destination) {
-            TracesMetrics::add(&self.metrics.partial_successes, 1);
-            TracesMetrics::add(&self.metrics.rejected_spans, rejected);
+impl RequestSender for Sender {
+    type Request = ExportTraceServiceRequest;
+    type Metrics = TracesMetrics;
+    const NAME: &'static str = "traces";
+
+    fn destination(&self) -> &str {
+        &self.destination
+    }
+
+    fn ready(&self) -> impl Future<Output = ()> + Send {
+        self.wait_rate_limit()
+    }
+
+    async fn attempt(&self, request: &ExportTraceServiceRequest) -> SendOutcome {
+        match self.send_once(request).await {
+            Attempt::Delivered(partial) => {
+                SendOutcome::Delivered(note_partial::<Traces>(partial.as_ref(), &self.destination))
+            }
+            Attempt::RateLimited => SendOutcome::RateLimited,
+            Attempt::Failed(error) => SendOutcome::Failed(error),
         }
     }
 
-    /// Sends one item until it is delivered, refused for good, or its retries run out. Every
-    /// outcome is counted before this returns (and after its last await).
-    pub async fn deliver(&self, item: Item) {
-        let mut backoff = Backoff::new(&self.retry);
-        loop {
-            self.wait_rate_limit().await;
-            let started = Instant::now();
-            let attempt = self.attempt(&item.req).await;
-            let outcome = match &attempt {
-                Attempt::Delivered(_) => AttemptOutcome::Success,
-                Attempt::RateLimited => AttemptOutcome::RateLimited,
-                Attempt::Failed(e) => AttemptOutcome::of_error(e),
-            };
-            self.metrics
-                .attempt_durations
-                .record(outcome, started.elapsed());
-            match attempt {
-                Attempt::Delivered(partial) => {
-                    TracesMetrics::add(&self.metrics.sent_requests, 1);
-                    TracesMetrics::add(&self.metrics.sent_spans, item.spans);
-                    self.record_partial(partial);
-                    return;
-                }
-                Attempt::RateLimited => {
-                    TracesMetrics::add(&self.metrics.failed_attempts, 1);
-                    tracing::debug!(destination = %self.destination, "request rate limited; it waits for the limit");
-                }
-                Attempt::Failed(error) => {
-                    TracesMetrics::add(&self.metrics.failed_attempts, 1);
-                    match after_failure(&mut backoff, &self.retry, self.clock.now(), error) {
-                        Next::Retry(wait, message) => {
-                            TracesMetrics::add(&self.metrics.retries, 1);
-                            tracing::debug!(destination = %self.destination, %message, ?wait, "traces export failed; retrying");
-                            tokio::time::sleep(wait).await;
-                        }
-                        Next::GiveUp(reason, message) => {
-                            self.metrics.add_dropped(reason, item.spans);
-                            tracing::warn!(
-                                destination = %self.destination,
-                                spans = item.spans,
-                                %message,
-                                reason = reason.as_str(),
-                                "traces export failed; request dropped"
-                            );
-                            return;
-                        }
-                    }
-                }
-            }
+    /// The rest of an active rate limit (1 s to 60 s), else 1 s.
+    fn full_retry_after(&self) -> Duration {
+        let now = self.clock.now();
+        self.blocked_until(now)
+            .map(|until| {
+                until
+                    .saturating_duration_since(now)
+                    .clamp(Duration::from_secs(1), Duration::from_secs(60))
+            })
+            .unwrap_or(Duration::from_secs(1))
+    }
+
+    /// `ratelimit_backoff` while a rate limit is active, else `network_error`.
+    fn shutdown_reason(&self) -> DiscardReason {
+        if self.blocked_until(self.clock.now()).is_some() {
+            DiscardReason::RatelimitBackoff
+        } else {
+            DiscardReason::NetworkError
         }
     }
 }

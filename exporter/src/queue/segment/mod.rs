@@ -20,17 +20,21 @@
 //! scanned: a record with a bad frame or CRC is skipped (logged and counted) by searching for
 //! the next magic, a torn tail (a crash mid-append, never acknowledged to anyone) is ignored,
 //! and appends always go to a fresh segment so nothing is written after garbage.
+//!
+//! Inside: `framing` writes, checks and finds record frames; `acks` reads and writes the
+//! acknowledgement files.
 
+mod acks;
+mod framing;
+#[cfg(test)]
+mod tests;
+
+use acks::{read_acks, whole_entries};
+use framing::{MAX_RECORD, frame, framed_len, scan};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-
-const MAGIC: [u8; 4] = [0xFF, 0x50, 0x4C, 0x51];
-const HEADER: usize = 12;
-const ACK_LEN: usize = 12;
-/// Largest record accepted (a sanity bound on the length field).
-pub const MAX_RECORD: usize = 256 << 20;
 
 #[derive(Debug, Clone, Copy)]
 struct Loc {
@@ -77,17 +81,13 @@ impl RecordRef {
         file.seek(SeekFrom::Start(self.offset))?;
         let mut buf = vec![0u8; self.len as usize];
         file.read_exact(&mut buf)?;
-        let ok = buf.get(..4) == Some(&MAGIC[..])
-            && u32_at(&buf, 8).is_some_and(|crc| crc32fast::hash(&buf[HEADER..]) == crc)
-            && u64_at(&buf, HEADER) == Some(self.id);
-        if !ok {
-            return Err(io::Error::new(
+        match framing::body(buf, self.id) {
+            Some(body) => Ok(Some(body)),
+            None => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("queue record {} is corrupt", self.id),
-            ));
+            )),
         }
-        buf.drain(..HEADER + 8);
-        Ok(Some(buf))
     }
 }
 
@@ -134,124 +134,6 @@ fn seg_path(dir: &Path, seq: u64, ext: &str) -> PathBuf {
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
-}
-
-fn find_magic(buf: &[u8], from: usize) -> Option<usize> {
-    buf.get(from..)?
-        .windows(MAGIC.len())
-        .position(|w| w == MAGIC)
-        .map(|p| p + from)
-}
-
-fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
-    let b: [u8; 4] = buf.get(at..at + 4)?.try_into().ok()?;
-    Some(u32::from_le_bytes(b))
-}
-
-fn u64_at(buf: &[u8], at: usize) -> Option<u64> {
-    let b: [u8; 8] = buf.get(at..at + 8)?.try_into().ok()?;
-    Some(u64::from_le_bytes(b))
-}
-
-/// Frames one record.
-pub fn frame(id: u64, body: &[u8], out: &mut Vec<u8>) {
-    let len = (8 + body.len()) as u32;
-    let mut h = crc32fast::Hasher::new();
-    h.update(&id.to_le_bytes());
-    h.update(body);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&h.finalize().to_le_bytes());
-    out.extend_from_slice(&id.to_le_bytes());
-    out.extend_from_slice(body);
-}
-
-/// Parses every valid record of `buf`, calling `f(id, offset of frame, body)`.
-fn scan(buf: &[u8], stats: &mut ScanStats, name: &str, mut f: impl FnMut(u64, u64, &[u8])) {
-    let mut pos = 0usize;
-    while pos < buf.len() {
-        let rest = &buf[pos..];
-        let mut torn = false;
-        if rest.len() < HEADER {
-            // A header cut short by a crash starts like the magic.
-            torn = rest.iter().zip(MAGIC.iter()).all(|(a, b)| a == b);
-        } else if rest[..4] == MAGIC {
-            let len = u32_at(rest, 4).unwrap_or(0) as usize;
-            let crc = u32_at(rest, 8).unwrap_or(0);
-            let len_ok = (8..=MAX_RECORD).contains(&len);
-            if len_ok && HEADER + len <= rest.len() {
-                let payload = &rest[HEADER..HEADER + len];
-                if crc32fast::hash(payload) == crc {
-                    let id = u64_at(payload, 0).unwrap_or(0);
-                    f(id, pos as u64, &payload[8..]);
-                    pos += HEADER + len;
-                    continue;
-                }
-            } else if len_ok {
-                torn = true;
-            }
-        }
-        match find_magic(buf, pos + 1) {
-            Some(next) => {
-                tracing::warn!(
-                    segment = name,
-                    offset = pos,
-                    "queue: skipping a corrupt record"
-                );
-                stats.corrupt += 1;
-                pos = next;
-            }
-            None => {
-                if torn {
-                    stats.torn_tails += 1;
-                    tracing::warn!(
-                        segment = name,
-                        offset = pos,
-                        "queue: ignoring a partial record at the end of a segment (crash mid-append)"
-                    );
-                } else {
-                    stats.corrupt += 1;
-                    tracing::warn!(
-                        segment = name,
-                        offset = pos,
-                        "queue: skipping a corrupt record"
-                    );
-                }
-                return;
-            }
-        }
-    }
-}
-
-/// Cuts an acknowledgement file back to a whole number of entries. Entries are read in
-/// steps of [`ACK_LEN`] from the start, so a partial one (a write cut short by a full disk,
-/// or a crash mid-write) would put every entry appended after it out of step: their ids
-/// would not read, and their records would come back after a restart.
-fn whole_entries(file: &File) -> io::Result<()> {
-    let len = file.metadata()?.len();
-    let extra = len % ACK_LEN as u64;
-    if extra != 0 {
-        file.set_len(len - extra)?;
-    }
-    Ok(())
-}
-
-fn read_acks(path: &Path) -> io::Result<HashSet<u64>> {
-    let mut acked = HashSet::new();
-    let buf = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(acked),
-        Err(e) => return Err(e),
-    };
-    for rec in buf.chunks_exact(ACK_LEN) {
-        let (Some(id), Some(crc)) = (u64_at(rec, 0), u32_at(rec, 8)) else {
-            continue;
-        };
-        if crc32fast::hash(&id.to_le_bytes()) == crc {
-            acked.insert(id);
-        }
-    }
-    Ok(acked)
 }
 
 impl SegmentLog {
@@ -301,7 +183,7 @@ impl SegmentLog {
                 if acked.contains(&id) || log.index.contains_key(&id) {
                     return;
                 }
-                let len = (HEADER + 8 + body.len()) as u32;
+                let len = framed_len(body.len());
                 log.index.insert(id, Loc { seq, offset, len });
                 log.live_bytes += u64::from(len);
                 seg.live.insert(id);
@@ -380,7 +262,7 @@ impl SegmentLog {
             }
             let offset = *size + buf.len() as u64;
             frame(*id, body, &mut buf);
-            let len = (HEADER + 8 + body.len()) as u32;
+            let len = framed_len(body.len());
             locs.push((*id, Loc { seq, offset, len }));
         }
         if let Err(e) = file
@@ -438,11 +320,7 @@ impl SegmentLog {
             let all_gone =
                 ids.iter().all(|id| seg.live.contains(id)) && seg.live.len() == ids.len();
             if !all_gone || active {
-                let mut buf = Vec::with_capacity(ids.len() * ACK_LEN);
-                for id in &ids {
-                    buf.extend_from_slice(&id.to_le_bytes());
-                    buf.extend_from_slice(&crc32fast::hash(&id.to_le_bytes()).to_le_bytes());
-                }
+                let buf = acks::entries(&ids);
                 if seg.ack.is_none() {
                     let path = seg_path(&self.dir, seq, "ack");
                     let file = OpenOptions::new().create(true).append(true).open(path)?;
@@ -489,127 +367,5 @@ impl SegmentLog {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn open(dir: &Path) -> (SegmentLog, Vec<(u64, Vec<u8>)>, ScanStats) {
-        let mut got = Vec::new();
-        let (log, stats) =
-            SegmentLog::open(dir, true, 4096, |id, b| got.push((id, b.to_vec()))).unwrap();
-        (log, got, stats)
-    }
-
-    #[test]
-    fn a_directory_open_in_one_log_is_refused_to_another_until_closed() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut first, _, _) = open(dir.path());
-        first.append(&[(1, b"kept".as_slice())]).unwrap();
-        let err = SegmentLog::open(dir.path(), true, 4096, |_, _| {}).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::ResourceBusy);
-        assert!(err.to_string().contains("in use"), "{err}");
-        drop(first);
-        let (_, got, _) = open(dir.path());
-        assert_eq!(got, vec![(1, b"kept".to_vec())]);
-    }
-
-    #[test]
-    fn append_ack_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut log, got, _) = open(dir.path());
-        assert!(got.is_empty());
-        log.append(&[(1, b"one"), (2, b"two")]).unwrap();
-        log.append(&[(3, b"three")]).unwrap();
-        assert_eq!(log.read(2).unwrap().as_deref(), Some(&b"two"[..]));
-        log.ack(&[2]).unwrap();
-        assert_eq!(log.read(2).unwrap(), None);
-        drop(log);
-        let (log, got, stats) = open(dir.path());
-        assert_eq!(got, vec![(1, b"one".to_vec()), (3, b"three".to_vec())]);
-        assert_eq!(stats.live, 2);
-        assert_eq!(log.len(), 2);
-    }
-
-    #[test]
-    fn fully_acked_segments_are_deleted() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut log, _, _) = open(dir.path());
-        let body = vec![7u8; 3000];
-        for id in 0..10u64 {
-            log.append(&[(id, &body)]).unwrap();
-        }
-        assert!(log.segment_count() >= 5);
-        log.ack(&(0..10).collect::<Vec<_>>()).unwrap();
-        assert!(log.segment_count() <= 1);
-        assert_eq!(log.live_bytes(), 0);
-        drop(log);
-        let (_, got, _) = open(dir.path());
-        assert!(got.is_empty());
-        let files = fs::read_dir(dir.path()).unwrap().count();
-        assert!(files <= 2, "{files} files left");
-    }
-
-    #[test]
-    fn corrupt_record_is_skipped_and_torn_tail_ignored() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut log, _, _) = open(dir.path());
-        log.append(&[(1, b"aaaa"), (2, b"bbbb"), (3, b"cccc")])
-            .unwrap();
-        drop(log);
-        let path = seg_path(dir.path(), 1, "log");
-        let mut bytes = fs::read(&path).unwrap();
-        // Flip a payload byte of record 2 and add a torn record at the end.
-        let rec = HEADER + 8 + 4;
-        bytes[rec + HEADER + 9] ^= 0xff;
-        let mut torn = Vec::new();
-        frame(4, b"dddd", &mut torn);
-        bytes.extend_from_slice(&torn[..torn.len() - 2]);
-        fs::write(&path, bytes).unwrap();
-        let (_, got, stats) = open(dir.path());
-        assert_eq!(got.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![1, 3]);
-        assert_eq!(stats.corrupt, 1);
-        assert_eq!(stats.torn_tails, 1);
-    }
-
-    #[test]
-    fn acknowledgements_after_a_partial_entry_still_count() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut log, _, _) = open(dir.path());
-        log.append(&[(1, b"a".as_slice()), (2, b"b"), (3, b"c"), (4, b"d")])
-            .unwrap();
-        log.ack(&[1]).unwrap();
-        drop(log);
-        // The disk filled up under the next acknowledgement: part of it was written.
-        let ack = seg_path(dir.path(), 1, "ack");
-        let mut bytes = fs::read(&ack).unwrap();
-        bytes.extend_from_slice(&2u64.to_le_bytes()[..5]);
-        fs::write(&ack, bytes).unwrap();
-        let (mut log, got, _) = open(dir.path());
-        assert_eq!(
-            got.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
-            vec![2, 3, 4]
-        );
-        log.ack(&[2, 3]).unwrap();
-        drop(log);
-        let (_, got, _) = open(dir.path());
-        assert_eq!(got.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![4]);
-    }
-
-    #[test]
-    fn garbage_file_does_not_panic() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::write(
-            seg_path(dir.path(), 5, "log"),
-            [0xFFu8, 0x50, 0x4C, 0x51, 0xFF, 0xFF, 0xFF, 0xFF, 1, 2],
-        )
-        .unwrap();
-        fs::write(seg_path(dir.path(), 5, "ack"), [1u8, 2, 3]).unwrap();
-        let (mut log, got, _) = open(dir.path());
-        assert!(got.is_empty());
-        log.append(&[(1, b"x")]).unwrap();
-        assert_eq!(log.read(1).unwrap().as_deref(), Some(&b"x"[..]));
     }
 }
