@@ -98,7 +98,7 @@ pub use otlp::OtlpExporter;
 /// The contract the exporters meet (from `profilink-consumer`), re-exported for their users.
 pub use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
 pub use otlp_retry::AttemptError;
-/// The durable queues' segment log, which the processor's trace-linking join log reuses.
+/// The durable queues' segment log (`profilink-storage`), re-exported for this crate's users.
 pub use queue::segment::{RecordRef, ScanStats, SegmentLog};
 pub use request::{
     QueueLevels, RequestExporter, RequestMetrics, RequestSender, RequestSettings, SendOutcome,

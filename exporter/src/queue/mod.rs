@@ -51,7 +51,9 @@ pub mod input;
 pub mod input_writer;
 mod log;
 mod ready;
-pub mod segment;
+/// The segment log the queues are written with (its own crate, shared with the processor's
+/// join log).
+pub use profilink_storage as segment;
 #[cfg(test)]
 mod tests;
 

@@ -19,7 +19,7 @@
 //! pipeline or process on the same directory is refused.
 
 use super::record::{self, ChunkRecord, SpansRecord};
-use profilink_exporter::SegmentLog;
+use profilink_storage::SegmentLog;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
