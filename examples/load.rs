@@ -434,12 +434,12 @@ async fn main() {
     // Which client owns which profiler session (for delivery latency).
     let mut owner: HashMap<String, usize> = HashMap::new();
     {
-        use profilink_translator::otlp_to_sentry::{Options, translate};
+        use profilink_translator::otlp_to_sentry::{ChunkOptions, to_chunks};
         for (c, t) in templates.iter().enumerate() {
-            for ch in translate(
+            for ch in to_chunks(
                 t.dictionary.as_ref(),
                 &t.resource_profiles,
-                &Options::default(),
+                &ChunkOptions::default(),
             )
             .chunks
             {

@@ -52,8 +52,8 @@ pub struct Pipeline {
     otlp_exporters: Vec<Arc<ProfileExporter>>,
     routing_attributes: Vec<String>,
     counters: Arc<ServiceCounters>,
-    o2s: otlp_to_sentry::Options,
-    s2o: sentry_to_otlp::Options,
+    o2s: otlp_to_sentry::ChunkOptions,
+    s2o: sentry_to_otlp::OtlpOptions,
     store: Option<Arc<StoreWriter>>,
     join: Option<SentryJoin>,
     span_threads: Option<SharedSpanThreads>,
@@ -97,7 +97,7 @@ impl Pipeline {
             routing_attributes,
             counters,
             o2s: otlp_to_sentry_options(),
-            s2o: sentry_to_otlp::Options::default(),
+            s2o: sentry_to_otlp::OtlpOptions::default(),
             store: None,
             join: None,
             span_threads: None,
@@ -224,7 +224,7 @@ impl Pipeline {
     ) {
         let c = &self.counters;
         let mut chunks = Vec::new();
-        let mut t = otlp_to_sentry::translate_with(dict, rps, &self.o2s, &mut |chunk| {
+        let mut t = otlp_to_sentry::to_chunks_with(dict, rps, &self.o2s, &mut |chunk| {
             if reservation.as_deref_mut().is_none_or(|r| r.keep(&chunk)) {
                 chunks.push(chunk);
             }
@@ -431,7 +431,7 @@ impl Pipeline {
             None
         } else {
             let links = TransactionLinks::new(&transactions);
-            let t = sentry_to_otlp::translate(
+            let t = sentry_to_otlp::to_otlp(
                 &SentryInput {
                     chunks: otlp_chunks,
                     v1_profiles: &v1,
@@ -489,7 +489,7 @@ impl Pipeline {
         tracing::debug!(pipeline = %self.name, error = %e, "request refused by the amplification budget");
     }
 
-    fn count_sentry_translation(&self, t: &sentry_to_otlp::Translation, items: usize) {
+    fn count_sentry_translation(&self, t: &sentry_to_otlp::OtlpTranslation, items: usize) {
         for r in &t.rejected {
             self.counters.translation_error(&r.error);
             tracing::debug!(pipeline = %self.name, item = %r.item, error = %r.error, "Sentry item not translated");
@@ -503,7 +503,7 @@ impl Pipeline {
     /// V1 profiles as chunks: V1 → OTLP → chunks (a V1 profile is not a chunk; Sentry's
     /// continuous profiling only takes chunks).
     fn v1_to_chunks(&self, v1: &[V1WithTransaction]) -> Vec<ExportChunk> {
-        let t = sentry_to_otlp::translate(
+        let t = sentry_to_otlp::to_otlp(
             &SentryInput {
                 chunks: &[],
                 v1_profiles: v1,
