@@ -6,7 +6,7 @@
 //! The receivers' profile samples are sample records labelled `sample_type="<type>:<unit>"`,
 //! as the Collector counts them since v0.165 (profilink's observations are
 //! `profilink_receiver_*_samples_total`). Where profilink differs from the Collector it says so
-//! here and in the README: `failed_*` and `requests{outcome="failure"}` stay 0 (profilink has
+//! here and in `docs/configuration.md`: `failed_*` and `requests{outcome="failure"}` stay 0 (profilink has
 //! no internal errors apart from refusals: every error counts as refused, as in the Collector
 //! without its `receiverhelper.newReceiverMetrics` gate); queue sizes are in bytes (the
 //! Collector's `sizer: bytes`); the exporters' profile samples are the samples of Sentry
