@@ -1,6 +1,6 @@
 //! The service's per-request CPU path, stage by stage, on the load test's request shape.
 //!
-//! The request is what `examples/load.rs` sends: the real eBPF fixture (`ebpf-profile.pb`)
+//! The request is what `examples/load/` sends: the real eBPF fixture (`ebpf-profile.pb`)
 //! with 16 copies of its resources (distinct `service.instance.id`s, so ~100 profiler
 //! sessions of a few dozen observations each). Each stage is measured alone, per request:
 //!
