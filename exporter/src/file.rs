@@ -158,6 +158,8 @@ impl Sink for FileSink {
 pub struct FileExporter {
     engine: Engine<FileSink>,
     metrics: Arc<ExporterMetrics>,
+    /// `sending_queue.overflow: backpressure`: refuse requests up front near full.
+    backpressure: bool,
 }
 
 impl FileExporter {
@@ -176,6 +178,7 @@ impl FileExporter {
         let metrics = Arc::new(ExporterMetrics::default());
         let qdir = cfg.queue_dir();
         let qcfg = cfg.sending_queue.clone();
+        let backpressure = qcfg.overflow() == crate::Overflow::Backpressure;
         let m2 = metrics.clone();
         let (queue, recovery) =
             tokio::task::spawn_blocking(move || Queue::open(&qcfg, &qdir, m2)).await??;
@@ -198,7 +201,11 @@ impl FileExporter {
             clock,
             metrics.clone(),
         )?;
-        Ok(FileExporter { engine, metrics })
+        Ok(FileExporter {
+            engine,
+            metrics,
+            backpressure,
+        })
     }
 
     /// Durably queues chunks; `Ok` once they are on disk.
@@ -217,6 +224,13 @@ impl FileExporter {
     /// The counters.
     pub fn metrics(&self) -> Arc<ExporterMetrics> {
         self.metrics.clone()
+    }
+
+    /// True while requests should be refused before they are read: with
+    /// `sending_queue.overflow: backpressure`, once the durable queue is within its headroom of
+    /// full ([`QUEUE_HEADROOM`](crate::QUEUE_HEADROOM)).
+    pub fn is_full(&self) -> bool {
+        self.backpressure && crate::contract::within_headroom(&self.metrics)
     }
 
     /// Flushes open sessions and writes what it can before `deadline`.

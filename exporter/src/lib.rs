@@ -42,6 +42,7 @@ mod accumulate;
 mod client_auth;
 mod clock;
 mod config;
+mod contract;
 mod durations;
 mod engine;
 mod file;
@@ -60,11 +61,7 @@ mod send_queue;
 mod sentry;
 mod traces;
 
-use profilink_proto::sentry::{CompactString, ProfileChunk};
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
-use thiserror::Error;
 
 pub use client_auth::{AuthSlot, ClientAuth, NoToken};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
@@ -73,6 +70,7 @@ pub use config::{
     OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig, QueueSizer, RetryConfig,
     RoutingConfig, SentryExporterConfig, SettingError, SparseThreads,
 };
+pub use contract::QUEUE_HEADROOM;
 pub use durations::{
     AttemptDurations, AttemptOutcome, DURATION_BOUNDS, DurationHistogram, HistogramSnapshot,
 };
@@ -83,6 +81,8 @@ pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
+/// The contract the exporters meet (from `profilink-consumer`), re-exported for their users.
+pub use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
 /// The durable queues' segment log, which the processor's trace-linking join log reuses.
 pub use queue::segment::{RecordRef, ScanStats, SegmentLog};
 pub use retry::Backoff;
@@ -115,99 +115,6 @@ pub mod testing {
 pub const SDK_NAME: &str = "profilink";
 /// This crate's version (`sdk.version`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// A chunk to export, with the resource attributes of its origin (used for routing).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ExportChunk {
-    /// The chunk.
-    pub chunk: ProfileChunk,
-    /// Resource attributes of the producer (`service.name`, `process.pid`, …).
-    pub resource: BTreeMap<String, String>,
-    /// Thread ids of the chunk that spans may reference (a sample of theirs carries a trace
-    /// link, or the chunk came from an SDK): the exporter never groups them when it merges
-    /// chunks (see [`SparseThreads`]). Kept in the durable queue with the chunk, so a replay
-    /// after a crash groups exactly as the first run did.
-    pub linked_threads: Vec<CompactString>,
-}
-
-impl ExportChunk {
-    /// A chunk without resource attributes or linked threads.
-    pub fn new(chunk: ProfileChunk) -> Self {
-        ExportChunk {
-            chunk,
-            resource: BTreeMap::new(),
-            linked_threads: Vec::new(),
-        }
-    }
-}
-
-/// Why `export` (or `start`) failed. Clone (sources are shared), so one failure can answer
-/// several waiting callers.
-#[derive(Debug, Error, Clone)]
-pub enum ExportError {
-    /// The queue is full (`overflow: backpressure`): receivers should answer UNAVAILABLE / 429
-    /// and let the producer retry after `retry_after`.
-    #[error("exporter queue is full; retry after {retry_after:?}")]
-    Full {
-        /// Suggested wait.
-        retry_after: Duration,
-    },
-    /// The data is larger than the whole queue: it can never fit, so receivers should refuse
-    /// it for good (gRPC `INVALID_ARGUMENT`, HTTP 400) rather than ask for a retry.
-    #[error(
-        "the batch needs {needed} bytes of queue space, more than the queue's capacity of {capacity}"
-    )]
-    TooLarge {
-        /// Bytes the batch needs.
-        needed: u64,
-        /// The queue's capacity.
-        capacity: u64,
-    },
-    /// The exporter was shut down.
-    #[error("exporter is shut down")]
-    Closed,
-    /// The queue could not be opened or written.
-    #[error("exporter queue I/O error: {0}")]
-    Io(#[source] Arc<std::io::Error>),
-    /// Invalid configuration: a required setting is missing or settings contradict each other.
-    #[error("invalid exporter configuration: {0}")]
-    Config(String),
-    /// A configured value does not parse (a DSN, …): which one, and why.
-    #[error("invalid exporter configuration: invalid {what}: {source}")]
-    Invalid {
-        /// The value that does not parse (e.g. `DSN "…"`).
-        what: String,
-        /// The parser's error.
-        #[source]
-        source: Arc<dyn std::error::Error + Send + Sync>,
-    },
-}
-
-impl ExportError {
-    /// [`ExportError::Invalid`] for `what`, caused by `source`.
-    pub(crate) fn invalid(
-        what: impl Into<String>,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        ExportError::Invalid {
-            what: what.into(),
-            source: Arc::new(source),
-        }
-    }
-}
-
-impl From<std::io::Error> for ExportError {
-    fn from(e: std::io::Error) -> Self {
-        ExportError::Io(Arc::new(e))
-    }
-}
-
-impl From<tokio::task::JoinError> for ExportError {
-    /// A blocking queue task that panicked or was cancelled, as an I/O failure of the queue.
-    fn from(e: tokio::task::JoinError) -> Self {
-        ExportError::Io(Arc::new(std::io::Error::other(e)))
-    }
-}
 
 impl From<queue::QueueError> for ExportError {
     fn from(e: queue::QueueError) -> Self {

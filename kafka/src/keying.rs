@@ -2,7 +2,7 @@
 //!
 //! * Profiles ([`split_profiles`]): one message per profiler session, keyed with the session's
 //!   profiler id, the id the translator derives from a resource's attributes
-//!   ([`profilink_processor::resource_profiler_id`]: an explicit `sentry.profiler_id`, else a
+//!   ([`profilink_translator::otlp_to_sentry::resource_profiler_id`]: an explicit `sentry.profiler_id`, else a
 //!   hash of the process identity). Kafka's default partitioner maps a key to one partition,
 //!   so a downstream consumer group sees every message of a session on one consumer, where
 //!   its chunks merge (as behind nginx with session affinity). Each message keeps the
@@ -11,10 +11,10 @@
 //! * Traces ([`split_traces`]): one message per trace id, keyed with the trace id's hex, as
 //!   the Collector's `partition_traces_by_id`; unkeyed, the request is one message.
 
-use profilink_processor::resource_profiler_id;
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, ExportTraceServiceRequest, ResourceSpans, ScopeSpans,
 };
+use profilink_translator::otlp_to_sentry::resource_profiler_id;
 use std::collections::BTreeMap;
 
 /// Splits `request` into one request per profiler session, with its key, in the order the

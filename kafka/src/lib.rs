@@ -16,8 +16,8 @@
 //! SASL in this version. Configuration: [`config`], with the Collector's keys.
 #![warn(missing_docs)]
 
-mod adapters;
 pub mod config;
+mod contract;
 pub mod decode;
 pub mod exporter;
 pub mod keying;
@@ -27,8 +27,8 @@ pub mod record;
 #[doc(hidden)]
 pub mod testing;
 
-pub use adapters::KafkaTracesExporter;
 pub use config::{KafkaExporterConfig, KafkaReceiverConfig};
+pub use contract::KafkaTracesExporter;
 pub use exporter::KafkaExporter;
 pub use metrics::{KafkaReceiverMetrics, PartitionMetrics};
 pub use receiver::KafkaReceiver;

@@ -5,9 +5,9 @@
 
 use profilink_kafka::testing::Broker;
 use profilink_kafka::{KafkaExporter, KafkaExporterConfig};
-use profilink_processor::resource_profiler_id;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, PROFILES_VERSION_HEADER};
 use profilink_proto::signal::profile_counts;
+use profilink_translator::otlp_to_sentry::resource_profiler_id;
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -28,8 +28,8 @@
 //! bound them from there on) and released when the [`Reservation`] is dropped.
 
 use crate::store::estimated_bytes;
+use profilink_consumer::ConsumeError;
 use profilink_proto::sentry::ProfileChunk;
-use profilink_receiver::ConsumeError;
 use profilink_translator::otlp_to_sentry::{ExpansionClaims, MAX_PLAUSIBLE_CLAIM};
 use std::sync::Arc;
 use std::time::Duration;

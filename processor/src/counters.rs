@@ -72,9 +72,9 @@ impl ServiceCounters {
     }
 
     /// Counts a request the amplification budget refused with `e`.
-    pub fn budget_refusal(&self, e: &profilink_receiver::ConsumeError) {
+    pub fn budget_refusal(&self, e: &profilink_consumer::ConsumeError) {
         let counter = match e {
-            profilink_receiver::ConsumeError::Full { .. } => &self.budget_full_requests,
+            profilink_consumer::ConsumeError::Full { .. } => &self.budget_full_requests,
             _ => &self.budget_rejected_requests,
         };
         Self::add(counter, 1);

@@ -1,41 +1,16 @@
-//! The one interface the pipelines export through: [`Export`], implemented for chunk exporters
-//! (`sentry`, `file`: `Vec<ExportChunk>`), OTLP profiles exporters (`otlp`:
-//! [`ExportProfilesServiceRequest`]) and traces exporters ([`ExportTraceServiceRequest`]), see
-//! [`crate::adapters`]; and [`Exporter`], one running exporter by its component id, shared by
-//! every pipeline that lists it.
+//! [`Exporter`]: one running exporter by its component id, shared by every pipeline that lists
+//! it, driven through the contract's [`Export`] (which each exporter implements itself): chunk
+//! exporters (`sentry`, `file`: `Vec<ExportChunk>`), OTLP profiles exporters (`otlp`:
+//! [`ExportProfilesServiceRequest`]) and traces exporters ([`ExportTraceServiceRequest`]).
 //!
 //! The data type is part of the exporter's type, so a pipeline can only hand an exporter what
 //! it takes.
 
 use crate::each::each;
-use profilink_exporter::{ExportChunk, ExportError};
+use profilink_consumer::{ConsumeError, Export, ExportChunk, ExportError};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp::ExportTraceServiceRequest;
-use profilink_receiver::ConsumeError;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
-
-/// A boxed, sendable future (what [`Export`]'s methods return, so exporters can be trait
-/// objects).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// An exporter of `T`: takes data, says when it pushes back, and stops.
-pub trait Export<T>: Send + Sync {
-    /// Hands `data` over; `Ok` once it is durable (or queued, for in-memory queues).
-    /// [`ExportError::Full`] when the queue is full.
-    fn export(&self, data: T) -> BoxFuture<'_, Result<(), ExportError>>;
-
-    /// True while the exporter's queue is (nearly) full and it wants new requests refused
-    /// before they are read. The default: never.
-    fn is_full(&self) -> bool {
-        false
-    }
-
-    /// Flushes what it holds and stops within `deadline` (what is left stays in a durable
-    /// queue for the next start).
-    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()>;
-}
 
 /// A running exporter of `T` with its component id.
 pub struct Exporter<T> {
@@ -127,4 +102,69 @@ pub async fn export_all<T: Clone>(
         e.export_for_client(d).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use profilink_consumer::BoxFuture;
+    use std::sync::{Arc, Mutex};
+
+    /// Takes numbers; refuses as told.
+    #[derive(Default)]
+    struct Numbers {
+        got: Arc<Mutex<Vec<u32>>>,
+        refuse: Option<Duration>,
+    }
+
+    impl Export<u32> for Numbers {
+        fn export(&self, data: u32) -> BoxFuture<'_, Result<(), ExportError>> {
+            Box::pin(async move {
+                if let Some(retry_after) = self.refuse {
+                    return Err(ExportError::Full { retry_after });
+                }
+                self.got.lock().unwrap().push(data);
+                Ok(())
+            })
+        }
+
+        fn shutdown(self: Box<Self>, _deadline: Duration) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn exporters_hand_over_and_map_refusals() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let a = Arc::new(Exporter::new(
+            "a",
+            Numbers {
+                got: got.clone(),
+                refuse: None,
+            },
+        ));
+        let b = Arc::new(Exporter::new(
+            "b",
+            Numbers {
+                got: got.clone(),
+                refuse: None,
+            },
+        ));
+        export_all(&[a.clone(), b], 7).await.unwrap();
+        assert_eq!(*got.lock().unwrap(), vec![7, 7]);
+
+        let full = Arc::new(Exporter::new(
+            "full",
+            Numbers {
+                got: got.clone(),
+                refuse: Some(Duration::from_secs(3)),
+            },
+        ));
+        let e = export_all(&[full, a], 8).await.unwrap_err();
+        assert!(
+            matches!(e, ConsumeError::Full { retry_after } if retry_after == Duration::from_secs(3)),
+            "{e:?}"
+        );
+        assert_eq!(got.lock().unwrap().len(), 2, "stops at the first refusal");
+    }
 }

@@ -6,7 +6,7 @@
 use crate::each::each;
 use crate::profiles::Pipeline;
 use crate::traces::TracesPipeline;
-use profilink_receiver::{Batch, ConsumeError, Consumer, Payload};
+use profilink_consumer::{Batch, ConsumeError, Consumer, Payload};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -9,17 +9,20 @@
 //!                           span stamping
 //! ```
 //!
-//! * [`Fanout`]: the [`Consumer`](profilink_receiver::Consumer) of one receiver, handing each
+//! * [`Fanout`]: the [`Consumer`](profilink_consumer::Consumer) of one receiver, handing each
 //!   batch to every pipeline that lists the receiver, bounding the requests in flight.
-//! * [`Pipeline`]: a `profiles` pipeline: sampling ([`Sampler`]), translation both ways, the
-//!   trace-linking join buffer of Sentry → OTLP pipelines ([`JoinConfig`], [`JoinMetrics`]),
-//!   and the [`StoreWriter`] of the `profile_store` extension.
+//! * [`Pipeline`]: a `profiles` pipeline: its processor chain (sampling ([`Sampler`]),
+//!   symbolization) and one route per kind of data and exporter (OTLP → chunks, OTLP
+//!   forwarded, Sentry chunks passed through, Sentry → OTLP with the trace-linking join buffer
+//!   ([`JoinConfig`], [`JoinMetrics`])), and the [`StoreWriter`] of the `profile_store`
+//!   extension.
+//! * [`start_timers`]: the pipelines' periodic work (join releases, waiting traces).
 //! * [`TracesPipeline`]: a `traces` pipeline: span stamping for Sentry's trace linking.
 //! * [`ProcessorSpec`]: the processors' configs (`batch`: [`BatchConfig`],
 //!   `profile_sampling`: [`SamplingConfig`], `profile_linking`: [`LinkingConfig`],
 //!   `symbolize`: [`SymbolizeStage`]).
-//! * [`Export`]: the one trait every exporter is driven through, implemented for the exporter
-//!   crate's exporters; [`Exporter`] is one running exporter by its component id.
+//! * [`Exporter`]: one running exporter by its component id, driven through the contract's
+//!   `Export` trait (`profilink-consumer`), which every exporter implements itself.
 //! * [`ServiceCounters`]: the counters every profiles pipeline shares.
 //! * [`Budget`]: the amplification budget bounding what OTLP -> chunks translation may hold.
 //!
@@ -27,7 +30,6 @@
 
 #![warn(missing_docs)]
 
-mod adapters;
 mod budget;
 mod counters;
 mod each;
@@ -40,18 +42,16 @@ mod sampling;
 mod spec;
 mod store;
 mod symbolize;
+mod timers;
 mod traces;
 mod translation;
 
-pub use adapters::{Backpressure, QUEUE_HEADROOM};
 pub use budget::{
     BUDGET_RETRY_AFTER, Budget, DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_REQUEST_EXPANSION, OBSERVATION_BYTES, Reservation,
 };
 pub use counters::{INVALID_CHUNK_REASON, ServiceCounters, TRANSLATION_ERROR_REASONS};
-pub use export::{
-    BoxFuture, ChunkExporter, Export, Exporter, ProfileExporter, TraceExporter, consume_error,
-};
+pub use export::{ChunkExporter, Exporter, ProfileExporter, TraceExporter, consume_error};
 pub use fanout::{BUSY_RETRY_AFTER, Fanout, default_max_in_flight};
 pub use join::buffer::{JoinConfig, ORDER_SLACK};
 pub use join::{JoinMetrics, MAX_PARKED, TICK as JOIN_TICK};
@@ -62,9 +62,8 @@ pub use sampling::{Sampler, SamplingConfig};
 pub use spec::{BatchConfig, ProcessorSpec};
 pub use store::{MAX_PENDING_BYTES, StoreCounters, StoreWriter};
 pub use symbolize::SymbolizeStage;
+pub use timers::start_timers;
 pub use traces::{
     SharedSpanThreads, StampCounters, TICK as TRACES_TICK, TracesPipeline, span_threads,
 };
-pub use translation::{
-    all_threads, otlp_to_sentry_options, resource_attributes, resource_profiler_id,
-};
+pub use translation::{all_threads, otlp_to_sentry_options, resource_attributes};

@@ -18,7 +18,7 @@
 //! chunks are not stored and are counted (`profilink_store_chunks_total{outcome="dropped"}`).
 //! At shutdown the writer inserts what is pending before the service exits.
 
-use profilink_exporter::ChunkObserver;
+use profilink_consumer::ChunkObserver;
 use profilink_flamegraph::{ChunkMeta, ProfileStore, TransactionLink};
 use profilink_proto::sentry::{ProfileChunk, SpanItem, Transaction};
 use std::sync::atomic::{AtomicU64, Ordering};

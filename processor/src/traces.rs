@@ -17,9 +17,9 @@
 use crate::each::each;
 use crate::export::{TraceExporter, consume_error};
 use crate::linking::LinkingConfig;
-use profilink_exporter::ExportError;
+use profilink_consumer::ConsumeError;
+use profilink_consumer::ExportError;
 use profilink_proto::otlp::ExportTraceServiceRequest;
-use profilink_receiver::ConsumeError;
 use profilink_translator::{SpanThreads, stamp_traces};
 use prost::Message;
 use std::collections::VecDeque;

@@ -5,9 +5,7 @@
 use profilink_proto::otlp::{ProfilesDictionary, ResourceProfiles};
 use profilink_proto::sentry::{CompactString, ProfileChunk};
 use profilink_translator::Dictionary;
-use profilink_translator::otlp_to_sentry::{
-    self, ProcessIdentity, SparseThreadGrouping, SparseThreadPolicy, derive_profiler_id,
-};
+use profilink_translator::otlp_to_sentry::{self, SparseThreadGrouping, SparseThreadPolicy};
 use std::collections::BTreeMap;
 
 /// The options the service translates OTLP with: the translator's defaults, but sparse
@@ -49,20 +47,6 @@ pub fn resource_attributes(
             .collect(),
         Err(_) => BTreeMap::new(),
     }
-}
-
-/// The profiler id the translator derives from a resource's attributes alone.
-pub fn resource_profiler_id(
-    dictionary: Option<&ProfilesDictionary>,
-    rp: &ResourceProfiles,
-) -> String {
-    let dict = Dictionary::new(dictionary);
-    let attrs = rp
-        .resource
-        .as_ref()
-        .and_then(|r| dict.key_values(&r.attributes).ok())
-        .unwrap_or_default();
-    derive_profiler_id(&ProcessIdentity::from_attributes(&attrs, &[]))
 }
 
 /// The number of profiles of a resource.

@@ -4,8 +4,9 @@
 //! at start-up instead of being ignored).
 
 use crate::auth::{AuthSettings, Authenticator};
-use crate::cors::CorsConfig;
-use crate::http_server::HttpServerSettings;
+use crate::server::connections::DEFAULT_HANDSHAKE_TIMEOUT;
+use crate::server::cors::CorsConfig;
+use crate::server::http::{HttpServerSettings, http_listener_config};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -107,7 +108,7 @@ impl Default for OtlpGrpcConfig {
             keepalive: GrpcKeepalive::default(),
             max_concurrent_streams: 100,
             max_connections: 1024,
-            handshake_timeout: crate::connections::DEFAULT_HANDSHAKE_TIMEOUT,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             request_timeout: Duration::from_secs(60),
             endpoint: "127.0.0.1:4317".into(),
             max_recv_msg_size_mib: 64,
@@ -126,165 +127,76 @@ impl OtlpGrpcConfig {
     }
 }
 
-/// The OTLP/HTTP receiver (`POST /v1development/profiles`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct OtlpHttpConfig {
-    /// `host:port` to listen on; port 0 picks a free port. Default `127.0.0.1:4318`.
-    pub endpoint: String,
-    /// Largest accepted body, after decompression, in MiB. Default 64.
-    pub max_request_body_size_mib: usize,
-    /// TLS; plaintext when absent.
-    pub tls: Option<TlsConfig>,
-    /// When set, requests must carry `Authorization: Bearer <token>` (shorthand for a
-    /// `bearertokenauth` extension with this one token; excludes `auth`).
-    pub bearer_token: Option<String>,
-    /// `auth: { authenticator: bearertokenauth[/name] }`: requests must pass that extension's
-    /// check (401 otherwise).
-    pub auth: Option<AuthSettings>,
-    /// The authenticator `auth` names, resolved by the service (not read from the YAML). A
-    /// listener with `auth` but without it refuses to start.
-    #[serde(skip)]
-    pub authenticator: Option<Authenticator>,
-    /// Cross-origin requests from browsers (`allowed_origins`, `allowed_headers`, `max_age`;
-    /// see [`CorsConfig`](crate::CorsConfig)). Off unless an origin is allowed.
-    pub cors: Option<CorsConfig>,
-    /// Longest time to read a whole request (headers and body). Default 1m; `0s`: none.
-    #[serde(with = "humantime_serde")]
-    pub read_timeout: Duration,
-    /// Longest time to read a request's headers, and to wait for the next request on a
-    /// kept-alive HTTP/1.1 connection. Default 1m; `0s`: none.
-    #[serde(with = "humantime_serde")]
-    pub read_header_timeout: Duration,
-    /// Close a connection idle (no byte either way, no request in flight) this long. Default
-    /// 1m; `0s`: never.
-    #[serde(with = "humantime_serde")]
-    pub idle_timeout: Duration,
-    /// Close a connection whose response write stalls this long. Default 30s; `0s`: never.
-    #[serde(with = "humantime_serde")]
-    pub write_timeout: Duration,
-    /// Most connections open at once on this listener (at the bound, the oldest that never
-    /// sent a request is closed for each new client). Default 1024.
-    pub max_connections: usize,
-    /// Close a connection that has not sent a request's headers this long after it was
-    /// accepted. Default 10s; `0s`: never. (profilink's key.)
-    #[serde(with = "humantime_serde")]
-    pub handshake_timeout: Duration,
-}
-
-impl Default for OtlpHttpConfig {
-    fn default() -> Self {
-        let server = HttpServerSettings::default();
-        OtlpHttpConfig {
-            read_timeout: server.read_timeout,
-            read_header_timeout: server.read_header_timeout,
-            idle_timeout: server.idle_timeout,
-            write_timeout: server.write_timeout,
-            max_connections: server.max_connections,
-            handshake_timeout: server.handshake_timeout,
-            endpoint: "127.0.0.1:4318".into(),
-            max_request_body_size_mib: 64,
-            tls: None,
-            bearer_token: None,
-            auth: None,
-            authenticator: None,
-            cors: None,
-        }
+http_listener_config! {
+    /// The OTLP/HTTP receiver (`POST /v1development/profiles`).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    pub struct OtlpHttpConfig {
+        /// `host:port` to listen on; port 0 picks a free port. Default `127.0.0.1:4318`.
+        pub endpoint: String = "127.0.0.1:4318".into(),
+        /// Largest accepted body, after decompression, in MiB. Default 64.
+        pub max_request_body_size_mib: usize = 64,
+        /// TLS; plaintext when absent.
+        pub tls: Option<TlsConfig> = None,
+        /// When set, requests must carry `Authorization: Bearer <token>` (shorthand for a
+        /// `bearertokenauth` extension with this one token; excludes `auth`).
+        pub bearer_token: Option<String> = None,
+        /// `auth: { authenticator: bearertokenauth[/name] }`: requests must pass that
+        /// extension's check (401 otherwise).
+        pub auth: Option<AuthSettings> = None,
+        /// The authenticator `auth` names, resolved by the service (not read from the YAML). A
+        /// listener with `auth` but without it refuses to start.
+        #[serde(skip)]
+        pub authenticator: Option<Authenticator> = None,
+        /// Cross-origin requests from browsers (`allowed_origins`, `allowed_headers`,
+        /// `max_age`; see [`CorsConfig`](crate::CorsConfig)). Off unless an origin is allowed.
+        pub cors: Option<CorsConfig> = None,
     }
 }
 
 impl OtlpHttpConfig {
     /// The listener's timeouts and connection bound.
     pub fn server_settings(&self) -> HttpServerSettings {
-        HttpServerSettings {
-            read_timeout: self.read_timeout,
-            read_header_timeout: self.read_header_timeout,
-            idle_timeout: self.idle_timeout,
-            write_timeout: self.write_timeout,
-            max_connections: self.max_connections,
-            handshake_timeout: self.handshake_timeout,
-        }
+        HttpServerSettings::from(self)
     }
+
     /// The body size limit in bytes.
     pub fn max_request_body_size(&self) -> usize {
         self.max_request_body_size_mib.saturating_mul(MIB)
     }
 }
 
-/// The Sentry envelope receiver (`POST /api/{project_id}/envelope/`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SentryReceiverConfig {
-    /// `host:port` to listen on; port 0 picks a free port. Default `127.0.0.1:9000`.
-    pub endpoint: String,
-    /// Largest accepted envelope, after decompression, in MiB. Default 100 (Sentry's published
-    /// limit for a decompressed envelope).
-    pub max_envelope_size_mib: usize,
-    /// Public keys allowed per project id. A project that is not listed, or an empty map, allows
-    /// every well-formed key; a listed project allows only its keys (others get 401).
-    pub allowed_keys: BTreeMap<u64, Vec<String>>,
-    /// TLS; plaintext when absent.
-    pub tls: Option<TlsConfig>,
-    /// The Sentry or Relay the SDKs' data belongs to (`{ endpoint, timeout, forward_profiles,
-    /// sending_queue, retry_on_failure, tls }`). Kept as a raw value here: the service types
-    /// and validates it (`profilink_exporter::ForwardConfig`) and hands the receiver
-    /// an [`Upstream`](crate::Upstream). Without one, items no pipeline consumes are dropped
-    /// (counted and logged).
-    pub upstream: Option<serde_json::Value>,
-    /// Longest time to read a whole request (headers and body). Default 1m; `0s`: none.
-    #[serde(with = "humantime_serde")]
-    pub read_timeout: Duration,
-    /// Longest time to read a request's headers, and to wait for the next request on a
-    /// kept-alive HTTP/1.1 connection. Default 1m; `0s`: none.
-    #[serde(with = "humantime_serde")]
-    pub read_header_timeout: Duration,
-    /// Close a connection idle (no byte either way, no request in flight) this long. Default
-    /// 1m; `0s`: never.
-    #[serde(with = "humantime_serde")]
-    pub idle_timeout: Duration,
-    /// Close a connection whose response write stalls this long. Default 30s; `0s`: never.
-    #[serde(with = "humantime_serde")]
-    pub write_timeout: Duration,
-    /// Most connections open at once on this listener (at the bound, the oldest that never
-    /// sent a request is closed for each new client). Default 1024.
-    pub max_connections: usize,
-    /// Close a connection that has not sent a request's headers this long after it was
-    /// accepted. Default 10s; `0s`: never. (profilink's key.)
-    #[serde(with = "humantime_serde")]
-    pub handshake_timeout: Duration,
-}
-
-impl Default for SentryReceiverConfig {
-    fn default() -> Self {
-        let server = HttpServerSettings::default();
-        SentryReceiverConfig {
-            read_timeout: server.read_timeout,
-            read_header_timeout: server.read_header_timeout,
-            idle_timeout: server.idle_timeout,
-            write_timeout: server.write_timeout,
-            max_connections: server.max_connections,
-            handshake_timeout: server.handshake_timeout,
-            endpoint: "127.0.0.1:9000".into(),
-            max_envelope_size_mib: 100,
-            allowed_keys: BTreeMap::new(),
-            tls: None,
-            upstream: None,
-        }
+http_listener_config! {
+    /// The Sentry envelope receiver (`POST /api/{project_id}/envelope/`).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    pub struct SentryReceiverConfig {
+        /// `host:port` to listen on; port 0 picks a free port. Default `127.0.0.1:9000`.
+        pub endpoint: String = "127.0.0.1:9000".into(),
+        /// Largest accepted envelope, after decompression, in MiB. Default 100 (Sentry's
+        /// published limit for a decompressed envelope).
+        pub max_envelope_size_mib: usize = 100,
+        /// Public keys allowed per project id. A project that is not listed, or an empty map,
+        /// allows every well-formed key; a listed project allows only its keys (others get
+        /// 401).
+        pub allowed_keys: BTreeMap<u64, Vec<String>> = BTreeMap::new(),
+        /// TLS; plaintext when absent.
+        pub tls: Option<TlsConfig> = None,
+        /// The Sentry or Relay the SDKs' data belongs to (`{ endpoint, timeout,
+        /// forward_profiles, sending_queue, retry_on_failure, tls }`). Kept as a raw value
+        /// here: the service types and validates it (`profilink_exporter::ForwardConfig`) and
+        /// hands the receiver an [`Upstream`](crate::Upstream). Without one, items no pipeline
+        /// consumes are dropped (counted and logged).
+        pub upstream: Option<serde_json::Value> = None,
     }
 }
 
 impl SentryReceiverConfig {
     /// The listener's timeouts and connection bound.
     pub fn server_settings(&self) -> HttpServerSettings {
-        HttpServerSettings {
-            read_timeout: self.read_timeout,
-            read_header_timeout: self.read_header_timeout,
-            idle_timeout: self.idle_timeout,
-            write_timeout: self.write_timeout,
-            max_connections: self.max_connections,
-            handshake_timeout: self.handshake_timeout,
-        }
+        HttpServerSettings::from(self)
     }
+
     /// The envelope size limit in bytes.
     pub fn max_envelope_size(&self) -> usize {
         self.max_envelope_size_mib.saturating_mul(MIB)

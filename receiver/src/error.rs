@@ -1,5 +1,5 @@
 //! Why a receiver could not start or stopped with an error (binding, TLS, serving), shared by
-//! the listener layer (`tls`) and the servers.
+//! the listener layer (`server::tls`) and the servers.
 
 use std::io;
 use thiserror::Error;

@@ -9,6 +9,11 @@
 //!   then proxying the other ingest paths SDKs use (store, security, minidump, OTLP
 //!   integration) too.
 //!
+//! The source is laid out by door: `otlp/` (both transports, and one file per signal:
+//! `profiles.rs`, `traces.rs`, with what they share in `ingest.rs`), `sentry/` (the envelope
+//! endpoint and the proxied paths), and `server/` for what the doors share (binding and
+//! serving, TLS, connection limits, request bodies, CORS).
+//!
 //! Each server takes its config ([`OtlpGrpcConfig`], [`OtlpHttpConfig`], [`SentryReceiverConfig`]), an `Arc` of a [`Consumer`] (the pipeline), an
 //! `Arc<`[`Stats`]`>` and a shutdown future; it binds at once (port 0 picks a free port, see
 //! [`ServerHandle::local_addr`]) and serves until the future resolves, then finishes in-flight
@@ -94,31 +99,13 @@
 
 pub mod auth;
 mod batch;
-mod chunk_door;
 mod config;
-mod connections;
-mod cors;
-mod decompress;
-mod detach;
 mod error;
-mod http_server;
-mod item_stats;
-mod otlp_export;
-mod otlp_grpc;
-mod otlp_http;
-mod otlp_ingest;
-mod otlp_traces;
-pub mod profiles_version;
+mod otlp;
 pub mod sample_records;
-mod sentry_auth;
-mod sentry_envelope;
-mod sentry_forward;
-mod sentry_http;
-mod sentry_items;
-mod sentry_proxy;
+mod sentry;
 mod server;
 mod stats;
-mod tls;
 mod upstream;
 
 pub use batch::{
@@ -126,26 +113,27 @@ pub use batch::{
     trace_span_count,
 };
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
-pub use cors::CorsConfig;
-pub use detach::Detached;
 pub use error::ReceiverError;
-pub use http_server::HttpServerSettings;
-pub use item_stats::ItemCounters;
-pub use otlp_export::{IngestSignal, Refused, Split, Tally};
-pub use otlp_grpc::{
+pub use otlp::grpc::{
     ExportService, OtlpGrpcHandler, OtlpGrpcService, OtlpTracesGrpcService, TRACES_EXPORT_PATH,
     serve_otlp_grpc,
 };
-pub use otlp_http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
-pub use sentry_envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
+pub use otlp::http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
+pub use otlp::ingest::{IngestSignal, Refused, Split, Tally};
+pub use otlp::profiles_version;
+pub use sentry::envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
+pub use sentry::item_stats::ItemCounters;
+pub use server::cors::CorsConfig;
+pub use server::detach::Detached;
+pub use server::http::HttpServerSettings;
+pub use server::tls::MAX_HANDSHAKES as MAX_TLS_HANDSHAKES;
 pub use server::{ServerHandle, bind_and_serve};
 pub use stats::{Counters, CountersSnapshot, RefusalReason, Stats};
-pub use tls::MAX_HANDSHAKES as MAX_TLS_HANDSHAKES;
 pub use upstream::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};
 
 #[doc(hidden)]
 pub mod testing {
     //! The body decoder the fuzz targets drive directly. Not part of the API (hidden from the
     //! docs, may change with any release); tests of behaviour go through the servers.
-    pub use crate::decompress::{BodyError, Encoding, decode_bytes, decode_frames};
+    pub use crate::server::decompress::{BodyError, Encoding, decode_bytes, decode_frames};
 }

@@ -247,7 +247,7 @@ pub struct Stats {
     /// OTLP messages of Kafka topics (profilink-kafka's receiver).
     pub kafka: Counters,
     /// The Sentry receiver's items dropped (no pipeline, no upstream) or refused with a reason.
-    pub sentry_items: crate::item_stats::ItemCounters,
+    pub sentry_items: crate::sentry::item_stats::ItemCounters,
 }
 
 impl Stats {

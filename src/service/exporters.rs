@@ -10,9 +10,9 @@ use super::error::ServiceError;
 use super::extensions::RunningStore;
 use crate::telemetry::metrics::ExporterEntry;
 use profilink_exporter::Router;
-use profilink_exporter::{FileExporter, ObserverSlot, OtlpExporter, Overflow, SentryExporter};
+use profilink_exporter::{FileExporter, ObserverSlot, OtlpExporter, SentryExporter};
 use profilink_exporter::{TracesExporter, TracesMetrics};
-use profilink_processor::{Backpressure, ChunkExporter, Exporter, ProfileExporter, TraceExporter};
+use profilink_processor::{ChunkExporter, Exporter, ProfileExporter, TraceExporter};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -176,20 +176,15 @@ pub async fn build_exporters(
             match &spec {
                 ExporterSpec::Sentry(c) => {
                     let e = SentryExporter::start(c.clone()).await.map_err(failed)?;
-                    let m = e.metrics();
-                    metrics.insert(id.clone(), m.clone());
-                    let on = c.sending_queue.overflow() == Overflow::Backpressure;
+                    metrics.insert(id.clone(), e.metrics());
                     let routing = c.routing.as_ref().map(|r| r.attribute.clone());
-                    let e = Exporter::new(id, Backpressure::new(e, m, on))
-                        .with_routing_attribute(routing);
+                    let e = Exporter::new(id, e).with_routing_attribute(routing);
                     out.chunks.insert(id.clone(), Arc::new(e));
                 }
                 ExporterSpec::File(c) => {
                     let e = FileExporter::start(c.clone()).await.map_err(failed)?;
-                    let m = e.metrics();
-                    metrics.insert(id.clone(), m.clone());
-                    let on = c.sending_queue.overflow() == Overflow::Backpressure;
-                    let e = Exporter::new(id, Backpressure::new(e, m, on));
+                    metrics.insert(id.clone(), e.metrics());
+                    let e = Exporter::new(id, e);
                     out.chunks.insert(id.clone(), Arc::new(e));
                 }
                 ExporterSpec::Kafka(c) => {

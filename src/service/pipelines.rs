@@ -9,7 +9,7 @@ use super::components::{
 use super::error::ServiceError;
 use super::exporters::Exporters;
 use super::extensions::RunningStore;
-use super::stop::spawn_ticker;
+use super::stop::waiter;
 use profilink_processor::{
     Budget, Fanout, LinkingConfig, Pipeline, ServiceCounters, TracesPipeline, span_threads,
 };
@@ -174,29 +174,9 @@ pub fn build_pipelines(
         })
         .collect();
 
-    let mut tickers = Vec::new();
-    for p in profiles.values().filter(|p| p.join_metrics().is_some()) {
-        let p = p.clone();
-        tickers.push(spawn_ticker(
-            profilink_processor::JOIN_TICK,
-            stop,
-            move || {
-                let p = p.clone();
-                async move { p.tick().await }
-            },
-        ));
-    }
-    for p in traces.values().filter(|p| p.waits()) {
-        let p = p.clone();
-        tickers.push(spawn_ticker(
-            profilink_processor::TRACES_TICK,
-            stop,
-            move || {
-                let p = p.clone();
-                async move { p.release(false).await }
-            },
-        ));
-    }
+    let profile_list: Vec<_> = profiles.values().cloned().collect();
+    let traces_list: Vec<_> = traces.values().cloned().collect();
+    let tickers = profilink_processor::start_timers(&profile_list, &traces_list, || waiter(stop));
     Ok(Pipelines {
         profiles,
         traces,

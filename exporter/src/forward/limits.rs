@@ -3,7 +3,7 @@
 //! limits to one project id, `key` limits to one public key.
 
 use crate::http::rate_limits::{parse_rate_limits, parse_retry_after};
-use profilink_receiver::UpstreamLimit;
+use profilink_consumer::UpstreamLimit;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 

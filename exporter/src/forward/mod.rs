@@ -28,7 +28,7 @@ use crate::retry::Backoff;
 pub use config::{ForwardConfig, ForwardQueueConfig, ForwardTlsConfig};
 use limits::UpstreamLimits;
 pub use metrics::ForwardMetrics;
-use profilink_receiver::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};
+use profilink_consumer::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};
 use queue::{ForwardQueue, PushError};
 use send::Outcome;
 use std::collections::{HashMap, HashSet};

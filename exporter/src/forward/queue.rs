@@ -10,7 +10,7 @@
 use super::config::ForwardQueueConfig;
 use crate::queue::segment::{RecordRef, SegmentLog};
 use bytes::Bytes;
-use profilink_receiver::ForwardRequest;
+use profilink_consumer::ForwardRequest;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;

@@ -1,7 +1,7 @@
 //! One attempt to pass a queued request on, and what its answer means.
 
 use super::limits::UpstreamLimits;
-use profilink_receiver::ForwardRequest;
+use profilink_consumer::ForwardRequest;
 use std::time::{Duration, Instant, SystemTime};
 
 /// What to do with a request after one attempt.

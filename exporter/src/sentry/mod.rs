@@ -265,6 +265,8 @@ pub struct SentryExporter {
     engine: Option<Engine<SentrySink>>,
     sink: Arc<SentrySink>,
     metrics: Arc<ExporterMetrics>,
+    /// `sending_queue.overflow: backpressure`: refuse requests up front near full.
+    backpressure: bool,
     report_stop: watch::Sender<bool>,
     report_task: Option<JoinHandle<()>>,
 }
@@ -354,6 +356,7 @@ impl SentryExporter {
             engine: Some(engine),
             sink,
             metrics,
+            backpressure: cfg.sending_queue.overflow() == crate::Overflow::Backpressure,
             report_stop,
             report_task: Some(report_task),
         })
@@ -379,6 +382,13 @@ impl SentryExporter {
     /// The counters.
     pub fn metrics(&self) -> Arc<ExporterMetrics> {
         self.metrics.clone()
+    }
+
+    /// True while requests should be refused before they are read: with
+    /// `sending_queue.overflow: backpressure`, once the durable queue is within its headroom of
+    /// full ([`QUEUE_HEADROOM`](crate::QUEUE_HEADROOM)).
+    pub fn is_full(&self) -> bool {
+        self.backpressure && crate::contract::within_headroom(&self.metrics)
     }
 
     /// Flushes open sessions into the queue, sends what it can before `deadline` (in-flight

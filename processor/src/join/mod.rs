@@ -18,9 +18,9 @@ pub(crate) mod writer;
 
 use buffer::{JoinBuffer, JoinConfig, JoinCounts, Release};
 use log::JoinLog;
+use profilink_consumer::ConsumeError;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::ProfileChunk;
-use profilink_receiver::ConsumeError;
 use profilink_translator::SpanInterval;
 use std::collections::VecDeque;
 use std::path::Path;

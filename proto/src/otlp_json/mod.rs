@@ -1,4 +1,10 @@
-//! OTLP/JSON codec for the OTLP profiles messages (proto 1.10, `v1development`).
+//! OTLP/JSON codec for the OTLP profiles messages (proto 1.10, `v1development`), and for the
+//! OTLP traces messages ([`decode_traces_request`] and the other `*_traces_*` functions).
+//!
+//! Rooms by signal: `profiles/` and `traces/` hold each signal's messages (their readers and
+//! writers); what every signal shares sits beside them: the pull parser (`parser/`), exact
+//! numbers (`numbers`), `bytes` and ids (`bytes`), the shared message shapes (`shape`), and the
+//! readers and writers of the common messages and scalars (`decode`, `encode`).
 //!
 //! [OTLP/JSON] is the proto3 JSON mapping with OTLP's exceptions. This codec reads and writes it
 //! directly (no `serde` derive on the prost types — the `with-serde` feature of
@@ -65,16 +71,20 @@ mod decode;
 mod encode;
 mod numbers;
 mod parser;
+mod profiles;
 mod shape;
 mod traces;
 
 pub use parser::MAX_ANY_VALUE_DEPTH;
+pub use profiles::{
+    decode_profiles_data, decode_request, decode_response, encode_profiles_data, encode_request,
+    encode_response,
+};
 pub use traces::{
     decode_traces_data, decode_traces_request, decode_traces_response, encode_traces_data,
     encode_traces_request, encode_traces_response,
 };
 
-use crate::otlp::{ExportProfilesServiceRequest, ExportProfilesServiceResponse, ProfilesData};
 use thiserror::Error;
 
 /// An OTLP/JSON payload that could not be decoded.
@@ -87,45 +97,6 @@ pub struct OtlpJsonError {
     pub path: String,
     /// What is wrong with it.
     pub message: String,
-}
-
-/// Decodes an OTLP/JSON `ExportProfilesServiceRequest` (the OTLP/HTTP request body).
-pub fn decode_request(bytes: &[u8]) -> Result<ExportProfilesServiceRequest, OtlpJsonError> {
-    let (resource_profiles, dictionary) = decode::profiles_data(bytes)?;
-    Ok(ExportProfilesServiceRequest {
-        resource_profiles,
-        dictionary,
-    })
-}
-
-/// Encodes an `ExportProfilesServiceRequest` as OTLP/JSON.
-pub fn encode_request(req: &ExportProfilesServiceRequest) -> Vec<u8> {
-    encode::profiles_data(&req.resource_profiles, req.dictionary.as_ref())
-}
-
-/// Decodes an OTLP/JSON `ProfilesData` (same fields as the export request).
-pub fn decode_profiles_data(bytes: &[u8]) -> Result<ProfilesData, OtlpJsonError> {
-    let (resource_profiles, dictionary) = decode::profiles_data(bytes)?;
-    Ok(ProfilesData {
-        resource_profiles,
-        dictionary,
-    })
-}
-
-/// Encodes a `ProfilesData` as OTLP/JSON.
-pub fn encode_profiles_data(data: &ProfilesData) -> Vec<u8> {
-    encode::profiles_data(&data.resource_profiles, data.dictionary.as_ref())
-}
-
-/// Decodes an OTLP/JSON `ExportProfilesServiceResponse`.
-pub fn decode_response(bytes: &[u8]) -> Result<ExportProfilesServiceResponse, OtlpJsonError> {
-    decode::response(bytes)
-}
-
-/// Encodes an `ExportProfilesServiceResponse` as OTLP/JSON; a full success (no
-/// `partial_success`) is `{}`.
-pub fn encode_response(resp: &ExportProfilesServiceResponse) -> Vec<u8> {
-    encode::response(resp)
 }
 
 /// Quotes `text` for an error message, shortened to about 40 bytes.

@@ -8,14 +8,15 @@ use profilink_proto::otlp::{
 };
 use profilink_receiver::Batch;
 use profilink_receiver::{
-    ChannelConsumer, OtlpGrpcConfig, OtlpHttpConfig, Payload, SentryBatch, SentryReceiverConfig,
-    ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry,
+    ChannelConsumer, OtlpGrpcConfig, OtlpHttpConfig, Payload, ReceiverError, SentryBatch,
+    SentryReceiverConfig, ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry,
 };
 pub use profilink_receiver::{ReceiverKind, Transport};
 use prost::Message;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -118,29 +119,33 @@ impl Running {
     }
 }
 
-fn parts(
-    capacity: usize,
-    traces: bool,
-) -> (
-    Arc<ChannelConsumer>,
-    mpsc::Receiver<Batch>,
-    Arc<Stats>,
-    oneshot::Sender<()>,
-    impl Future<Output = ()> + Send + 'static,
-) {
+/// What a test server's shutdown waits for.
+type Shutdown = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Starts a server with `serve`, on a channel consumer of `capacity` that takes traces when
+/// `traces` is true.
+async fn start<F, Fut>(capacity: usize, traces: bool, serve: F) -> Running
+where
+    F: FnOnce(Arc<ChannelConsumer>, Arc<Stats>, Shutdown) -> Fut,
+    Fut: Future<Output = Result<ServerHandle, ReceiverError>>,
+{
     let (consumer, batches) = ChannelConsumer::new(capacity);
-    let consumer = consumer.with_traces(traces);
+    let consumer = Arc::new(consumer.with_traces(traces));
+    let stats = Arc::new(Stats::default());
     let (stop, stopped) = oneshot::channel::<()>();
-    let shutdown = async move {
+    let shutdown = Box::pin(async move {
         let _ = stopped.await;
-    };
-    (
-        Arc::new(consumer),
+    });
+    let handle = serve(consumer, Arc::clone(&stats), shutdown)
+        .await
+        .expect("the server starts");
+    Running {
+        addr: handle.local_addr(),
         batches,
-        Arc::new(Stats::default()),
-        stop,
-        shutdown,
-    )
+        stats,
+        stop: Some(stop),
+        handle: Some(handle),
+    }
 }
 
 pub async fn start_grpc(config: OtlpGrpcConfig, capacity: usize) -> Running {
@@ -149,21 +154,14 @@ pub async fn start_grpc(config: OtlpGrpcConfig, capacity: usize) -> Running {
 
 /// A gRPC server whose consumer takes traces when `traces` is true.
 pub async fn start_grpc_with(config: OtlpGrpcConfig, capacity: usize, traces: bool) -> Running {
-    let (consumer, batches, stats, stop, shutdown) = parts(capacity, traces);
     let config = OtlpGrpcConfig {
         endpoint: "127.0.0.1:0".into(),
         ..config
     };
-    let handle = serve_otlp_grpc(&config, consumer, Arc::clone(&stats), shutdown)
-        .await
-        .expect("gRPC server starts");
-    Running {
-        addr: handle.local_addr(),
-        batches,
-        stats,
-        stop: Some(stop),
-        handle: Some(handle),
-    }
+    start(capacity, traces, async |consumer, stats, shutdown| {
+        serve_otlp_grpc(&config, consumer, stats, shutdown).await
+    })
+    .await
 }
 
 pub async fn start_http(config: OtlpHttpConfig, capacity: usize) -> Running {
@@ -172,39 +170,43 @@ pub async fn start_http(config: OtlpHttpConfig, capacity: usize) -> Running {
 
 /// An HTTP server whose consumer takes traces when `traces` is true.
 pub async fn start_http_with(config: OtlpHttpConfig, capacity: usize, traces: bool) -> Running {
-    let (consumer, batches, stats, stop, shutdown) = parts(capacity, traces);
     let config = OtlpHttpConfig {
         endpoint: "127.0.0.1:0".into(),
         ..config
     };
-    let handle = serve_otlp_http(&config, consumer, Arc::clone(&stats), shutdown)
-        .await
-        .expect("HTTP server starts");
-    Running {
-        addr: handle.local_addr(),
-        batches,
-        stats,
-        stop: Some(stop),
-        handle: Some(handle),
-    }
+    start(capacity, traces, async |consumer, stats, shutdown| {
+        serve_otlp_http(&config, consumer, stats, shutdown).await
+    })
+    .await
 }
 
 pub async fn start_sentry(config: SentryReceiverConfig, capacity: usize) -> Running {
-    let (consumer, batches, stats, stop, shutdown) = parts(capacity, false);
     let config = SentryReceiverConfig {
         endpoint: "127.0.0.1:0".into(),
         ..config
     };
-    let handle = serve_sentry(&config, consumer, Arc::clone(&stats), shutdown)
-        .await
-        .expect("Sentry server starts");
-    Running {
-        addr: handle.local_addr(),
-        batches,
-        stats,
-        stop: Some(stop),
-        handle: Some(handle),
+    start(capacity, false, async |consumer, stats, shutdown| {
+        serve_sentry(&config, consumer, stats, shutdown).await
+    })
+    .await
+}
+
+/// POSTs `body` to `url` as `content_type`, with `Content-Encoding: encoding` when given.
+pub async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    content_type: &str,
+    encoding: Option<&str>,
+    body: Vec<u8>,
+) -> reqwest::Response {
+    let mut request = client
+        .post(url)
+        .header("content-type", content_type)
+        .body(body);
+    if let Some(e) = encoding {
+        request = request.header("content-encoding", e);
     }
+    request.send().await.expect("request sent")
 }
 
 /// The OTLP data of a batch.

@@ -13,23 +13,6 @@ fn url(server: &Running) -> String {
     format!("http://{}/v1development/profiles", server.addr)
 }
 
-async fn post(
-    client: &reqwest::Client,
-    url: &str,
-    content_type: &str,
-    encoding: Option<&str>,
-    body: Vec<u8>,
-) -> reqwest::Response {
-    let mut request = client
-        .post(url)
-        .header("content-type", content_type)
-        .body(body);
-    if let Some(e) = encoding {
-        request = request.header("content-encoding", e);
-    }
-    request.send().await.expect("request sent")
-}
-
 fn encode(encoding: Option<&str>, body: &[u8]) -> Vec<u8> {
     match encoding {
         None | Some("identity") => body.to_vec(),

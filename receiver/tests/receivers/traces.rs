@@ -239,23 +239,6 @@ fn traces_url(server: &Running) -> String {
     format!("http://{}/v1/traces", server.addr)
 }
 
-async fn post(
-    client: &reqwest::Client,
-    url: &str,
-    content_type: &str,
-    encoding: Option<&str>,
-    body: Vec<u8>,
-) -> reqwest::Response {
-    let mut request = client
-        .post(url)
-        .header("content-type", content_type)
-        .body(body);
-    if let Some(e) = encoding {
-        request = request.header("content-encoding", e);
-    }
-    request.send().await.expect("request sent")
-}
-
 #[tokio::test]
 async fn http_traces_in_protobuf_and_json() {
     let mut server = start_http_with(OtlpHttpConfig::default(), 16, true).await;

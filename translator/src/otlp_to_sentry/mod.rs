@@ -204,7 +204,9 @@ pub use options::{
     SparseThreadGrouping, SparseThreadPolicy,
 };
 pub use restore_hook::CHUNK_ID_KEY;
-pub use session::{IDENTITY_KEYS, PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
+pub use session::{
+    IDENTITY_KEYS, PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id, resource_profiler_id,
+};
 pub use strict::blocking_error;
 
 /// The result of [`to_chunks`].

@@ -28,7 +28,8 @@
 //! reused pid gets a new session when the producer reports it.
 
 use super::ids::{first16, uuid_v4_hex};
-use crate::dictionary::{Attr, AttrValue};
+use crate::dictionary::{Attr, AttrValue, Dictionary};
+use profilink_proto::otlp::{ProfilesDictionary, ResourceProfiles};
 use profilink_proto::sentry::parse_sentry_id;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -165,6 +166,22 @@ pub fn derive_profiler_id(identity: &ProcessIdentity) -> String {
         h.update(v.as_bytes());
     }
     uuid_v4_hex(first16(&h.finalize()))
+}
+
+/// The profiler id of a `ResourceProfiles` from its resource's attributes alone (what a
+/// sampler or a Kafka exporter keys a profiler session by, without translating its samples).
+/// Attributes that cannot be read count as absent.
+pub fn resource_profiler_id(
+    dictionary: Option<&ProfilesDictionary>,
+    resource_profiles: &ResourceProfiles,
+) -> String {
+    let dict = Dictionary::new(dictionary);
+    let attrs = resource_profiles
+        .resource
+        .as_ref()
+        .and_then(|r| dict.key_values(&r.attributes).ok())
+        .unwrap_or_default();
+    derive_profiler_id(&ProcessIdentity::from_attributes(&attrs, &[]))
 }
 
 #[cfg(test)]

@@ -1,0 +1,168 @@
+//! The hand-off from receivers to the pipeline: the [`Consumer`] trait a receiver offers every
+//! accepted [`Batch`] to, why a consumer refuses one ([`ConsumeError`]), and
+//! [`ChannelConsumer`], a bounded-channel consumer that never waits.
+
+use crate::batch::Batch;
+use std::future::Future;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::mpsc;
+
+/// Why a [`Consumer`] did not take a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConsumeError {
+    /// No room now; the client should retry after `retry_after`. Receivers answer gRPC
+    /// `UNAVAILABLE` with `RetryInfo`, HTTP 503 with `Retry-After` (OTLP and Sentry, as Relay).
+    #[error("pipeline is full, retry after {retry_after:?}")]
+    Full {
+        /// How long the client should wait.
+        retry_after: Duration,
+    },
+    /// The data is refused for good; retrying will not help (gRPC `INVALID_ARGUMENT`, HTTP 400).
+    #[error("rejected: {0}")]
+    Rejected(String),
+    /// The pipeline failed (e.g. the queue could not persist); the client may retry (gRPC
+    /// `UNAVAILABLE` without `RetryInfo`, HTTP 503).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The pipeline behind the receivers.
+///
+/// A receiver answers success only after [`Consumer::consume`] returned `Ok`; a durable queue
+/// persists the batch before it returns.
+pub trait Consumer: Send + Sync + 'static {
+    /// Takes one batch. Should not wait for room: return [`ConsumeError::Full`] instead, so the
+    /// receiver can push back on the client.
+    fn consume(&self, batch: Batch) -> impl Future<Output = Result<(), ConsumeError>> + Send;
+
+    /// A cheap check run before a request body is read. Returning an error (typically
+    /// [`ConsumeError::Full`]) refuses the request without reading or decoding it, so an
+    /// overloaded pipeline costs the receivers no memory. The default accepts.
+    fn check_ready(&self) -> Result<(), ConsumeError> {
+        Ok(())
+    }
+
+    /// Whether this consumer takes OTLP traces ([`Payload::Traces`](crate::Payload::Traces)). When false (the default),
+    /// the receivers refuse traces as the Collector does for a receiver no traces pipeline
+    /// uses: gRPC `UNIMPLEMENTED` for `TraceService/Export`, HTTP 404 for `/v1/traces`, before
+    /// authentication and without reading the body.
+    fn accepts_traces(&self) -> bool {
+        false
+    }
+}
+
+/// A [`Consumer`] that puts batches into a bounded tokio channel with `try_send`: a full
+/// channel is [`ConsumeError::Full`], a closed one [`ConsumeError::Internal`].
+///
+/// It takes traces only when built [`with_traces`](ChannelConsumer::with_traces)`(true)`.
+#[derive(Debug, Clone)]
+pub struct ChannelConsumer {
+    sender: mpsc::Sender<Batch>,
+    retry_after: Duration,
+    traces: bool,
+}
+
+/// The default `retry_after` of [`ChannelConsumer`].
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+impl ChannelConsumer {
+    /// A consumer over a new channel of `capacity` batches (at least 1), and the channel's
+    /// receiving end for the pipeline.
+    pub fn new(capacity: usize) -> (Self, mpsc::Receiver<Batch>) {
+        let (sender, receiver) = mpsc::channel(capacity.max(1));
+        (
+            ChannelConsumer {
+                sender,
+                retry_after: DEFAULT_RETRY_AFTER,
+                traces: false,
+            },
+            receiver,
+        )
+    }
+
+    /// Sets the delay clients are asked to wait when the channel is full.
+    #[must_use]
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
+        self.retry_after = retry_after;
+        self
+    }
+
+    /// Sets whether the consumer takes OTLP traces ([`Consumer::accepts_traces`]); default
+    /// false.
+    #[must_use]
+    pub fn with_traces(mut self, accept: bool) -> Self {
+        self.traces = accept;
+        self
+    }
+}
+
+impl Consumer for ChannelConsumer {
+    fn consume(&self, batch: Batch) -> impl Future<Output = Result<(), ConsumeError>> + Send {
+        let result = match self.sender.try_send(batch) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(ConsumeError::Full {
+                retry_after: self.retry_after,
+            }),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                Err(ConsumeError::Internal("the pipeline is closed".into()))
+            }
+        };
+        std::future::ready(result)
+    }
+
+    fn check_ready(&self) -> Result<(), ConsumeError> {
+        if self.sender.is_closed() {
+            Err(ConsumeError::Internal("the pipeline is closed".into()))
+        } else if self.sender.capacity() == 0 {
+            Err(ConsumeError::Full {
+                retry_after: self.retry_after,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn accepts_traces(&self) -> bool {
+        self.traces
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{Payload, ReceiverKind, Transport};
+    use profilink_proto::otlp::ProfilesData;
+
+    fn batch() -> Batch {
+        Batch {
+            receiver: ReceiverKind::Otlp,
+            transport: Transport::Grpc,
+            payload: Payload::Otlp(ProfilesData::default()),
+            samples: 0,
+            profiles: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn channel_consumer_pushes_back_when_full() {
+        let (c, mut rx) = ChannelConsumer::new(1);
+        assert!(c.check_ready().is_ok());
+        c.consume(batch()).await.unwrap();
+        assert!(matches!(c.check_ready(), Err(ConsumeError::Full { .. })));
+        assert_eq!(
+            c.consume(batch()).await,
+            Err(ConsumeError::Full {
+                retry_after: DEFAULT_RETRY_AFTER
+            })
+        );
+        assert!(rx.recv().await.is_some());
+        c.consume(batch()).await.unwrap();
+        drop(rx);
+        assert!(matches!(
+            c.consume(batch()).await,
+            Err(ConsumeError::Internal(_))
+        ));
+        assert!(matches!(c.check_ready(), Err(ConsumeError::Internal(_))));
+    }
+}

@@ -1,0 +1,111 @@
+//! How each exporter meets the pipeline's contract ([`Export`] of `profilink-consumer`): which
+//! data it takes and its own rule for refusing requests before they are read ([`Export::is_full`]).
+//!
+//! * [`SentryExporter`], [`FileExporter`]: chunks. With `sending_queue.overflow: backpressure`
+//!   (the default), full once less than [`QUEUE_HEADROOM`] (or a tenth of the capacity, whichever
+//!   is smaller) of the durable queue is left, so requests are refused before they are read
+//!   rather than after they were decoded and translated.
+//! * [`OtlpExporter`]: OTLP profiles requests (its sending queue answers `Full` itself).
+//! * [`TracesExporter`]: OTLP traces requests; full within a tenth of its in-memory queue.
+
+use crate::metrics::ExporterMetrics;
+use crate::{FileExporter, OtlpExporter, SentryExporter, TracesExporter};
+use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
+use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportTraceServiceRequest};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Room kept free in a durable chunk queue: requests are refused up front once less than this
+/// (or a tenth of the capacity, whichever is smaller) is left.
+pub const QUEUE_HEADROOM: u64 = 16 << 20;
+
+/// Whether a durable chunk queue whose gauges are `metrics` is within its headroom of full
+/// (see [`QUEUE_HEADROOM`]). A queue of unknown capacity is never full.
+pub(crate) fn within_headroom(metrics: &ExporterMetrics) -> bool {
+    let cap = metrics.queue_capacity_bytes.load(Ordering::Relaxed);
+    let headroom = (cap / 10).min(QUEUE_HEADROOM);
+    cap > 0 && metrics.queue_size_bytes.load(Ordering::Relaxed) + headroom >= cap
+}
+
+impl Export<Vec<ExportChunk>> for SentryExporter {
+    fn export(&self, data: Vec<ExportChunk>) -> BoxFuture<'_, Result<(), ExportError>> {
+        Box::pin(SentryExporter::export(self, data))
+    }
+
+    fn is_full(&self) -> bool {
+        SentryExporter::is_full(self)
+    }
+
+    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(SentryExporter::shutdown(*self, deadline))
+    }
+}
+
+impl Export<Vec<ExportChunk>> for FileExporter {
+    fn export(&self, data: Vec<ExportChunk>) -> BoxFuture<'_, Result<(), ExportError>> {
+        Box::pin(FileExporter::export(self, data))
+    }
+
+    fn is_full(&self) -> bool {
+        FileExporter::is_full(self)
+    }
+
+    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(FileExporter::shutdown(*self, deadline))
+    }
+}
+
+impl Export<ExportProfilesServiceRequest> for OtlpExporter {
+    fn export(&self, data: ExportProfilesServiceRequest) -> BoxFuture<'_, Result<(), ExportError>> {
+        Box::pin(OtlpExporter::export(self, data))
+    }
+
+    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(OtlpExporter::shutdown(*self, deadline))
+    }
+}
+
+impl Export<ExportTraceServiceRequest> for TracesExporter {
+    fn export(&self, data: ExportTraceServiceRequest) -> BoxFuture<'_, Result<(), ExportError>> {
+        Box::pin(TracesExporter::export(self, data))
+    }
+
+    fn is_full(&self) -> bool {
+        let m = self.metrics();
+        let cap = m.queue_capacity_bytes.load(Ordering::Relaxed);
+        cap > 0 && m.queue_bytes.load(Ordering::Relaxed) + cap / 10 >= cap
+    }
+
+    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(TracesExporter::shutdown(*self, deadline))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_within_the_headroom() {
+        let m = ExporterMetrics::default();
+        let cap = 1000u64 << 20;
+        m.queue_capacity_bytes.store(cap, Ordering::Relaxed);
+        // The headroom is the smaller of a tenth of the capacity and QUEUE_HEADROOM.
+        m.queue_size_bytes
+            .store(cap - QUEUE_HEADROOM - 1, Ordering::Relaxed);
+        assert!(!within_headroom(&m));
+        m.queue_size_bytes
+            .store(cap - QUEUE_HEADROOM, Ordering::Relaxed);
+        assert!(within_headroom(&m));
+        let small = 100u64 << 20;
+        m.queue_capacity_bytes.store(small, Ordering::Relaxed);
+        m.queue_size_bytes
+            .store(small - small / 10 - 1, Ordering::Relaxed);
+        assert!(!within_headroom(&m), "a tenth of a small queue");
+        m.queue_size_bytes
+            .store(small - small / 10, Ordering::Relaxed);
+        assert!(within_headroom(&m));
+        m.queue_capacity_bytes.store(0, Ordering::Relaxed);
+        assert!(!within_headroom(&m), "no capacity known: not full");
+    }
+}
