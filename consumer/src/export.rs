@@ -43,7 +43,7 @@ pub struct ExportChunk {
     pub resource: BTreeMap<String, String>,
     /// Thread ids of the chunk that spans may reference (a sample of theirs carries a trace
     /// link, or the chunk came from an SDK): the exporter never groups them when it merges
-    /// chunks (see [`SparseThreads`]). Kept in the durable queue with the chunk, so a replay
+    /// chunks (see the exporter's `SparseThreads`). Kept in the durable queue with the chunk, so a replay
     /// after a crash groups exactly as the first run did.
     pub linked_threads: Vec<CompactString>,
 }

@@ -16,6 +16,8 @@
 //! * [`Upstream`]: where the Sentry receiver passes SDK requests on ([`ForwardRequest`]) and
 //!   learns the upstream's rate limits ([`UpstreamLimit`]).
 //! * [`ChunkObserver`]: sees every merged chunk an exporter queued (the profile store).
+//! * [`telemetry`]: how a stage's counters show at `/metrics` ([`telemetry::Render`]), with
+//!   no exposition format named.
 
 #![warn(missing_docs)]
 
@@ -23,6 +25,7 @@ mod batch;
 mod consume;
 mod export;
 mod observer;
+pub mod telemetry;
 mod upstream;
 
 pub use batch::{Batch, Payload, ReceiverKind, SentryBatch, Transport, trace_span_count};

@@ -59,6 +59,7 @@ mod queue_config;
 mod retry;
 mod send_queue;
 mod sentry;
+pub mod telemetry;
 mod traces;
 
 use std::time::Duration;

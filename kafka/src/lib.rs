@@ -24,6 +24,7 @@ pub mod keying;
 pub mod metrics;
 pub mod receiver;
 pub mod record;
+pub mod telemetry;
 #[doc(hidden)]
 pub mod testing;
 

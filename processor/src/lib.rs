@@ -42,6 +42,7 @@ mod sampling;
 mod spec;
 mod store;
 mod symbolize;
+pub mod telemetry;
 mod timers;
 mod traces;
 mod translation;

@@ -106,6 +106,7 @@ pub mod sample_records;
 mod sentry;
 mod server;
 mod stats;
+pub mod telemetry;
 mod upstream;
 
 pub use batch::{

@@ -38,6 +38,7 @@ mod scan;
 mod sources;
 mod symbolizer;
 mod symbols;
+pub mod telemetry;
 
 pub use config::{DebuginfodConfig, SourceKind, SymbolizerConfig};
 pub use metrics::{Outcome, SymbolizerMetrics};

@@ -3,7 +3,7 @@
 //! and `profilink_build_info`. CPU time and RSS are read from Linux's `/proc/self`; elsewhere
 //! those families are left out.
 
-use super::text::{Render, Text};
+use profilink_consumer::telemetry::{Render, Text};
 use std::sync::OnceLock;
 use std::time::Instant;
 

@@ -1,12 +1,24 @@
-//! `profilink_symbolizer_*`: the `symbolize` processors of profiles pipelines.
+//! The `symbolize` processors' metric families, read from their [`SymbolizerMetrics`]:
+//! `profilink_symbolizer_*`, by pipeline. The service's registry serves them at `/metrics`.
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `profilink_symbolizer_frames_total` | counter | `pipeline`, `outcome` | native locations seen by a `symbolize` processor: `symbolized`, `no_debug_info`, `build_id_mismatch`, `fetch_failed`, `timeout`, `not_native` |
+//! | `profilink_symbolizer_cache_{hits,misses}_total` | counter | `pipeline` | address lookups answered from the (build id, address) cache / from the debug information |
+//! | `profilink_symbolizer_debuginfod_fetches_total` | counter | `pipeline`, `result` | debuginfod lookups: `ok`, `not_found`, `error` |
+//! | `profilink_symbolizer_debuginfod_bytes_total` | counter | `pipeline` | bytes of debug files downloaded |
 
-use super::text::{Render, Text};
-use profilink_symbolizer::{Outcome, SymbolizerMetrics};
+use crate::{Outcome, SymbolizerMetrics};
+use profilink_consumer::telemetry::{Render, Text};
 use std::sync::Arc;
 
-impl Render for Vec<(String, Arc<SymbolizerMetrics>)> {
+/// The `symbolize` processors of profiles pipelines, by pipeline (none, no families).
+pub struct Symbolizers<'a>(pub &'a [(String, Arc<SymbolizerMetrics>)]);
+
+impl Render for Symbolizers<'_> {
     fn render(&self, f: &mut Text<'_>) {
-        if self.is_empty() {
+        let symbolizers = self.0;
+        if symbolizers.is_empty() {
             return;
         }
         let name = "profilink_symbolizer_frames_total";
@@ -15,7 +27,7 @@ impl Render for Vec<(String, Arc<SymbolizerMetrics>)> {
             "counter",
             "Native locations seen by a symbolize processor, by outcome.",
         );
-        for (p, m) in self {
+        for (p, m) in symbolizers {
             for o in Outcome::ALL {
                 f.sample(
                     name,
@@ -30,7 +42,7 @@ impl Render for Vec<(String, Arc<SymbolizerMetrics>)> {
             "counter",
             "debuginfod lookups of a symbolize processor, by result.",
         );
-        for (p, m) in self {
+        for (p, m) in symbolizers {
             for (result, c) in [
                 ("ok", &m.debuginfod_fetches_ok),
                 ("not_found", &m.debuginfod_fetches_not_found),
@@ -46,7 +58,7 @@ impl Render for Vec<(String, Arc<SymbolizerMetrics>)> {
         f.per_entry(
             "counter",
             "pipeline",
-            self,
+            symbolizers,
             &[
                 (
                     "profilink_symbolizer_cache_hits_total",

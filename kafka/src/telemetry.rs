@@ -1,17 +1,32 @@
-//! The `kafka` receivers' own counters: the Collector's `kafka_receiver_*` families (served
-//! as `otelcol_kafka_receiver_*`, as a Collector's scrape shows them) and profilink's
-//! `profilink_kafka_receiver_*`.
+//! The `kafka` receivers' own metric families, read from their [`KafkaReceiverMetrics`]: the
+//! Collector's `kafka_receiver_*` families (served as `otelcol_kafka_receiver_*`, as a
+//! Collector's scrape shows them) and profilink's `profilink_kafka_receiver_*`. What a kafka
+//! receiver accepts and refuses is counted in the receivers' families
+//! (`profilink_receiver::telemetry`); the service's registry serves both at `/metrics`.
+//!
+//! | metric | type | labels | meaning |
+//! |---|---|---|---|
+//! | `otelcol_kafka_receiver_{messages,bytes}_total` | counter | `receiver`, `topic`, `partition` | messages and payload bytes received |
+//! | `otelcol_kafka_receiver_current_offset` | gauge | `receiver`, `topic`, `partition` | offset of the last message received |
+//! | `otelcol_kafka_receiver_offset_lag` | gauge | `receiver`, `topic`, `partition` | messages behind the high watermark (-1 until known) |
+//! | `profilink_kafka_receiver_committed_offset` | gauge | `receiver`, `topic`, `partition` | the last offset this member committed (-1 before a commit) |
+//! | `otelcol_kafka_receiver_partition_{start,close}_total` | counter | `receiver` | partitions assigned / revoked |
+//! | `otelcol_kafka_receiver_unmarshal_failed_{profiles,spans}_total` | counter | `receiver` | messages whose version header or payload did not decode |
+//! | `profilink_kafka_receiver_{rebalances,commit_failures,skipped_messages,pauses,released_messages}_total` | counter | `receiver` | rebalances, failed commits, messages skipped for good, pauses of a full or failing pipeline, messages left uncommitted for the partition's next owner |
 
-use super::text::{Render, Text};
-use profilink_kafka::KafkaReceiverMetrics;
+use crate::{KafkaReceiverMetrics, PartitionMetrics};
+use profilink_consumer::telemetry::{Render, Text};
 use std::sync::Arc;
 
-impl Render for Vec<(String, Arc<KafkaReceiverMetrics>)> {
+/// The `kafka` receivers' own counters, by receiver id (none, no families).
+pub struct KafkaReceivers<'a>(pub &'a [(String, Arc<KafkaReceiverMetrics>)]);
+
+impl Render for KafkaReceivers<'_> {
     fn render(&self, f: &mut Text<'_>) {
-        if self.is_empty() {
+        if self.0.is_empty() {
             return;
         }
-        type PartField = fn(&profilink_kafka::PartitionMetrics) -> f64;
+        type PartField = fn(&PartitionMetrics) -> f64;
         let per_partition: [(&str, &str, &str, PartField); 5] = [
             (
                 "otelcol_kafka_receiver_messages_total",
@@ -44,7 +59,7 @@ impl Render for Vec<(String, Arc<KafkaReceiverMetrics>)> {
                 |p| p.committed_offset as f64,
             ),
         ];
-        let snapshots: Vec<_> = self.iter().map(|(id, m)| (id, m.partitions())).collect();
+        let snapshots: Vec<_> = self.0.iter().map(|(id, m)| (id, m.partitions())).collect();
         for (name, kind, help, get) in per_partition {
             f.header(name, kind, help);
             for (id, parts) in &snapshots {
@@ -65,7 +80,7 @@ impl Render for Vec<(String, Arc<KafkaReceiverMetrics>)> {
         f.per_entry(
             "counter",
             "receiver",
-            self,
+            self.0,
             &[
                 (
                     "otelcol_kafka_receiver_partition_start_total",
