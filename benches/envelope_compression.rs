@@ -12,7 +12,7 @@ use profilink_exporter::Compression;
 use profilink_exporter::testing::compress_level;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::Envelope;
-use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
 use prost::Message;
 use std::io::Write;
 
@@ -25,7 +25,7 @@ fn envelopes() -> Vec<Vec<u8>> {
         .join("tests/fixtures/otlp/ebpf-profile.pb");
     let bytes = std::fs::read(&path).expect("the eBPF fixture (tests/fixtures)");
     let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).expect("fixture decodes");
-    translate_request(&req, &Options::default())
+    request_to_chunks(&req, &ChunkOptions::default())
         .chunks
         .iter()
         .map(|c| {

@@ -1,11 +1,11 @@
 //! The service's per-request CPU path, stage by stage, on the load test's request shape.
 //!
-//! The request is what `examples/load.rs` sends: the real eBPF fixture (`ebpf-profile.pb`)
+//! The request is what `examples/load/` sends: the real eBPF fixture (`ebpf-profile.pb`)
 //! with 16 copies of its resources (distinct `service.instance.id`s, so ~100 profiler
 //! sessions of a few dozen observations each). Each stage is measured alone, per request:
 //!
 //! * `decode`: gunzip + protobuf decode (what the gRPC receiver does);
-//! * `translate`: `otlp_to_sentry::translate_request`;
+//! * `translate`: `otlp_to_sentry::request_to_chunks`;
 //! * `queue_encode`: the exporter's input-log record (`testing::encode_batch`);
 //! * `merge`: 12 consecutive 5 s rounds pushed into the [`ChunkAccumulator`] and flushed as
 //!   60 s chunks (time per request: the total / 12);
@@ -26,7 +26,7 @@ use profilink_exporter::testing::{self, ChunkAccumulator, Emitted};
 use profilink_exporter::{AccumulateConfig, Compression};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
 use prost::Message;
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -125,7 +125,7 @@ fn median_us(mut f: impl FnMut(), n: usize) -> f64 {
 
 fn bench(c: &mut Criterion) {
     let fixture = fixture();
-    let opts = Options::default();
+    let opts = ChunkOptions::default();
     let reqs: Vec<_> = (0..ROUNDS).map(|r| request(&fixture, r)).collect();
     let gz = load_request::gzip(&reqs[0].encode_to_vec());
     let observations: u64 = reqs[0]
@@ -138,7 +138,7 @@ fn bench(c: &mut Criterion) {
         .sum();
     let translated: Vec<_> = reqs
         .iter()
-        .map(|r| routed(translate_request(r, &opts).chunks))
+        .map(|r| routed(request_to_chunks(r, &opts).chunks))
         .collect();
     let rounds: Vec<_> = translated
         .iter()
@@ -158,7 +158,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("decode", |b| b.iter(|| decode(black_box(&gz))));
     g.bench_function("translate", |b| {
-        b.iter(|| translate_request(black_box(&reqs[0]), &opts))
+        b.iter(|| request_to_chunks(black_box(&reqs[0]), &opts))
     });
     g.bench_function("queue_encode", |b| {
         b.iter(|| testing::encode_batch(black_box(&translated[0])))
@@ -178,7 +178,7 @@ fn bench(c: &mut Criterion) {
         ("decode", median_us(|| drop(decode(&gz)), n)),
         (
             "translate",
-            median_us(|| drop(translate_request(&reqs[0], &opts)), n),
+            median_us(|| drop(request_to_chunks(&reqs[0], &opts)), n),
         ),
         (
             "queue_encode",

@@ -7,7 +7,7 @@
 //! ```
 
 use profilink_translator::decode_otlp;
-use profilink_translator::otlp_to_sentry::{self, Options, SparseThreadPolicy};
+use profilink_translator::otlp_to_sentry::{self, ChunkOptions, SparseThreadPolicy};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -33,15 +33,15 @@ fn main() -> ExitCode {
         }
     };
     // Drop threads Relay would drop anyway: this output goes to Sentry as it is.
-    let options = Options {
+    let options = ChunkOptions {
         sparse_thread_policy: SparseThreadPolicy::Drop,
         ..Default::default()
     };
-    // Each chunk is written as soon as it is cut (`translate_with`), so the whole output is
-    // never in memory; `translate` would return them all in `Translation::chunks`.
+    // Each chunk is written as soon as it is cut (`to_chunks_with`), so the whole output is
+    // never in memory; `to_chunks` would return them all in `ChunkTranslation::chunks`.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut write_failed = false;
-    let t = otlp_to_sentry::translate_with(
+    let t = otlp_to_sentry::to_chunks_with(
         request.dictionary.as_ref(),
         &request.resource_profiles,
         &options,

@@ -36,7 +36,7 @@
 mod ebpf_request;
 
 use profilink_proto::otlp::ExportProfilesServiceRequest;
-use profilink_translator::otlp_to_sentry::{Options, SparseThreadPolicy, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, SparseThreadPolicy, request_to_chunks};
 use prost::Message;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -205,13 +205,13 @@ fn main() -> std::process::ExitCode {
 
     // What `profilink translate --to sentry` writes (it drops sparse threads; this request has
     // none), computed once, outside the timing.
-    let options = Options {
+    let options = ChunkOptions {
         sparse_thread_policy: SparseThreadPolicy::Drop,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
     let chunks = {
         let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap_or_default();
-        translate_request(&req, &options).chunks
+        request_to_chunks(&req, &options).chunks
     };
     let samples: usize = chunks.iter().map(|c| c.profile.samples.len()).sum();
     let ndjson_len: usize = chunks.iter().map(|c| c.to_json().len() + 1).sum();

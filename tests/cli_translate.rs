@@ -209,7 +209,7 @@ fn expected_chunks(sentry: &[&str], otlp: &[&str]) -> Vec<ProfileChunk> {
             chunks.push(ProfileChunk::from_json(&item.payload).unwrap());
         }
     }
-    let options = profilink_translator::otlp_to_sentry::Options {
+    let options = profilink_translator::otlp_to_sentry::ChunkOptions {
         sparse_thread_policy: profilink_translator::otlp_to_sentry::SparseThreadPolicy::Drop,
         ..Default::default()
     };
@@ -217,7 +217,7 @@ fn expected_chunks(sentry: &[&str], otlp: &[&str]) -> Vec<ProfileChunk> {
         let bytes = std::fs::read(fixtures().join(o)).unwrap();
         let req = ExportProfilesServiceRequest::decode(bytes.as_slice()).unwrap();
         chunks
-            .extend(profilink_translator::otlp_to_sentry::translate_request(&req, &options).chunks);
+            .extend(profilink_translator::otlp_to_sentry::request_to_chunks(&req, &options).chunks);
     }
     chunks
 }

@@ -145,7 +145,7 @@ service:
             (999_999, "MainThread"),
         ],
     );
-    let expected = otlp_to_sentry::translate(
+    let expected = otlp_to_sentry::to_chunks(
         profiles.dictionary.as_ref(),
         &profiles.resource_profiles,
         &otlp_to_sentry_options(),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scale-out on one machine, to try it: N profilink replicas and nginx (nginx.conf.template
-# beside this script) on loopback, load from examples/load.rs through nginx, then what each
+# beside this script) on loopback, load from examples/load/ through nginx, then what each
 # replica took and wrote.
 #
 #   examples/scale-out/run.sh [--replicas N] [--seconds T] [--clients C] [--sessions K]

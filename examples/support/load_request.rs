@@ -1,4 +1,4 @@
-//! The load test's request shape, shared by `examples/load.rs` and `benches/request_path.rs`:
+//! The load test's request shape, shared by `examples/load/` and `benches/request_path.rs`:
 //! the real eBPF fixture with several copies of its resources (distinct
 //! `service.instance.id`s, so distinct profiler sessions), shifted in time per round.
 

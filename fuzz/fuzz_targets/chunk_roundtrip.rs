@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::validate::{has_errors, validate_chunk, validate_otlp};
 use profilink_translator::NoLinks;
-use profilink_translator::sentry_to_otlp::{Options, SentryInput, translate};
+use profilink_translator::sentry_to_otlp::{OtlpOptions, SentryInput, to_otlp};
 use profilink_translator::sentry_to_otlp::{canonical_form, restore_request};
 
 fuzz_target!(|data: &[u8]| {
@@ -19,13 +19,13 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let chunks = [chunk];
-    let t = translate(
+    let t = to_otlp(
         &SentryInput {
             chunks: &chunks,
             v1_profiles: &[],
         },
         &NoLinks,
-        &Options::default(),
+        &OtlpOptions::default(),
     );
     if !t.rejected.is_empty() {
         return;

@@ -1,5 +1,5 @@
 //! Envelope parse -> items -> chunk / V1 profile / transaction / span parse -> links ->
-//! `sentry_to_otlp::translate`, as the envelope endpoint and `profilink translate` do it.
+//! `sentry_to_otlp::to_otlp`, as the envelope endpoint and `profilink translate` do it.
 //! Also: the envelope validator, and `Envelope::to_bytes` reads back as the same items.
 #![no_main]
 
@@ -8,7 +8,7 @@ use profilink_proto::sentry::{
     Envelope, ProfileChunk, SampleProfileV1, Transaction, parse_span_item,
 };
 use profilink_proto::validate::{validate_chunk, validate_envelope};
-use profilink_translator::sentry_to_otlp::{Options, SentryInput, V1WithTransaction, translate};
+use profilink_translator::sentry_to_otlp::{OtlpOptions, SentryInput, V1WithTransaction, to_otlp};
 use profilink_translator::{TransactionLinks, span_intervals, span_item_interval};
 
 fuzz_target!(|data: &[u8]| {
@@ -73,5 +73,5 @@ fuzz_target!(|data: &[u8]| {
         chunks: &chunks,
         v1_profiles: &v1_profiles,
     };
-    let _ = translate(&input, &links, &Options::default());
+    let _ = to_otlp(&input, &links, &OtlpOptions::default());
 });

@@ -1,4 +1,4 @@
-//! OTLP protobuf request -> dictionary validation -> `otlp_to_sentry::translate_request` ->
+//! OTLP protobuf request -> dictionary validation -> `otlp_to_sentry::request_to_chunks` ->
 //! chunk JSON. Every chunk written must read back as a chunk.
 #![no_main]
 
@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::validate::{validate_dictionary, validate_otlp};
-use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
 use prost::Message;
 
 /// The translation options: the default but for a smaller expansion cap. At the default 1 M a
@@ -14,10 +14,10 @@ use prost::Message;
 /// coverage instrumentation); 46 such inputs of a 1,842-input corpus held the runs to about
 /// 110 executions/s. The scaling to the cap is the same code at any cap, and real eBPF
 /// requests carry timestamps, which the cap does not touch.
-fn options() -> Options {
-    Options {
+fn options() -> ChunkOptions {
+    ChunkOptions {
         max_expanded_samples: 1_000,
-        ..Options::default()
+        ..ChunkOptions::default()
     }
 }
 
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = validate_dictionary(req.dictionary.as_ref());
     let _ = validate_otlp(req.dictionary.as_ref(), &req.resource_profiles);
-    let t = translate_request(&req, &options());
+    let t = request_to_chunks(&req, &options());
     // At most 1000 chunks are read back (see target `otlp_structured`).
     for chunk in t.chunks.iter().take(1000) {
         let json = chunk.to_json();

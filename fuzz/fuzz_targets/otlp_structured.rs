@@ -14,7 +14,7 @@ use profilink_proto::otlp::{
 };
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::validate::validate_otlp;
-use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
 use prost::Message;
 
 /// The first entries of the string table: what the translator looks for.
@@ -335,11 +335,11 @@ fuzz_target!(|input: Input| {
     // costs seconds per input and starves the search. The scaling to the cap is the same code
     // at any cap; at 10,000 the corpus drifted to inputs at the cap, whose chunk JSON written
     // and read back took most of the time (430 executions/s, against 2,500 earlier).
-    let options = Options {
+    let options = ChunkOptions {
         max_expanded_samples: 1_000,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
-    let t = translate_request(&req, &options);
+    let t = request_to_chunks(&req, &options);
     // Up to `max_expanded_samples` observations may become as many one-sample chunks
     // (one aggregated sample spread over a window of centuries): check a bounded number, and
     // translate again only when that is cheap, so such inputs stay under the time limit.
@@ -354,6 +354,6 @@ fuzz_target!(|input: Input| {
     // The same request from its wire bytes translates the same way.
     let again = ExportProfilesServiceRequest::decode(req.encode_to_vec().as_slice())
         .expect("own encoding decodes");
-    let t2 = translate_request(&again, &options);
+    let t2 = request_to_chunks(&again, &options);
     assert_eq!(t.chunks.len(), t2.chunks.len());
 });

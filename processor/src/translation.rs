@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 /// The options the service translates OTLP with: the translator's defaults, but sparse
 /// threads are kept as they are (a thread seen once in a 5 s request is not sparse in the 60 s
 /// chunk the exporter's accumulator builds, which groups or drops what is sparse then).
-pub fn otlp_to_sentry_options() -> otlp_to_sentry::Options {
-    otlp_to_sentry::Options {
+pub fn otlp_to_sentry_options() -> otlp_to_sentry::ChunkOptions {
+    otlp_to_sentry::ChunkOptions {
         sparse_thread_grouping: SparseThreadGrouping::None,
         sparse_thread_policy: SparseThreadPolicy::Keep,
         ..Default::default()

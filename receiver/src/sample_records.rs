@@ -96,7 +96,7 @@ impl SampleRecords {
     }
 }
 
-/// Accepted and refused records of one `sample_type` (failed: always 0, see the README).
+/// Accepted and refused records of one `sample_type` (failed: always 0, see `docs/configuration.md`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordCounts {
     /// Records pushed into the pipeline.

@@ -128,7 +128,7 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
     // chunk left without threads is rejected whole, so group such threads (unless told not
     // to), drop what is still sparse here and say so. (The service does the same once its
     // accumulator has merged a minute of samples.)
-    let options = otlp_to_sentry::Options {
+    let options = otlp_to_sentry::ChunkOptions {
         sparse_thread_grouping: match args.sparse_threads {
             SparseThreads::Group => otlp_to_sentry::SparseThreadGrouping::Group,
             SparseThreads::Drop => otlp_to_sentry::SparseThreadGrouping::None,
@@ -200,7 +200,7 @@ fn write_ndjson_line(w: &mut impl Write, chunk: &ProfileChunk) -> std::io::Resul
 /// Returns the exit code and the number of chunks written.
 fn emit_chunks<E>(
     g: Gathered,
-    options: &otlp_to_sentry::Options,
+    options: &otlp_to_sentry::ChunkOptions,
     write: &mut dyn FnMut(&ProfileChunk) -> std::result::Result<(), E>,
 ) -> std::result::Result<(u8, usize), E> {
     let Gathered { otlp, sentry } = g;
@@ -229,7 +229,7 @@ fn emit_chunks<E>(
     }
     drop(chunks);
     for (name, req) in otlp {
-        let t = otlp_to_sentry::translate_with(
+        let t = otlp_to_sentry::to_chunks_with(
             req.dictionary.as_ref(),
             &req.resource_profiles,
             options,
@@ -292,7 +292,7 @@ fn to_otlp(args: &Args, g: Gathered) -> Result<u8> {
         if !g.otlp.is_empty() {
             bail!("mixing OTLP and Sentry inputs is not supported for --to otlp");
         }
-        let t = g.sentry.translate(&sentry_to_otlp::Options::default());
+        let t = g.sentry.to_otlp(&sentry_to_otlp::OtlpOptions::default());
         for r in &t.rejected {
             eprintln!("{}: rejected: {}", r.item, r.error);
             code = EXIT_REJECTED;

@@ -16,8 +16,8 @@ pub enum SourceKind {
     Debuginfod,
 }
 
-/// The `symbolize` processor's config. Every key has a default; see the README's
-/// *Symbolization* section.
+/// The `symbolize` processor's config. Every key has a default (the `symbolize` keys in
+/// `docs/configuration.md`); see the README's *Symbolization* section.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SymbolizerConfig {

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// What happened to one native location (see the README's metrics table).
+/// What happened to one native location (see the metrics table in `docs/configuration.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// Named from debug information or symbols.

@@ -610,16 +610,16 @@ pub fn assert_same_observations(want: &Observations, got: &Observations, what: &
 /// per resource; the exporters group or drop them once merged).
 pub fn expected_chunks(req: &ExportProfilesServiceRequest) -> Vec<ProfileChunk> {
     use profilink_translator::otlp_to_sentry::{
-        Options, SparseThreadGrouping, SparseThreadPolicy, translate,
+        ChunkOptions, SparseThreadGrouping, SparseThreadPolicy, to_chunks,
     };
-    let opts = Options {
+    let opts = ChunkOptions {
         sparse_thread_grouping: SparseThreadGrouping::None,
         sparse_thread_policy: SparseThreadPolicy::Keep,
         ..Default::default()
     };
     req.resource_profiles
         .iter()
-        .flat_map(|rp| translate(req.dictionary.as_ref(), std::slice::from_ref(rp), &opts).chunks)
+        .flat_map(|rp| to_chunks(req.dictionary.as_ref(), std::slice::from_ref(rp), &opts).chunks)
         .collect()
 }
 

@@ -2,7 +2,7 @@
 //! (built by `support/ebpf_request.rs`, shared with `examples/translate_whole.rs`, which times
 //! the whole `profilink translate` process on the same request).
 //!
-//! * `translate_and_serialize`: `translate_request` + `ProfileChunk::to_json` of every chunk.
+//! * `translate_and_serialize`: `request_to_chunks` + `ProfileChunk::to_json` of every chunk.
 //! * `serialize_only`: `to_json` of the already-built chunks (the floor).
 //!
 //! Before measuring, one pass of each is run under a counting global allocator and the number
@@ -19,7 +19,7 @@ use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, cr
 use mimalloc::MiMalloc;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::ProfileChunk;
-use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
 use sha2::{Digest, Sha256};
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -64,8 +64,8 @@ fn serialize_all(chunks: &[ProfileChunk]) -> usize {
     chunks.iter().map(|c| c.to_json().len()).sum()
 }
 
-fn translate_and_serialize(req: &ExportProfilesServiceRequest, opts: &Options) -> usize {
-    let t = translate_request(req, opts);
+fn translate_and_serialize(req: &ExportProfilesServiceRequest, opts: &ChunkOptions) -> usize {
+    let t = request_to_chunks(req, opts);
     serialize_all(&t.chunks)
 }
 
@@ -93,7 +93,7 @@ fn median_ms(mut v: Vec<f64>) -> f64 {
 }
 
 /// Times `ROUNDS` interleaved rounds of the three workloads and prints medians and the ratio.
-fn ratio_line(req: &ExportProfilesServiceRequest, opts: &Options, chunks: &[ProfileChunk]) {
+fn ratio_line(req: &ExportProfilesServiceRequest, opts: &ChunkOptions, chunks: &[ProfileChunk]) {
     let (mut both, mut floor, mut translate) = (Vec::new(), Vec::new(), Vec::new());
     let time = |f: &mut dyn FnMut() -> usize| {
         let start = Instant::now();
@@ -104,7 +104,7 @@ fn ratio_line(req: &ExportProfilesServiceRequest, opts: &Options, chunks: &[Prof
         both.push(time(&mut || translate_and_serialize(black_box(req), opts)));
         floor.push(time(&mut || serialize_all(black_box(chunks))));
         translate.push(time(&mut || {
-            translate_request(black_box(req), opts).chunks.len()
+            request_to_chunks(black_box(req), opts).chunks.len()
         }));
     }
     let (both, floor, translate) = (median_ms(both), median_ms(floor), median_ms(translate));
@@ -116,8 +116,8 @@ fn ratio_line(req: &ExportProfilesServiceRequest, opts: &Options, chunks: &[Prof
 
 fn bench(c: &mut Criterion) {
     let req = build_request();
-    let opts = Options::default();
-    let t = translate_request(&req, &opts);
+    let opts = ChunkOptions::default();
+    let t = request_to_chunks(&req, &opts);
     let samples = t.stats.samples_out;
     assert_eq!(samples, SAMPLES);
     let otlp_samples: usize = req
@@ -133,7 +133,7 @@ fn bench(c: &mut Criterion) {
         h.update(c.to_json());
     }
     h.update(format!("{:?}{:?}", t.links, t.stats));
-    let (translation, tr_allocs, tr_bytes) = counted(|| translate_request(&req, &opts));
+    let (translation, tr_allocs, tr_bytes) = counted(|| request_to_chunks(&req, &opts));
     drop(translation);
     eprintln!(
         "request: {} OTLP samples, {} observations, {} unique stacks; output: {} chunks, {} frames total, {:.1} MB JSON",
@@ -173,7 +173,7 @@ fn bench(c: &mut Criterion) {
         )
     });
     g.bench_function("translate_only", |b| {
-        b.iter(|| black_box(translate_request(black_box(&req), &opts).chunks.len()))
+        b.iter(|| black_box(request_to_chunks(black_box(&req), &opts).chunks.len()))
     });
     g.finish();
     if !std::env::args().any(|a| a == "--profile-time") {

@@ -3,7 +3,7 @@
 //! to JSON first.
 //!
 //! * `parse_only`: `ProfileChunk::from_json` of every chunk (the floor).
-//! * `parse_translate`: parse + `translate` to one `ExportProfilesServiceRequest` (no encode).
+//! * `parse_translate`: parse + `to_otlp` to one `ExportProfilesServiceRequest` (no encode).
 //! * `parse_translate_encode`: the same + prost encoding of the request.
 //! * `parse_translate_linked`: parse + translate with `TransactionLinks` from the fixture's
 //!   transactions (every observation does a link lookup).
@@ -14,7 +14,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use profilink_proto::sentry::{Envelope, ProfileChunk, Sample, Transaction};
-use profilink_translator::sentry_to_otlp::{Options, SentryInput, translate};
+use profilink_translator::sentry_to_otlp::{OtlpOptions, SentryInput, to_otlp};
 use profilink_translator::{NoLinks, TransactionLinks};
 use prost::Message;
 use std::hint::black_box;
@@ -91,7 +91,7 @@ fn bench(c: &mut Criterion) {
     );
     let txns = transactions();
     let links = TransactionLinks::new(&txns);
-    let options = Options::default();
+    let options = OtlpOptions::default();
     let parsed = parse(&set);
 
     let mut g = c.benchmark_group("sentry_to_otlp");
@@ -105,7 +105,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("parse_translate", |b| {
         b.iter(|| {
             let chunks = parse(black_box(&set));
-            let t = translate(
+            let t = to_otlp(
                 &SentryInput {
                     chunks: &chunks,
                     v1_profiles: &[],
@@ -119,7 +119,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("parse_translate_encode", |b| {
         b.iter(|| {
             let chunks = parse(black_box(&set));
-            let t = translate(
+            let t = to_otlp(
                 &SentryInput {
                     chunks: &chunks,
                     v1_profiles: &[],
@@ -133,7 +133,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("parse_translate_linked", |b| {
         b.iter(|| {
             let chunks = parse(black_box(&set));
-            let t = translate(
+            let t = to_otlp(
                 &SentryInput {
                     chunks: &chunks,
                     v1_profiles: &[],
@@ -146,7 +146,7 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("translate_only", |b| {
         b.iter(|| {
-            let t = translate(
+            let t = to_otlp(
                 &SentryInput {
                     chunks: black_box(&parsed),
                     v1_profiles: &[],
@@ -159,7 +159,7 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("translate_only_linked", |b| {
         b.iter(|| {
-            let t = translate(
+            let t = to_otlp(
                 &SentryInput {
                     chunks: black_box(&parsed),
                     v1_profiles: &[],

@@ -18,7 +18,7 @@
 //! ```
 //! use profilink_translator::{otlp_bytes_to_chunks, otlp_to_sentry};
 //! let request = br#"{"resourceProfiles":[]}"#;
-//! let t = otlp_bytes_to_chunks(request, &otlp_to_sentry::Options::default()).unwrap();
+//! let t = otlp_bytes_to_chunks(request, &otlp_to_sentry::ChunkOptions::default()).unwrap();
 //! assert!(t.chunks.is_empty());
 //! let error = otlp_bytes_to_chunks(b"\xff\xff", &Default::default()).unwrap_err();
 //! assert!(error.to_string().contains("not a binary OTLP profiles"));
@@ -91,14 +91,14 @@ pub fn decode_otlp(
 }
 
 /// Translates an OTLP profiles request (protobuf or OTLP/JSON, detected) into Sentry chunks
-/// ([`otlp_to_sentry::translate_request`]); profiles that cannot be translated are in the
+/// ([`otlp_to_sentry::request_to_chunks`]); profiles that cannot be translated are in the
 /// translation's `rejected`.
 pub fn otlp_bytes_to_chunks(
     bytes: &[u8],
-    options: &otlp_to_sentry::Options,
-) -> Result<otlp_to_sentry::Translation, InputError> {
+    options: &otlp_to_sentry::ChunkOptions,
+) -> Result<otlp_to_sentry::ChunkTranslation, InputError> {
     let request = decode_otlp(bytes, None)?;
-    Ok(otlp_to_sentry::translate_request(&request, options))
+    Ok(otlp_to_sentry::request_to_chunks(&request, options))
 }
 
 /// Translates Sentry profiles (a chunk, NDJSON of chunks, a V1 profile or an envelope,
@@ -106,11 +106,11 @@ pub fn otlp_bytes_to_chunks(
 /// cannot be translated are in the translation's `rejected`.
 pub fn sentry_bytes_to_otlp(
     bytes: &[u8],
-    options: &sentry_to_otlp::Options,
-) -> Result<sentry_to_otlp::Translation, InputError> {
+    options: &sentry_to_otlp::OtlpOptions,
+) -> Result<sentry_to_otlp::OtlpTranslation, InputError> {
     let mut parts = SentryParts::default();
     parts.read(bytes, detect(bytes))?;
-    Ok(parts.translate(options))
+    Ok(parts.to_otlp(options))
 }
 
 /// Sentry inputs gathered from one or more byte buffers, ready for [`sentry_to_otlp`].
@@ -209,14 +209,17 @@ impl SentryParts {
     }
 
     /// Translates the chunks and V1 profiles into one OTLP request, linked through the
-    /// transactions ([`sentry_to_otlp::translate`]).
-    pub fn translate(&self, options: &sentry_to_otlp::Options) -> sentry_to_otlp::Translation {
+    /// transactions ([`sentry_to_otlp::to_otlp`]).
+    pub fn to_otlp(
+        &self,
+        options: &sentry_to_otlp::OtlpOptions,
+    ) -> sentry_to_otlp::OtlpTranslation {
         let links = TransactionLinks::new(&self.transactions);
         let input = SentryInput {
             chunks: &self.chunks,
             v1_profiles: &self.v1_profiles,
         };
-        sentry_to_otlp::translate(&input, &links, options)
+        sentry_to_otlp::to_otlp(&input, &links, options)
     }
 }
 

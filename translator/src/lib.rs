@@ -1,10 +1,11 @@
 //! Pure translation between OTLP profiles and Sentry profile chunks, both ways. No I/O.
 //!
 //! * [`otlp_to_sentry`]: OTLP `ProfilesData` -> Sentry Sample Format V2 chunks
-//!   ([`otlp_to_sentry::translate`], with its [`Options`](otlp_to_sentry::Options)).
+//!   ([`otlp_to_sentry::to_chunks`], with its [`ChunkOptions`](otlp_to_sentry::ChunkOptions)).
 //! * [`sentry_to_otlp`]: Sentry V2 chunks and V1 profiles -> OTLP
-//!   ([`sentry_to_otlp::translate`]), with trace links from transactions, and the lossless way
-//!   back for OTLP that came from chunks ([`sentry_to_otlp::restore_chunk`]).
+//!   ([`sentry_to_otlp::to_otlp`], with its [`OtlpOptions`](sentry_to_otlp::OtlpOptions)),
+//!   with trace links from transactions, and the lossless way back for OTLP that came from
+//!   chunks ([`sentry_to_otlp::restore_chunk`]).
 //! * The common job in one call, from encoded bytes (format detected): [`otlp_bytes_to_chunks`]
 //!   and [`sentry_bytes_to_otlp`] ([`decode_otlp`], [`SentryParts`] for the steps).
 //! * The link rule, which span a sample `(profiler_id, thread_id, time)` belongs to:

@@ -31,7 +31,7 @@ use profilink_proto::otlp::{
 use profilink_proto::sentry::parse_instruction_addr;
 use profilink_proto::sentry::{DebugImage, ProfileChunk};
 use profilink_proto::validate::validate_chunk;
-use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -529,7 +529,7 @@ fn native_frames_resolve_to_their_functions() {
         resource_profiles: resources,
         dictionary: Some(dict.d),
     };
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert!(t.rejected.is_empty(), "{:?}", t.rejected);
     assert_eq!(t.chunks.len(), planned_stacks.len());
 

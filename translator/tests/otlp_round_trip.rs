@@ -9,7 +9,7 @@ use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::Dictionary;
 use profilink_translator::ExactLinks;
 use profilink_translator::otlp_to_sentry::{
-    self, Options, SparseThreadGrouping, SparseThreadPolicy,
+    self, ChunkOptions, SparseThreadGrouping, SparseThreadPolicy,
 };
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
 use profilink_translator::sentry_to_otlp::{canonical_form, restore_request};
@@ -89,22 +89,22 @@ fn assert_same_links(
 #[test]
 fn observations_frames_and_links_survive_otlp_to_chunks_to_otlp() {
     // Threads as they are (no grouping): the translation is then exact, thread ids included.
-    let opts = Options {
+    let opts = ChunkOptions {
         sparse_thread_grouping: SparseThreadGrouping::None,
         sparse_thread_policy: SparseThreadPolicy::Keep,
         ..Default::default()
     };
     for (name, req) in fixtures() {
-        let there = otlp_to_sentry::translate_request(&req, &opts);
+        let there = otlp_to_sentry::request_to_chunks(&req, &opts);
         assert!(there.rejected.is_empty(), "{name}: {:?}", there.rejected);
         let input = SentryInput {
             chunks: &there.chunks,
             v1_profiles: &[],
         };
-        let back = sentry_to_otlp::translate(
+        let back = sentry_to_otlp::to_otlp(
             &input,
             &ExactLinks::new(&there.links),
-            &sentry_to_otlp::Options::default(),
+            &sentry_to_otlp::OtlpOptions::default(),
         );
         assert!(back.rejected.is_empty(), "{name}: {:?}", back.rejected);
         let before: Vec<Obs> = expected_observations(&req, opts.max_stack_depth);
@@ -154,16 +154,16 @@ fn links_on_arbitrary_nanosecond_timestamps_survive() {
         }
     }
     assert!(linked > 10, "{name}");
-    let opts = Options::default();
-    let there = otlp_to_sentry::translate_request(&req, &opts);
+    let opts = ChunkOptions::default();
+    let there = otlp_to_sentry::request_to_chunks(&req, &opts);
     let input = SentryInput {
         chunks: &there.chunks,
         v1_profiles: &[],
     };
-    let back = sentry_to_otlp::translate(
+    let back = sentry_to_otlp::to_otlp(
         &input,
         &ExactLinks::new(&there.links),
-        &sentry_to_otlp::Options::default(),
+        &sentry_to_otlp::OtlpOptions::default(),
     );
     assert_eq!(links(&back.request).len(), linked);
     assert_same_links(&name, &req, &back.request);

@@ -9,7 +9,7 @@ use profilink_proto::sentry::image_space::{self, SLOT_SIZE};
 use profilink_proto::sentry::parse_instruction_addr;
 use profilink_proto::sentry::{Frame, ProfileChunk};
 use profilink_proto::validate::{Severity, validate_chunk};
-use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
 
 const T0: u64 = 1_795_317_063_000_000_000;
 const MS: u64 = 1_000_000;
@@ -56,8 +56,8 @@ fn address_zero_is_unset_and_native_addresses_go_into_their_image() {
         vec![kv("process.pid", int_value(7))],
         vec![p],
     )]);
-    let opts = Options::default();
-    let t = translate_request(&req, &opts);
+    let opts = ChunkOptions::default();
+    let t = request_to_chunks(&req, &opts);
     assert_eq!(t.chunks.len(), 1, "{:?}", t.rejected);
     let c = &t.chunks[0];
     check_chunk(c, &opts, false);
@@ -123,7 +123,7 @@ fn an_image_has_the_same_place_in_every_request() {
             vec![kv("process.pid", int_value(7))],
             vec![p],
         )]);
-        let t = translate_request(&req, &Options::default());
+        let t = request_to_chunks(&req, &ChunkOptions::default());
         let c = &t.chunks[0];
         let images = &c.debug_meta.as_ref().unwrap().images;
         (

@@ -7,20 +7,20 @@ use otlp_to_sentry_support::{
     otlp_fixtures as fixtures, resource, sample, str_value,
 };
 use profilink_translator::otlp_to_sentry::{
-    Options, SparseThreadGrouping, SparseThreadPolicy, translate_request,
+    ChunkOptions, SparseThreadGrouping, SparseThreadPolicy, request_to_chunks,
 };
 use std::collections::BTreeSet;
 
 #[test]
 fn every_fixture_translates_and_preserves_observations() {
     // Threads as they are: every observation on its own thread.
-    let opts = Options {
+    let opts = ChunkOptions {
         sparse_thread_grouping: SparseThreadGrouping::None,
         sparse_thread_policy: SparseThreadPolicy::Keep,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
     for (name, req) in fixtures() {
-        let t = translate_request(&req, &opts);
+        let t = request_to_chunks(&req, &opts);
         assert!(t.rejected.is_empty(), "{name}: {:?}", t.rejected);
         assert!(!t.chunks.is_empty(), "{name}: no chunks");
         for c in &t.chunks {
@@ -36,7 +36,7 @@ fn every_fixture_translates_and_preserves_observations() {
         assert_same_observations(actual_observations(&t), expected);
         // Deterministic: the same input gives the same output.
         assert_eq!(
-            translate_request(&req, &opts),
+            request_to_chunks(&req, &opts),
             t,
             "{name}: not deterministic"
         );
@@ -45,13 +45,13 @@ fn every_fixture_translates_and_preserves_observations() {
 
 #[test]
 fn dropping_sparse_threads_leaves_only_chunks_relay_keeps() {
-    let opts = Options {
+    let opts = ChunkOptions {
         sparse_thread_grouping: SparseThreadGrouping::None,
         sparse_thread_policy: SparseThreadPolicy::Drop,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
     for (name, req) in fixtures() {
-        let t = translate_request(&req, &opts);
+        let t = request_to_chunks(&req, &opts);
         assert!(t.rejected.is_empty());
         for c in &t.chunks {
             check_chunk(c, &opts, false);
@@ -76,7 +76,7 @@ fn ebpf_fixture_shapes() {
         .into_iter()
         .find(|(n, _)| n == "ebpf-profile.pb")
         .unwrap();
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     let platforms: BTreeSet<&str> = t.chunks.iter().map(|c| c.platform.as_str()).collect();
     // A JVM process, native-only processes, ...
     assert!(platforms.contains("java"), "{platforms:?}");
@@ -121,7 +121,7 @@ fn python_fixture_metadata_and_links() {
         .into_iter()
         .find(|(n, _)| n.starts_with("python"))
         .unwrap();
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert_eq!(t.chunks.len(), 1);
     let c = &t.chunks[0];
     assert_eq!(c.platform, "python");
@@ -191,13 +191,13 @@ fn assert_kept_without_threads(name: &str, actual: &[Obs], expected: &[Obs]) {
 
 #[test]
 fn grouping_sparse_threads_keeps_the_samples_relay_would_drop() {
-    let opts = Options {
+    let opts = ChunkOptions {
         sparse_thread_policy: SparseThreadPolicy::Drop,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
     assert_eq!(opts.sparse_thread_grouping, SparseThreadGrouping::Group);
     for (name, req) in fixtures() {
-        let t = translate_request(&req, &opts);
+        let t = request_to_chunks(&req, &opts);
         assert!(t.rejected.is_empty(), "{name}: {:?}", t.rejected);
         for c in &t.chunks {
             check_chunk(c, &opts, false);
@@ -248,7 +248,7 @@ fn grouping_sparse_threads_keeps_the_samples_relay_would_drop() {
             assert_eq!(s.samples_grouped, 0, "{name}");
         }
         assert_eq!(
-            translate_request(&req, &opts),
+            request_to_chunks(&req, &opts),
             t,
             "{name}: not deterministic"
         );
@@ -288,8 +288,8 @@ fn linked_threads_keep_their_ids_and_their_links() {
         vec![kv("service.name", str_value("svc"))],
         vec![profile],
     )]);
-    let keep = Options::default();
-    let t = translate_request(&req, &keep);
+    let keep = ChunkOptions::default();
+    let t = request_to_chunks(&req, &keep);
     assert_eq!(t.chunks.len(), 1);
     let c = &t.chunks[0];
     let threads: BTreeSet<&str> = c
@@ -318,11 +318,11 @@ fn linked_threads_keep_their_ids_and_their_links() {
         );
     }
     // Under `Drop` the linked sparse threads are then dropped, as Relay would.
-    let drop = Options {
+    let drop = ChunkOptions {
         sparse_thread_policy: SparseThreadPolicy::Drop,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
-    let t = translate_request(&req, &drop);
+    let t = request_to_chunks(&req, &drop);
     let threads: BTreeSet<&str> = t.chunks[0]
         .profile
         .samples

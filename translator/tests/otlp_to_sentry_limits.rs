@@ -9,7 +9,7 @@ use profilink_proto::otlp::{
 };
 use profilink_translator::TranslateError;
 use profilink_translator::otlp_to_sentry::{
-    NonCpuPolicy, Options, SparseThreadPolicy, Translation, translate, translate_request,
+    ChunkOptions, ChunkTranslation, NonCpuPolicy, SparseThreadPolicy, request_to_chunks, to_chunks,
 };
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,7 @@ fn good_profile(base: &mut Base) -> Profile {
     )
 }
 
-fn assert_rejected(t: &Translation, table: &str, index: i64) {
+fn assert_rejected(t: &ChunkTranslation, table: &str, index: i64) {
     assert_eq!(t.rejected.len(), 1, "{:?}", t.rejected);
     let r = &t.rejected[0];
     assert_eq!(r.path, "resource_profiles[0].scope_profiles[0].profiles[0]");
@@ -95,12 +95,12 @@ fn assert_rejected(t: &Translation, table: &str, index: i64) {
     assert_eq!(t.stats.samples_out, 2);
     assert_eq!(t.stats.profiles_rejected, 1);
     for c in &t.chunks {
-        check_chunk(c, &Options::default(), true);
+        check_chunk(c, &ChunkOptions::default(), true);
     }
 }
 
-fn run(req: &ExportProfilesServiceRequest) -> Translation {
-    translate_request(req, &Options::default())
+fn run(req: &ExportProfilesServiceRequest) -> ChunkTranslation {
+    request_to_chunks(req, &ChunkOptions::default())
 }
 
 #[test]
@@ -286,7 +286,7 @@ fn missing_zero_entries_and_missing_dictionary() {
         vec![kv("process.pid", int_value(5))],
         vec![profile.clone()],
     )];
-    let t = translate(Some(&dict), &rps, &Options::default());
+    let t = to_chunks(Some(&dict), &rps, &ChunkOptions::default());
     assert!(t.rejected.is_empty());
     assert_eq!(t.stats.samples_out, 2);
     // Only empty stacks: the chunk has samples with `[]` (Relay counts them idle).
@@ -294,11 +294,15 @@ fn missing_zero_entries_and_missing_dictionary() {
     assert_eq!(t.chunks[0].profile.samples[0].thread_id, "5");
 
     // No dictionary at all: index 0 works, any other index is out of range.
-    let t = translate(None, &rps, &Options::default());
+    let t = to_chunks(None, &rps, &ChunkOptions::default());
     assert!(t.rejected.is_empty());
     let mut p2 = profile;
     p2.samples[0].stack_index = 1;
-    let t = translate(None, &[resource(vec![], vec![p2])], &Options::default());
+    let t = to_chunks(
+        None,
+        &[resource(vec![], vec![p2])],
+        &ChunkOptions::default(),
+    );
     assert_eq!(t.rejected.len(), 1);
     assert!(matches!(
         t.rejected[0].error,
@@ -317,7 +321,7 @@ fn missing_zero_entries_and_missing_dictionary() {
         timestamps_unix_nano: vec![T0],
         ..Default::default()
     }];
-    let t = translate(
+    let t = to_chunks(
         Some(&dict),
         &[resource(
             vec![],
@@ -326,7 +330,7 @@ fn missing_zero_entries_and_missing_dictionary() {
                 ..Default::default()
             }],
         )],
-        &Options::default(),
+        &ChunkOptions::default(),
     );
     assert!(t.rejected.is_empty());
     assert_eq!(t.chunks.len(), 1);
@@ -351,8 +355,8 @@ fn million_deep_stack_is_truncated_at_the_root_side() {
         vec![p],
     )]);
     let start = Instant::now();
-    let opts = Options::default();
-    let t = translate_request(&req, &opts);
+    let opts = ChunkOptions::default();
+    let t = request_to_chunks(&req, &opts);
     assert!(start.elapsed() < Duration::from_secs(10));
     assert!(t.rejected.is_empty());
     assert_eq!(t.stats.stacks_truncated, 1);
@@ -369,7 +373,7 @@ fn million_deep_stack_is_truncated_at_the_root_side() {
     let mut req2 = req.clone();
     req2.dictionary.as_mut().unwrap().stack_table[deep as usize].location_indices[900_000] =
         1 << 30;
-    let t = translate_request(&req2, &opts);
+    let t = request_to_chunks(&req2, &opts);
     assert_eq!(t.rejected.len(), 1);
     assert!(matches!(
         t.rejected[0].error,
@@ -389,11 +393,11 @@ fn location_with_many_inlined_lines_is_capped() {
     let st = b.stack(&[l]);
     let p = b.cpu_profile(T0, 0, vec![sample(st, vec![], vec![T0, T0 + 1])]);
     let req = b.request(vec![resource(vec![], vec![p])]);
-    let opts = Options {
+    let opts = ChunkOptions {
         max_stack_depth: 100,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
-    let t = translate_request(&req, &opts);
+    let t = request_to_chunks(&req, &opts);
     assert_eq!(t.chunks[0].profile.stacks[0].len(), 100);
     assert_eq!(
         t.chunks[0].profile.frames[t.chunks[0].profile.stacks[0][0]].lineno,
@@ -416,7 +420,7 @@ fn many_timestamps(n: u64, spacing_ns: u64) -> ExportProfilesServiceRequest {
     )])
 }
 
-fn assert_split_bounded(t: &Translation, opts: &Options, n: u64) {
+fn assert_split_bounded(t: &ChunkTranslation, opts: &ChunkOptions, n: u64) {
     assert!(t.rejected.is_empty());
     assert_eq!(t.stats.samples_out, n);
     let total: usize = t.chunks.iter().map(|c| c.profile.samples.len()).sum();
@@ -436,8 +440,8 @@ fn assert_split_bounded(t: &Translation, opts: &Options, n: u64) {
 fn a_million_timestamps_split_by_duration() {
     let n = 1_000_000;
     let req = many_timestamps(n, MS);
-    let opts = Options::default();
-    let t = translate_request(&req, &opts);
+    let opts = ChunkOptions::default();
+    let t = request_to_chunks(&req, &opts);
     // 1000 s of samples: at least 17 chunks of <= 60 s.
     assert!(t.chunks.len() >= 17, "{} chunks", t.chunks.len());
     assert_split_bounded(&t, &opts, n);
@@ -447,7 +451,7 @@ fn a_million_timestamps_split_by_duration() {
 fn chunks_of_a_session_share_their_frames() {
     // 200 s of samples: 4 chunks of one session, each listing the same two frames.
     let req = many_timestamps(20_000, 10 * MS);
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert!(t.chunks.len() >= 4, "{} chunks", t.chunks.len());
     let first = &t.chunks[0].profile.frames;
     assert_eq!(first.len(), 2);
@@ -476,7 +480,7 @@ fn sessions_of_one_platform_share_frames() {
             resource(vec![kv("process.pid", int_value(pid))], vec![p])
         })
         .to_vec();
-    let t = translate_request(&b.request(resources), &Options::default());
+    let t = request_to_chunks(&b.request(resources), &ChunkOptions::default());
     assert_eq!(t.chunks.len(), 2);
     assert_ne!(t.chunks[0].profiler_id, t.chunks[1].profiler_id);
     assert!(std::sync::Arc::ptr_eq(
@@ -489,11 +493,11 @@ fn sessions_of_one_platform_share_frames() {
 fn small_size_limit_splits_by_size() {
     let n = 20_000;
     let req = many_timestamps(n, MS);
-    let opts = Options {
+    let opts = ChunkOptions {
         max_chunk_bytes: 64 * 1024,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
-    let t = translate_request(&req, &opts);
+    let t = request_to_chunks(&req, &opts);
     assert!(t.chunks.len() > 10, "{} chunks", t.chunks.len());
     assert_split_bounded(&t, &opts, n);
     // The estimate is tight enough to fill chunks reasonably.
@@ -508,11 +512,11 @@ fn small_size_limit_splits_by_size() {
 #[test]
 fn sample_too_big_for_any_chunk_is_dropped_and_counted() {
     let req = many_timestamps(10, MS);
-    let opts = Options {
+    let opts = ChunkOptions {
         max_chunk_bytes: 300,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
-    let t = translate_request(&req, &opts);
+    let t = request_to_chunks(&req, &opts);
     assert!(t.chunks.is_empty());
     assert_eq!(t.stats.samples_dropped_size, 10);
     assert_eq!(t.stats.samples_in, 10);
@@ -523,9 +527,9 @@ fn sample_too_big_for_any_chunk_is_dropped_and_counted() {
 fn ten_million_timestamps() {
     let n = 10_000_000;
     let req = many_timestamps(n, 100_000);
-    let opts = Options::default();
+    let opts = ChunkOptions::default();
     let start = Instant::now();
-    let t = translate_request(&req, &opts);
+    let t = request_to_chunks(&req, &opts);
     let elapsed = start.elapsed();
     eprintln!("10^7 timestamps: {} chunks in {elapsed:?}", t.chunks.len());
     assert_eq!(t.stats.samples_out, n);
@@ -558,20 +562,20 @@ fn aggregated(values: &[i64]) -> ExportProfilesServiceRequest {
 
 #[test]
 fn huge_aggregated_values_are_bounded() {
-    let opts = Options::default();
+    let opts = ChunkOptions::default();
     let start = Instant::now();
-    let t = translate_request(&aggregated(&[4_000_000_000]), &opts);
+    let t = request_to_chunks(&aggregated(&[4_000_000_000]), &opts);
     assert!(start.elapsed() < Duration::from_secs(20));
     assert_eq!(t.stats.samples_out, 1_000_000);
     assert_eq!(t.stats.samples_in, 4_000_000_000);
     assert_eq!(t.stats.samples_dropped_expansion, 4_000_000_000 - 1_000_000);
 
     // Proportional scaling across samples, bounded by the option.
-    let opts = Options {
+    let opts = ChunkOptions {
         max_expanded_samples: 1000,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
-    let t = translate_request(&aggregated(&[3_000_000_000, 1_000_000_000, -5, 0]), &opts);
+    let t = request_to_chunks(&aggregated(&[3_000_000_000, 1_000_000_000, -5, 0]), &opts);
     assert_eq!(t.stats.samples_out, 1000);
     assert!(t.rejected.is_empty());
 }
@@ -581,16 +585,16 @@ fn implausible_aggregated_claims_are_rejected_not_counted_as_drops() {
     // Issue 28: a claim of 10^12 or 2^63-1 observations was scaled down and its difference
     // added to the drop counter, which one request could saturate. A profile claiming more
     // than 2^32 observations (1.4 CPU years at 100 Hz) is rejected as `limit_exceeded`.
-    let opts = Options {
+    let opts = ChunkOptions {
         max_expanded_samples: 1000,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
     for values in [
         &[1_000_000_000_000][..],
         &[i64::MAX; 3],
         &[1 << 31, 1 << 31, 1],
     ] {
-        let t = translate_request(&aggregated(values), &opts);
+        let t = request_to_chunks(&aggregated(values), &opts);
         assert_eq!(t.rejected.len(), 1, "{values:?}");
         assert!(
             matches!(t.rejected[0].error, TranslateError::LimitExceeded(_)),
@@ -602,7 +606,7 @@ fn implausible_aggregated_claims_are_rejected_not_counted_as_drops() {
         assert!(t.chunks.is_empty());
     }
     // Exactly 2^32 is still a claim: scaled, and the drop is what was claimed minus what was kept.
-    let t = translate_request(&aggregated(&[1 << 31, 1 << 31]), &opts);
+    let t = request_to_chunks(&aggregated(&[1 << 31, 1 << 31]), &opts);
     assert!(t.rejected.is_empty());
     assert_eq!(t.stats.samples_out, 1000);
     assert_eq!(t.stats.samples_dropped_expansion, (1 << 32) - 1000);
@@ -611,7 +615,7 @@ fn implausible_aggregated_claims_are_rejected_not_counted_as_drops() {
     let mut req = aggregated(&[1 << 31, 1 << 31]);
     let p = req.resource_profiles[0].scope_profiles[0].profiles[0].clone();
     req.resource_profiles[0].scope_profiles[0].profiles.push(p);
-    let t = translate_request(&req, &opts);
+    let t = request_to_chunks(&req, &opts);
     assert_eq!(t.stats.profiles_translated, 2);
     assert_eq!(t.stats.samples_in, 2 << 32);
     assert_eq!(t.stats.samples_dropped_expansion, (2 << 32) - 2000);
@@ -624,7 +628,7 @@ fn aggregated_values_over_a_window_of_centuries_make_a_bounded_number_of_chunks(
     let mut req = aggregated(&[4_290_000_000]);
     let p = &mut req.resource_profiles[0].scope_profiles[0].profiles[0];
     p.duration_nano = 18_300_000_000_000_000_000;
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert_eq!(t.stats.samples_out, 1_000_000);
     assert!(t.stats.chunks <= 61, "{} chunks", t.stats.chunks);
     let last = t
@@ -651,7 +655,7 @@ fn giant_string_table() {
     let p = b.cpu_profile(T0, 0, vec![sample(st, vec![], vec![T0, T0 + 1])]);
     let req = b.request(vec![resource(vec![], vec![p])]);
     let start = Instant::now();
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert!(start.elapsed() < Duration::from_secs(5));
     assert_eq!(t.stats.samples_out, 2);
 }
@@ -686,14 +690,14 @@ fn non_cpu_policy() {
         vec![kv("process.pid", int_value(1))],
         vec![p],
     )]);
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert_eq!(t.stats.profiles_skipped_non_cpu, 1);
     assert!(t.chunks.is_empty() && t.rejected.is_empty());
-    let t = translate_request(
+    let t = request_to_chunks(
         &req,
-        &Options {
+        &ChunkOptions {
             non_cpu_policy: NonCpuPolicy::Include,
-            ..Options::default()
+            ..ChunkOptions::default()
         },
     );
     assert_eq!(t.stats.profiles_skipped_non_cpu, 0);
@@ -722,15 +726,15 @@ fn sparse_thread_policy_counts_and_drops() {
         vec![kv("process.pid", int_value(1))],
         vec![p],
     )]);
-    let keep = translate_request(&req, &Options::default());
+    let keep = request_to_chunks(&req, &ChunkOptions::default());
     assert_eq!(keep.stats.sparse_threads, 2);
     assert_eq!(keep.stats.samples_out, 7);
     assert_eq!(keep.chunks[0].profile.thread_metadata.len(), 3);
-    let opts = Options {
+    let opts = ChunkOptions {
         sparse_thread_policy: SparseThreadPolicy::Drop,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
-    let drop = translate_request(&req, &opts);
+    let drop = request_to_chunks(&req, &opts);
     assert_eq!(drop.stats.sparse_threads, 2);
     assert_eq!(drop.stats.samples_dropped_sparse, 4);
     assert_eq!(drop.stats.samples_out, 3);
@@ -766,7 +770,7 @@ fn explicit_profiler_id_and_synthetic_thread() {
         ],
         vec![p],
     )]);
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert_eq!(t.chunks[0].profiler_id, "71bba98d90b545c39f2ae73f702d7ef4");
     // No thread.id: the pid is the thread id.
     assert_eq!(t.chunks[0].profile.samples[0].thread_id, "777");

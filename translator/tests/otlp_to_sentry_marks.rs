@@ -13,7 +13,7 @@ use profilink_proto::sentry::{DebugImage, DebugMeta, Envelope, ProfileChunk};
 use profilink_proto::validate::validate_chunk;
 use profilink_translator::Dictionary;
 use profilink_translator::SampleLink;
-use profilink_translator::otlp_to_sentry::{Options, SparseThreadPolicy, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, SparseThreadPolicy, request_to_chunks};
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
 use profilink_translator::sentry_to_otlp::{canonical_form, check_marker};
 use profilink_translator::{ExactLinks, NoLinks};
@@ -68,9 +68,9 @@ fn other_producer(chunk_id: &str, profiler_id: &str, span_ms: u64) -> ExportProf
 
 fn assert_valid_and_faithful(
     req: &ExportProfilesServiceRequest,
-    opts: &Options,
+    opts: &ChunkOptions,
 ) -> Vec<ProfileChunk> {
-    let t = translate_request(req, opts);
+    let t = request_to_chunks(req, opts);
     assert!(t.rejected.is_empty(), "{:?}", t.rejected);
     assert!(t.invalid_chunks.is_empty(), "{:?}", t.invalid_chunks);
     assert_eq!(t.stats.profiles_restored, 0);
@@ -95,7 +95,7 @@ fn another_producers_marks_give_valid_chunks_with_its_ids() {
     // Upper case with dashes: valid, normalized.
     let profiler = "0A1B2C3D-4E5F-4071-8293-A4B5C6D7E8F9";
     let req = other_producer(CHUNK_ID, profiler, 200);
-    let chunks = assert_valid_and_faithful(&req, &Options::default());
+    let chunks = assert_valid_and_faithful(&req, &ChunkOptions::default());
     assert_eq!(chunks.len(), 1);
     assert_eq!(chunks[0].profiler_id, PROFILER_ID);
     assert_eq!(chunks[0].chunk_id, CHUNK_ID);
@@ -109,7 +109,7 @@ fn invalid_producer_ids_are_derived_as_usual() {
         for p in &mut req.resource_profiles[0].scope_profiles[0].profiles {
             p.attribute_indices.clear();
         }
-        translate_request(&req, &Options::default()).chunks
+        request_to_chunks(&req, &ChunkOptions::default()).chunks
     };
     for (chunk_id, profiler_id) in [
         ("", ""),
@@ -120,7 +120,7 @@ fn invalid_producer_ids_are_derived_as_usual() {
         ),
     ] {
         let req = other_producer(chunk_id, profiler_id, 200);
-        let chunks = assert_valid_and_faithful(&req, &Options::default());
+        let chunks = assert_valid_and_faithful(&req, &ChunkOptions::default());
         assert_eq!(chunks.len(), 1);
         assert_eq!(
             chunks[0].profiler_id, plain[0].profiler_id,
@@ -134,7 +134,7 @@ fn invalid_producer_ids_are_derived_as_usual() {
 fn a_producer_chunk_id_is_not_reused_for_several_chunks() {
     // 90 s of samples: two chunks, each with its own derived id; the profiler id is kept.
     let req = other_producer(CHUNK_ID, PROFILER_ID, 90_000);
-    let chunks = assert_valid_and_faithful(&req, &Options::default());
+    let chunks = assert_valid_and_faithful(&req, &ChunkOptions::default());
     assert_eq!(chunks.len(), 2);
     assert!(chunks.iter().all(|c| c.profiler_id == PROFILER_ID));
     assert!(chunks.iter().all(|c| c.chunk_id != CHUNK_ID));
@@ -143,9 +143,9 @@ fn a_producer_chunk_id_is_not_reused_for_several_chunks() {
 
 #[test]
 fn the_cli_policy_drops_nothing_here_either() {
-    let opts = Options {
+    let opts = ChunkOptions {
         sparse_thread_policy: SparseThreadPolicy::Drop,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
     let chunks = assert_valid_and_faithful(&other_producer(CHUNK_ID, PROFILER_ID, 200), &opts);
     assert_eq!(chunks.len(), 1);
@@ -164,13 +164,13 @@ fn fixture_chunk() -> ProfileChunk {
 }
 
 fn profilink_otlp(chunk: &ProfileChunk) -> ExportProfilesServiceRequest {
-    sentry_to_otlp::to_otlp(
+    sentry_to_otlp::try_to_otlp(
         &SentryInput {
             chunks: std::slice::from_ref(chunk),
             v1_profiles: &[],
         },
         &NoLinks,
-        &sentry_to_otlp::Options::default(),
+        &sentry_to_otlp::OtlpOptions::default(),
     )
     .unwrap()
 }
@@ -204,7 +204,7 @@ fn set_scope(req: &mut ExportProfilesServiceRequest, name: &str) {
 }
 
 fn restored(req: &ExportProfilesServiceRequest) -> Option<ProfileChunk> {
-    let t = translate_request(req, &Options::default());
+    let t = request_to_chunks(req, &ChunkOptions::default());
     assert!(t.invalid_chunks.is_empty(), "{:?}", t.invalid_chunks);
     assert_eq!(t.stats.profiles_restored + t.stats.restore_fallbacks, 1);
     for c in &t.chunks {
@@ -214,7 +214,7 @@ fn restored(req: &ExportProfilesServiceRequest) -> Option<ProfileChunk> {
             .collect();
         assert!(errors.is_empty(), "{errors:?}");
         if t.stats.restore_fallbacks == 1 {
-            check_chunk(c, &Options::default(), true);
+            check_chunk(c, &ChunkOptions::default(), true);
         }
     }
     (t.stats.profiles_restored == 1).then(|| t.chunks[0].clone())
@@ -302,7 +302,7 @@ fn an_incomplete_or_invalid_marker_set_falls_back_to_translation() {
             "{what}"
         );
         assert_eq!(restored(&req), None, "{what}");
-        let t = translate_request(&req, &Options::default());
+        let t = request_to_chunks(&req, &ChunkOptions::default());
         assert!(!t.chunks.is_empty(), "{what}");
         let n: usize = t.chunks.iter().map(|c| c.profile.samples.len()).sum();
         assert_eq!(
@@ -324,13 +324,13 @@ fn a_marked_chunk_that_fails_the_validator_is_translated_instead() {
         }],
     });
     let req = profilink_otlp(&chunk);
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert_eq!(t.stats.profiles_restored, 0);
     assert_eq!(t.stats.restore_fallbacks, 1);
     assert!(t.invalid_chunks.is_empty());
     assert!(!t.chunks.is_empty());
     for c in &t.chunks {
-        check_chunk(c, &Options::default(), true);
+        check_chunk(c, &ChunkOptions::default(), true);
     }
 }
 
@@ -348,11 +348,11 @@ fn chunks_failing_the_validator_are_removed_counted_and_reported() {
     let link = (table.len() - 1) as i32;
     req.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].link_index = link;
     // An empty client_sdk name makes every chunk invalid (`client-sdk`).
-    let opts = Options {
+    let opts = ChunkOptions {
         sdk_name: String::new(),
-        ..Options::default()
+        ..ChunkOptions::default()
     };
-    let t = translate_request(&req, &opts);
+    let t = request_to_chunks(&req, &opts);
     assert!(t.chunks.is_empty());
     assert!(t.links.is_empty(), "{:?}", t.links);
     assert_eq!(t.stats.links, 0);
@@ -374,7 +374,7 @@ fn chunks_failing_the_validator_are_removed_counted_and_reported() {
             + t.stats.samples_dropped_invalid
     );
     // With the default options the same request is emitted, links included.
-    let ok = translate_request(&req, &Options::default());
+    let ok = request_to_chunks(&req, &ChunkOptions::default());
     assert_eq!(ok.chunks.len(), 1);
     assert_eq!(ok.links.len(), 3);
 }
@@ -396,16 +396,16 @@ fn restored_links_survive_the_marker_check() {
             span_id: [9; 8],
         })
         .collect();
-    let req = sentry_to_otlp::to_otlp(
+    let req = sentry_to_otlp::try_to_otlp(
         &SentryInput {
             chunks: std::slice::from_ref(&chunk),
             v1_profiles: &[],
         },
         &ExactLinks::new(&links),
-        &sentry_to_otlp::Options::default(),
+        &sentry_to_otlp::OtlpOptions::default(),
     )
     .unwrap();
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert_eq!(t.stats.profiles_restored, 1);
     assert_eq!(t.links.len(), links.len());
 }

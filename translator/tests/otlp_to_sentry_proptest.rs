@@ -11,7 +11,7 @@ use otlp_to_sentry_support::{
 };
 use profilink_proto::otlp::Sample;
 use profilink_proto::validate::validate_chunk_errors;
-use profilink_translator::otlp_to_sentry::{Options, SparseThreadGrouping, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, SparseThreadGrouping, request_to_chunks};
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
@@ -223,13 +223,13 @@ proptest! {
         // Threads as they are, and grouped (the default): the same observations, on the same
         // threads or (grouped) on any thread; chunks within their limits either way.
         for grouping in [SparseThreadGrouping::None, SparseThreadGrouping::Group] {
-            let opts = Options {
+            let opts = ChunkOptions {
                 max_chunk_duration_ns: spec.max_duration_s * 1_000_000_000,
                 max_chunk_bytes: spec.max_kib * 1024,
                 sparse_thread_grouping: grouping,
-                ..Options::default()
+                ..ChunkOptions::default()
             };
-            let t = translate_request(&req, &opts);
+            let t = request_to_chunks(&req, &opts);
             prop_assert!(t.rejected.is_empty(), "{:?}", t.rejected);
             // Strict out never had to remove a chunk of valid input.
             prop_assert!(t.invalid_chunks.is_empty(), "{:?}", t.invalid_chunks);
@@ -287,13 +287,13 @@ fn vroomrs_reads_the_chunks_of_random_requests() {
     for _ in 0..64 {
         let spec = spec().new_tree(&mut runner).unwrap().current();
         let req = build(&spec);
-        let opts = Options {
+        let opts = ChunkOptions {
             max_chunk_duration_ns: spec.max_duration_s * 1_000_000_000,
             max_chunk_bytes: spec.max_kib * 1024,
             sparse_thread_policy: profilink_translator::otlp_to_sentry::SparseThreadPolicy::Drop,
-            ..Options::default()
+            ..ChunkOptions::default()
         };
-        let t = translate_request(&req, &opts);
+        let t = request_to_chunks(&req, &opts);
         assert!(t.invalid_chunks.is_empty(), "{:?}", t.invalid_chunks);
         for c in &t.chunks {
             ndjson.extend_from_slice(&c.to_json());

@@ -1,7 +1,7 @@
 //! Sentry chunk -> OTLP -> Sentry chunk: profiles marked `sentry.chunk_id` are restored exactly.
 
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_translator::otlp_to_sentry::{Options, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
 use profilink_translator::sentry_to_otlp::canonical_form;
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
 use profilink_translator::{ExactLinks, NoLinks};
@@ -31,8 +31,9 @@ fn sentry_chunks_round_trip_through_otlp() {
         v1_profiles: &[],
     };
     let req =
-        sentry_to_otlp::to_otlp(&input, &NoLinks, &sentry_to_otlp::Options::default()).unwrap();
-    let t = translate_request(&req, &Options::default());
+        sentry_to_otlp::try_to_otlp(&input, &NoLinks, &sentry_to_otlp::OtlpOptions::default())
+            .unwrap();
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert!(t.rejected.is_empty(), "{:?}", t.rejected);
     assert_eq!(t.stats.profiles_restored, 2);
     assert_eq!(t.chunks.len(), 2);
@@ -64,13 +65,13 @@ fn restored_chunks_keep_their_links() {
         chunks: std::slice::from_ref(c),
         v1_profiles: &[],
     };
-    let req = sentry_to_otlp::to_otlp(
+    let req = sentry_to_otlp::try_to_otlp(
         &input,
         &ExactLinks::new(&links),
-        &sentry_to_otlp::Options::default(),
+        &sentry_to_otlp::OtlpOptions::default(),
     )
     .unwrap();
-    let t = translate_request(&req, &Options::default());
+    let t = request_to_chunks(&req, &ChunkOptions::default());
     assert_eq!(t.stats.profiles_restored, 1);
     let mut got = t.links.clone();
     let mut want = links;

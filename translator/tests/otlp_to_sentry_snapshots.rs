@@ -6,13 +6,13 @@ use otlp_to_sentry_support::{B, check_chunk, int_value, kv, resource, sample, st
 use profilink_proto::otlp::{
     AnyValue, ExportProfilesServiceRequest, KeyValue, Profile, Sample, any_value,
 };
-use profilink_translator::otlp_to_sentry::{Options, Translation, translate_request};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, ChunkTranslation, request_to_chunks};
 use serde_json::{Value, json};
 
 const T0: u64 = 1_795_317_063_000_000_000;
 const MS: u64 = 1_000_000;
 
-fn snapshot_value(t: &Translation) -> Value {
+fn snapshot_value(t: &ChunkTranslation) -> Value {
     let chunks: Vec<Value> = t
         .chunks
         .iter()
@@ -44,16 +44,16 @@ fn snapshot_value(t: &Translation) -> Value {
     })
 }
 
-fn run(req: &ExportProfilesServiceRequest) -> Translation {
-    let opts = Options {
+fn run(req: &ExportProfilesServiceRequest) -> ChunkTranslation {
+    let opts = ChunkOptions {
         sdk_version: "test".into(),
-        ..Options::default()
+        ..ChunkOptions::default()
     };
-    let t = translate_request(req, &opts);
+    let t = request_to_chunks(req, &opts);
     for c in &t.chunks {
         check_chunk(c, &opts, true);
     }
-    assert_eq!(translate_request(req, &opts), t, "deterministic");
+    assert_eq!(request_to_chunks(req, &opts), t, "deterministic");
     t
 }
 

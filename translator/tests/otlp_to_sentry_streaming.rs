@@ -1,4 +1,4 @@
-//! `translate_with` hands out exactly the chunks `translate` returns, in the same order, and
+//! `to_chunks_with` hands out exactly the chunks `to_chunks` returns, in the same order, and
 //! the same links, rejections and counters: on every OTLP fixture (under both sparse-thread
 //! policies) and on round-tripped Sentry chunks (the restore path).
 
@@ -9,7 +9,7 @@ use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_translator::NoLinks;
 use profilink_translator::otlp_to_sentry::{
-    Options, SparseThreadPolicy, Translation, translate, translate_with,
+    ChunkOptions, ChunkTranslation, SparseThreadPolicy, to_chunks, to_chunks_with,
 };
 use profilink_translator::sentry_to_otlp::{self, SentryInput};
 
@@ -21,10 +21,10 @@ const SENTRY_FIXTURES: &str = concat!(
 /// The streamed chunks (in emission order) and the rest of the translation.
 fn streamed(
     req: &ExportProfilesServiceRequest,
-    opts: &Options,
-) -> (Vec<ProfileChunk>, Translation) {
+    opts: &ChunkOptions,
+) -> (Vec<ProfileChunk>, ChunkTranslation) {
     let mut chunks = Vec::new();
-    let rest = translate_with(
+    let rest = to_chunks_with(
         req.dictionary.as_ref(),
         &req.resource_profiles,
         opts,
@@ -33,11 +33,15 @@ fn streamed(
     (chunks, rest)
 }
 
-fn assert_streams_like_translate(name: &str, req: &ExportProfilesServiceRequest, opts: &Options) {
-    let whole = translate(req.dictionary.as_ref(), &req.resource_profiles, opts);
+fn assert_streams_like_translate(
+    name: &str,
+    req: &ExportProfilesServiceRequest,
+    opts: &ChunkOptions,
+) {
+    let whole = to_chunks(req.dictionary.as_ref(), &req.resource_profiles, opts);
     let (chunks, rest) = streamed(req, opts);
     assert!(!whole.chunks.is_empty(), "{name}: no chunks");
-    assert!(rest.chunks.is_empty(), "{name}: translate_with kept chunks");
+    assert!(rest.chunks.is_empty(), "{name}: to_chunks_with kept chunks");
     assert_eq!(chunks.len(), whole.chunks.len(), "{name}: chunk count");
     for (i, (s, w)) in chunks.iter().zip(&whole.chunks).enumerate() {
         assert_eq!(s, w, "{name}: chunk {i} differs");
@@ -57,9 +61,9 @@ fn assert_streams_like_translate(name: &str, req: &ExportProfilesServiceRequest,
 fn streaming_emits_what_translate_returns_on_every_fixture() {
     for (name, req) in otlp_fixtures() {
         for policy in [SparseThreadPolicy::Keep, SparseThreadPolicy::Drop] {
-            let opts = Options {
+            let opts = ChunkOptions {
                 sparse_thread_policy: policy,
-                ..Options::default()
+                ..ChunkOptions::default()
             };
             assert_streams_like_translate(&format!("{name} ({policy:?})"), &req, &opts);
         }
@@ -69,10 +73,10 @@ fn streaming_emits_what_translate_returns_on_every_fixture() {
 #[test]
 fn small_chunks_stream_in_the_same_order() {
     // Many chunks per session and several sessions: the order of emission is the order of
-    // `Translation::chunks`.
-    let opts = Options {
+    // `ChunkTranslation::chunks`.
+    let opts = ChunkOptions {
         max_chunk_duration_ns: 1_000_000_000,
-        ..Options::default()
+        ..ChunkOptions::default()
     };
     for (name, req) in otlp_fixtures() {
         assert_streams_like_translate(&format!("{name} (1 s chunks)"), &req, &opts);
@@ -95,8 +99,9 @@ fn restored_round_trip_chunks_go_through_the_callback() {
         v1_profiles: &[],
     };
     let req =
-        sentry_to_otlp::to_otlp(&input, &NoLinks, &sentry_to_otlp::Options::default()).unwrap();
-    let opts = Options::default();
+        sentry_to_otlp::try_to_otlp(&input, &NoLinks, &sentry_to_otlp::OtlpOptions::default())
+            .unwrap();
+    let opts = ChunkOptions::default();
     let (streamed_chunks, rest) = streamed(&req, &opts);
     assert_eq!(rest.stats.profiles_restored, 2);
     assert_eq!(streamed_chunks.len(), 2);

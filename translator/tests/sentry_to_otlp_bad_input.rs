@@ -9,7 +9,7 @@ use profilink_translator::Dictionary;
 use profilink_translator::NoLinks;
 use profilink_translator::TranslateError;
 use profilink_translator::sentry_to_otlp::{
-    Options, SentryInput, V1WithTransaction, to_otlp, translate,
+    OtlpOptions, SentryInput, V1WithTransaction, to_otlp, try_to_otlp,
 };
 use profilink_translator::sentry_to_otlp::{restore_chunk, restore_request};
 
@@ -51,13 +51,13 @@ fn with_timestamp(t: f64) -> ProfileChunk {
 }
 
 fn translate_one(c: ProfileChunk) -> Result<ExportProfilesServiceRequest, TranslateError> {
-    to_otlp(
+    try_to_otlp(
         &SentryInput {
             chunks: &[c],
             v1_profiles: &[],
         },
         &NoLinks,
-        &Options::default(),
+        &OtlpOptions::default(),
     )
 }
 
@@ -91,13 +91,13 @@ fn a_bad_chunk_does_not_sink_the_others_nor_leave_anything_behind() {
         },
     );
     let chunks = [bad, ok.clone()];
-    let t = translate(
+    let t = to_otlp(
         &SentryInput {
             chunks: &chunks,
             v1_profiles: &[],
         },
         &NoLinks,
-        &Options::default(),
+        &OtlpOptions::default(),
     );
     assert_eq!(t.rejected.len(), 1);
     assert_eq!(
@@ -248,13 +248,13 @@ fn bad_v1_profiles_are_rejected() {
         stack_id: 3,
     };
     let v = [no_ts, overflow, bad_stack];
-    let t = translate(
+    let t = to_otlp(
         &SentryInput {
             chunks: &[],
             v1_profiles: &v,
         },
         &NoLinks,
-        &Options::default(),
+        &OtlpOptions::default(),
     );
     assert_eq!(t.rejected.len(), 3);
     assert!(matches!(

@@ -6,7 +6,7 @@ use profilink_proto::sentry::secs_to_nanos;
 use profilink_proto::sentry::{Envelope, Frame, ProfileChunk, SampleProfileV1, Transaction};
 use profilink_proto::validate::validate_otlp;
 use profilink_translator::sentry_to_otlp::{
-    Options, SentryInput, V1WithTransaction, to_otlp, translate,
+    OtlpOptions, SentryInput, V1WithTransaction, to_otlp, try_to_otlp,
 };
 use profilink_translator::sentry_to_otlp::{
     canonical_form, is_from_chunk, restore_chunk, restore_chunk_with_links, restore_request,
@@ -285,13 +285,13 @@ fn brute_force_link(
 #[test]
 fn chunks_translate_to_strictly_valid_otlp_with_exactly_their_observations() {
     let chunks = chunks();
-    let req = to_otlp(
+    let req = try_to_otlp(
         &SentryInput {
             chunks: &chunks,
             v1_profiles: &[],
         },
         &NoLinks,
-        &Options::default(),
+        &OtlpOptions::default(),
     )
     .unwrap();
     assert_strictly_valid(&req);
@@ -353,13 +353,13 @@ fn chunks_translate_to_strictly_valid_otlp_with_exactly_their_observations() {
 #[test]
 fn resource_and_profile_attributes_follow_the_convention() {
     let chunks = chunks();
-    let req = to_otlp(
+    let req = try_to_otlp(
         &SentryInput {
             chunks: &chunks,
             v1_profiles: &[],
         },
         &NoLinks,
-        &Options::default(),
+        &OtlpOptions::default(),
     )
     .unwrap();
     let d = Dictionary::new(req.dictionary.as_ref());
@@ -425,13 +425,13 @@ fn linked_samples_are_exactly_those_the_brute_force_rule_finds() {
     let chunks = chunks();
     let txns = transactions();
     let links = TransactionLinks::new(&txns);
-    let req = to_otlp(
+    let req = try_to_otlp(
         &SentryInput {
             chunks: &chunks,
             v1_profiles: &[],
         },
         &links,
-        &Options::default(),
+        &OtlpOptions::default(),
     )
     .unwrap();
     assert_strictly_valid(&req);
@@ -480,7 +480,7 @@ fn v1_profile_translates_with_links_to_its_own_transaction() {
         chunks: &[],
         v1_profiles: std::slice::from_ref(&v),
     };
-    let req = to_otlp(&input, &NoLinks, &Options::default()).unwrap();
+    let req = try_to_otlp(&input, &NoLinks, &OtlpOptions::default()).unwrap();
     assert_strictly_valid(&req);
     let base = v.profile.timestamp.unwrap().as_unix_nanos().unwrap();
     let event_id = v.profile.event_id.clone().unwrap();
@@ -539,13 +539,13 @@ fn everything_together_is_strictly_valid() {
     let chunks = chunks();
     let v = [v1()];
     let links = TransactionLinks::new(&transactions());
-    let t = translate(
+    let t = to_otlp(
         &SentryInput {
             chunks: &chunks,
             v1_profiles: &v,
         },
         &links,
-        &Options::default(),
+        &OtlpOptions::default(),
     );
     assert!(t.rejected.is_empty());
     assert_strictly_valid(&t.request);
@@ -556,13 +556,13 @@ fn everything_together_is_strictly_valid() {
 fn fixture_chunks_round_trip_exactly() {
     let chunks = chunks();
     let txns = transactions();
-    let req = to_otlp(
+    let req = try_to_otlp(
         &SentryInput {
             chunks: &chunks,
             v1_profiles: &[],
         },
         &TransactionLinks::new(&txns),
-        &Options::default(),
+        &OtlpOptions::default(),
     )
     .unwrap();
     let restored: Vec<ProfileChunk> = restore_request(&req)
@@ -621,13 +621,13 @@ fn fixture_chunks_round_trip_exactly() {
         }
     }
     assert!(!all_links.is_empty());
-    let again = to_otlp(
+    let again = try_to_otlp(
         &SentryInput {
             chunks: &again_chunks,
             v1_profiles: &[],
         },
         &ExactLinks::new(&all_links),
-        &Options::default(),
+        &OtlpOptions::default(),
     )
     .unwrap();
     assert_strictly_valid(&again);

@@ -10,7 +10,7 @@ use profilink_proto::sentry::{
 };
 use profilink_proto::validate::validate_otlp;
 use profilink_translator::NoLinks;
-use profilink_translator::sentry_to_otlp::{Options, SentryInput, translate};
+use profilink_translator::sentry_to_otlp::{OtlpOptions, SentryInput, to_otlp};
 use profilink_translator::sentry_to_otlp::{canonical_form, restore_request};
 use proptest::collection::{btree_map, vec};
 use proptest::option;
@@ -263,7 +263,7 @@ proptest! {
 
     #[test]
     fn chunks_round_trip_through_otlp(chunks in vec(chunk(), 1..4)) {
-        let t = translate(&SentryInput { chunks: &chunks, v1_profiles: &[] }, &NoLinks, &Options::default());
+        let t = to_otlp(&SentryInput { chunks: &chunks, v1_profiles: &[] }, &NoLinks, &OtlpOptions::default());
         prop_assert!(t.rejected.is_empty(), "{:?}", t.rejected);
         // Strictly valid: no errors and no warnings.
         let findings = validate_otlp(t.request.dictionary.as_ref(), &t.request.resource_profiles);
@@ -443,13 +443,13 @@ fn a_canonical_chunk_comes_back_identical() {
         },
         ..Default::default()
     };
-    let t = translate(
+    let t = to_otlp(
         &SentryInput {
             chunks: std::slice::from_ref(&chunk),
             v1_profiles: &[],
         },
         &NoLinks,
-        &Options::default(),
+        &OtlpOptions::default(),
     );
     let back = restore_request(&t.request).remove(0).unwrap();
     assert_eq!(back, chunk);
@@ -484,13 +484,13 @@ fn sub_nanosecond_digits_are_not_part_of_the_observation() {
         },
         ..Default::default()
     };
-    let t = translate(
+    let t = to_otlp(
         &SentryInput {
             chunks: std::slice::from_ref(&chunk),
             v1_profiles: &[],
         },
         &NoLinks,
-        &Options::default(),
+        &OtlpOptions::default(),
     );
     assert!(t.rejected.is_empty(), "{:?}", t.rejected);
     let back = restore_request(&t.request).remove(0).unwrap();

@@ -243,7 +243,7 @@ fn a_full_disk_asks_the_client_to_come_back() {
 #[test]
 fn a_released_chunk_translates_to_the_same_bytes_every_time() {
     use profilink_translator::TransactionLinks;
-    use profilink_translator::sentry_to_otlp::{Options, SentryInput, translate};
+    use profilink_translator::sentry_to_otlp::{OtlpOptions, SentryInput, to_otlp};
     use prost::Message;
     let mut c = chunk(1, 100, 160);
     for (i, s) in c.profile.samples.iter_mut().enumerate() {
@@ -252,13 +252,13 @@ fn a_released_chunk_translates_to_the_same_bytes_every_time() {
     let spans = vec![span(1, 100, 120), span(2, 110, 150), span(3, 140, 170)];
     let bytes = || {
         let links = TransactionLinks::from_intervals(spans.clone());
-        let t = translate(
+        let t = to_otlp(
             &SentryInput {
                 chunks: std::slice::from_ref(&c),
                 v1_profiles: &[],
             },
             &links,
-            &Options::default(),
+            &OtlpOptions::default(),
         );
         t.request.encode_to_vec()
     };

@@ -76,7 +76,7 @@ impl Pipeline {
         otlp_exporters: Vec<Arc<ProfileExporter>>,
         counters: Arc<ServiceCounters>,
     ) -> Pipeline {
-        let s2o = profilink_translator::sentry_to_otlp::Options::default();
+        let s2o = profilink_translator::sentry_to_otlp::OtlpOptions::default();
         let chunks = !chunk_exporters.is_empty();
         let otlp = !otlp_exporters.is_empty();
         Pipeline {

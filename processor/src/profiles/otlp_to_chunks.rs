@@ -23,7 +23,7 @@ pub(crate) struct OtlpToChunks {
     pub(super) name: String,
     pub(super) exporters: Vec<Arc<ChunkExporter>>,
     routing_attributes: Vec<String>,
-    pub(super) o2s: otlp_to_sentry::Options,
+    pub(super) o2s: otlp_to_sentry::ChunkOptions,
     pub(super) span_threads: Option<SharedSpanThreads>,
     counters: Arc<ServiceCounters>,
 }
@@ -33,7 +33,7 @@ impl OtlpToChunks {
     pub(crate) fn new(
         name: &str,
         exporters: Vec<Arc<ChunkExporter>>,
-        o2s: otlp_to_sentry::Options,
+        o2s: otlp_to_sentry::ChunkOptions,
         counters: Arc<ServiceCounters>,
     ) -> Self {
         let mut routing_attributes: Vec<String> = exporters
@@ -172,7 +172,7 @@ impl OtlpToChunks {
     ) {
         let c = &self.counters;
         let mut chunks = Vec::new();
-        let mut t = otlp_to_sentry::translate_with(dict, rps, &self.o2s, &mut |chunk| {
+        let mut t = otlp_to_sentry::to_chunks_with(dict, rps, &self.o2s, &mut |chunk| {
             if reservation.as_deref_mut().is_none_or(|r| r.keep(&chunk)) {
                 chunks.push(chunk);
             }

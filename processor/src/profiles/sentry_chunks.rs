@@ -17,13 +17,13 @@ use std::sync::Arc;
 /// [`OtlpToChunks`] route (the same chunk exporters, the same translation for V1 profiles).
 #[derive(Debug)]
 pub(crate) struct SentryChunks {
-    s2o: sentry_to_otlp::Options,
+    s2o: sentry_to_otlp::OtlpOptions,
     counters: Arc<ServiceCounters>,
 }
 
 impl SentryChunks {
     /// The route, translating V1 profiles with `s2o`.
-    pub(crate) fn new(s2o: sentry_to_otlp::Options, counters: Arc<ServiceCounters>) -> Self {
+    pub(crate) fn new(s2o: sentry_to_otlp::OtlpOptions, counters: Arc<ServiceCounters>) -> Self {
         SentryChunks { s2o, counters }
     }
 
@@ -70,7 +70,7 @@ impl SentryChunks {
 
     /// V1 profiles as chunks: V1 → OTLP → chunks.
     fn v1_to_chunks(&self, out: &OtlpToChunks, v1: &[V1WithTransaction]) -> Vec<ExportChunk> {
-        let t = sentry_to_otlp::translate(
+        let t = sentry_to_otlp::to_otlp(
             &SentryInput {
                 chunks: &[],
                 v1_profiles: v1,

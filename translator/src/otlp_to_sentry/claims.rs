@@ -3,18 +3,18 @@
 //!
 //! A sample with values and no timestamps *claims* `n(v)` observations (see the
 //! [`samples`](super::samples) rules): a few bytes on the wire can ask for up to `i64::MAX`.
-//! The translator caps each profile at [`Options::max_expanded_samples`], but a request can
+//! The translator caps each profile at [`ChunkOptions::max_expanded_samples`], but a request can
 //! hold many profiles, so a service needs the whole request's claim before it commits memory.
 //! [`expansion_claims`] reads only the sample types and values (no stacks, no attributes): a
 //! linear pass over the request that allocates nothing.
 
-use super::Options;
+use super::ChunkOptions;
 use super::samples::{classify, expansion_count, value_sum};
 use crate::dictionary::Dictionary;
 use profilink_proto::otlp::{ProfilesDictionary, ResourceProfiles};
 
 /// The largest claim one profile may make: more observations than 2^32 (at 100 Hz, 1.4 CPU
-/// years in one profile) is no real profile. [`Options::effective_max_expanded_samples`] is
+/// years in one profile) is no real profile. [`ChunkOptions::effective_max_expanded_samples`] is
 /// never above it, so a plausible claim always translates with a bounded drop count.
 pub const MAX_PLAUSIBLE_CLAIM: u64 = 1 << 32;
 
@@ -22,7 +22,7 @@ pub const MAX_PLAUSIBLE_CLAIM: u64 = 1 << 32;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ExpansionClaims {
     /// Observations the translator would make from aggregated values: each profile's claim,
-    /// capped at [`Options::effective_max_expanded_samples`], summed (saturating).
+    /// capped at [`ChunkOptions::effective_max_expanded_samples`], summed (saturating).
     pub expanded: u64,
     /// The largest claim of one profile, before any cap (saturating at `u64::MAX`).
     pub largest: u64,
@@ -46,7 +46,7 @@ impl ExpansionClaims {
 pub fn expansion_claims(
     dictionary: Option<&ProfilesDictionary>,
     resource_profiles: &[ResourceProfiles],
-    options: &Options,
+    options: &ChunkOptions,
 ) -> ExpansionClaims {
     let dict = Dictionary::new(dictionary);
     let cap = options.effective_max_expanded_samples();
@@ -142,9 +142,9 @@ mod tests {
 
     #[test]
     fn claims_sum_each_profile_capped_and_name_the_largest() {
-        let opts = Options {
+        let opts = ChunkOptions {
             max_expanded_samples: 1000,
-            ..Options::default()
+            ..ChunkOptions::default()
         };
         let rps = request(vec![
             profile(vec![values(300), values(400)]),
@@ -169,14 +169,15 @@ mod tests {
             profile(vec![values(i64::MAX), values(i64::MAX)]),
             profile(vec![values(i64::MAX)]),
         ]);
-        let c = expansion_claims(Some(&dictionary()), &rps, &Options::default());
+        let c = expansion_claims(Some(&dictionary()), &rps, &ChunkOptions::default());
         assert_eq!(c.implausible_profiles, 2);
         assert_eq!(c.largest, 2 * i64::MAX as u64);
         assert_eq!(c.expanded, 2 * 1_000_000);
         assert!(c.is_implausible());
         let just = request(vec![profile(vec![values(MAX_PLAUSIBLE_CLAIM as i64)])]);
         assert!(
-            !expansion_claims(Some(&dictionary()), &just, &Options::default()).is_implausible()
+            !expansion_claims(Some(&dictionary()), &just, &ChunkOptions::default())
+                .is_implausible()
         );
     }
 
@@ -187,7 +188,11 @@ mod tests {
             type_strindex: 99,
             unit_strindex: 2,
         });
-        let c = expansion_claims(Some(&dictionary()), &request(vec![p]), &Options::default());
+        let c = expansion_claims(
+            Some(&dictionary()),
+            &request(vec![p]),
+            &ChunkOptions::default(),
+        );
         assert_eq!(c, ExpansionClaims::default());
     }
 }

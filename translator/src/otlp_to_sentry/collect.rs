@@ -8,7 +8,7 @@
 use super::frames::FrameTable;
 use super::ids::digest64;
 use super::observations::{LinkedObs, Obs, Session, ThreadInfo};
-use super::options::{NonCpuPolicy, Options};
+use super::options::{ChunkOptions, NonCpuPolicy};
 use super::platform::{hint_from_runtime_name, hint_from_sdk_language};
 use super::restore_hook::{self, CHUNK_ID_KEY, Restore};
 use super::samples::{classify, expansion_count, scaled, spread, thread_id_text, value_sum};
@@ -49,7 +49,7 @@ pub(crate) enum Outcome {
 /// Collection state for one request.
 pub(crate) struct Collector<'a> {
     dict: Dictionary<'a>,
-    opts: &'a Options,
+    opts: &'a ChunkOptions,
     /// Frames.
     pub ft: FrameTable<'a>,
     /// Stacks.
@@ -124,7 +124,7 @@ fn valid_id(v: &AttrValue<'_>) -> Option<String> {
 }
 
 impl<'a> Collector<'a> {
-    pub(crate) fn new(dict: Dictionary<'a>, opts: &'a Options) -> Self {
+    pub(crate) fn new(dict: Dictionary<'a>, opts: &'a ChunkOptions) -> Self {
         let depth = opts.effective_max_stack_depth();
         let (stacks, links, attrs) = dict.raw().map_or((0, 0, 0), |d| {
             (

@@ -1,6 +1,6 @@
 //! OTLP profiles -> Sentry Sample Format V2 profile chunks. Pure functions, no I/O.
 //!
-//! [`translate`] turns the `ResourceProfiles` of one request (with its dictionary) into
+//! [`to_chunks`] turns the `ResourceProfiles` of one request (with its dictionary) into
 //! [`ProfileChunk`]s, the trace links of their samples ([`SampleLink`], since a chunk cannot
 //! carry links), the profiles it had to reject, and counters.
 //!
@@ -161,12 +161,12 @@
 //!
 //! # Strict out
 //!
-//! No chunk leaves [`translate`] that fails profilink's own chunk validator
+//! No chunk leaves [`to_chunks`] that fails profilink's own chunk validator
 //! ([`profilink_proto::validate::validate_chunk_errors`], the rules of `profilink validate`) at
 //! error level. Each chunk is validated once, on the struct (its size is already bounded while
 //! it is cut); restored chunks are validated when restored (and translated normally instead if
 //! they fail). A chunk that fails is removed with its links and reported in
-//! [`Translation::invalid_chunks`] (the first error's rule is the reason), counted in
+//! [`ChunkTranslation::invalid_chunks`] (the first error's rule is the reason), counted in
 //! [`Stats::chunks_invalid`] and [`Stats::samples_dropped_invalid`]. The CLI prints it and
 //! exits 1; the service counts it as `profilink_translation_errors_total{reason="invalid_chunk"}`
 //! and logs a warning. One exception follows the options: unless the [`SparseThreadPolicy`] is
@@ -200,7 +200,7 @@ pub use claims::{ExpansionClaims, MAX_PLAUSIBLE_CLAIM, expansion_claims};
 pub use debug_images::{BUILD_ID_GNU_KEY, debug_id_from_build_id};
 pub use frames::FRAME_TYPE_KEY;
 pub use options::{
-    NonCpuPolicy, Options, RELAY_MAX_CHUNK_BYTES, RELAY_MAX_CHUNK_DURATION_NS,
+    ChunkOptions, NonCpuPolicy, RELAY_MAX_CHUNK_BYTES, RELAY_MAX_CHUNK_DURATION_NS,
     SparseThreadGrouping, SparseThreadPolicy,
 };
 pub use restore_hook::CHUNK_ID_KEY;
@@ -209,12 +209,12 @@ pub use session::{
 };
 pub use strict::blocking_error;
 
-/// The result of [`translate`].
+/// The result of [`to_chunks`].
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Translation {
+pub struct ChunkTranslation {
     /// The chunks: restored round-trip chunks first (input order), then each session's chunks
     /// (sessions in order of first appearance, chunks in time order). Empty from
-    /// [`translate_with`], which hands them out one by one in this order.
+    /// [`to_chunks_with`], which hands them out one by one in this order.
     pub chunks: Vec<ProfileChunk>,
     /// Trace links of the emitted observations, in chunk and sample order.
     pub links: Vec<SampleLink>,
@@ -250,7 +250,7 @@ pub struct RejectedProfile {
     pub error: TranslateError,
 }
 
-/// Counters of one [`translate`] call.
+/// Counters of one [`to_chunks`] call.
 ///
 /// For translated profiles, `samples_in = samples_out + samples_dropped_expansion +
 /// samples_dropped_sparse + samples_dropped_size + samples_dropped_invalid`.
@@ -260,7 +260,7 @@ pub struct Stats {
     pub profiles: u64,
     /// Profiles translated into sessions.
     pub profiles_translated: u64,
-    /// Profiles rejected (see [`Translation::rejected`]).
+    /// Profiles rejected (see [`ChunkTranslation::rejected`]).
     pub profiles_rejected: u64,
     /// Non-CPU profiles skipped by [`NonCpuPolicy::Skip`].
     pub profiles_skipped_non_cpu: u64,
@@ -295,7 +295,7 @@ pub struct Stats {
     pub sessions: u64,
     /// Chunks emitted.
     pub chunks: u64,
-    /// Chunks removed because they failed the chunk validator ([`Translation::invalid_chunks`]).
+    /// Chunks removed because they failed the chunk validator ([`ChunkTranslation::invalid_chunks`]).
     pub chunks_invalid: u64,
     /// Samples of those chunks.
     pub samples_dropped_invalid: u64,
@@ -348,33 +348,33 @@ impl_json_len!(ProfileChunk, profilink_proto::sentry::DebugImage, String);
 
 /// Translates the `ResourceProfiles` of one request into Sentry chunks (see the module docs).
 ///
-/// Collects the chunks of [`translate_with`] into [`Translation::chunks`].
-pub fn translate(
+/// Collects the chunks of [`to_chunks_with`] into [`ChunkTranslation::chunks`].
+pub fn to_chunks(
     dictionary: Option<&ProfilesDictionary>,
     resource_profiles: &[ResourceProfiles],
-    options: &Options,
-) -> Translation {
+    options: &ChunkOptions,
+) -> ChunkTranslation {
     let mut chunks = Vec::new();
-    let mut t = translate_with(dictionary, resource_profiles, options, &mut |c| {
+    let mut t = to_chunks_with(dictionary, resource_profiles, options, &mut |c| {
         chunks.push(c)
     });
     t.chunks = chunks;
     t
 }
 
-/// [`translate`] that hands each chunk to `emit` as soon as it is cut, in the order
-/// [`translate`] lists them, instead of keeping them: the returned [`Translation`] has empty
+/// [`to_chunks`] that hands each chunk to `emit` as soon as it is cut, in the order
+/// [`to_chunks`] lists them, instead of keeping them: the returned [`ChunkTranslation`] has empty
 /// `chunks` (its links, rejections and counters are complete). Memory then holds the request's
 /// tables and observations and one chunk at a time, not the whole output.
-pub fn translate_with(
+pub fn to_chunks_with(
     dictionary: Option<&ProfilesDictionary>,
     resource_profiles: &[ResourceProfiles],
-    options: &Options,
+    options: &ChunkOptions,
     emit: &mut dyn FnMut(ProfileChunk),
-) -> Translation {
+) -> ChunkTranslation {
     let dict = Dictionary::new(dictionary);
     let mut c = collect::Collector::new(dict, options);
-    let mut t = Translation::default();
+    let mut t = ChunkTranslation::default();
     let mut restored_links = Vec::new();
     for (ri, rp) in resource_profiles.iter().enumerate() {
         let resource: Result<Vec<Attr<'_>>, TranslateError> = match &rp.resource {
@@ -493,7 +493,7 @@ pub fn translate_with(
 /// Strict out: counts and reports chunks that failed the validator (they were not emitted),
 /// and removes the links of their observations (among the links from `links_from` on).
 fn reject_invalid(
-    t: &mut Translation,
+    t: &mut ChunkTranslation,
     links_from: usize,
     bad: Vec<(ProfileChunk, profilink_proto::validate::Finding)>,
 ) {
@@ -532,7 +532,10 @@ fn reject_invalid(
     t.links.extend(kept);
 }
 
-/// [`translate`] over an export request.
-pub fn translate_request(req: &ExportProfilesServiceRequest, options: &Options) -> Translation {
-    translate(req.dictionary.as_ref(), &req.resource_profiles, options)
+/// [`to_chunks`] over an export request.
+pub fn request_to_chunks(
+    req: &ExportProfilesServiceRequest,
+    options: &ChunkOptions,
+) -> ChunkTranslation {
+    to_chunks(req.dictionary.as_ref(), &req.resource_profiles, options)
 }

@@ -57,10 +57,10 @@ pub enum SparseThreadGrouping {
     None,
 }
 
-/// Options for [`super::translate`]. Every field is public; [`Options::default`] gives the
+/// Options for [`super::to_chunks`]. Every field is public; [`ChunkOptions::default`] gives the
 /// documented defaults.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Options {
+pub struct ChunkOptions {
     /// Maximum time span (first to last sample) of one chunk, in nanoseconds. Default 60 s.
     /// Values above Relay's 66 s limit are treated as 66 s.
     pub max_chunk_duration_ns: u64,
@@ -98,9 +98,9 @@ pub struct Options {
     pub max_links: usize,
 }
 
-impl Default for Options {
+impl Default for ChunkOptions {
     fn default() -> Self {
-        Options {
+        ChunkOptions {
             max_chunk_duration_ns: 60_000_000_000,
             max_chunk_bytes: 8 * 1024 * 1024,
             sdk_name: "profilink".to_owned(),
@@ -115,7 +115,7 @@ impl Default for Options {
     }
 }
 
-impl Options {
+impl ChunkOptions {
     /// The chunk duration actually applied (capped at Relay's 66 s).
     pub fn effective_max_chunk_duration_ns(&self) -> u64 {
         self.max_chunk_duration_ns.min(RELAY_MAX_CHUNK_DURATION_NS)

@@ -12,7 +12,7 @@
 //!
 //! This file is the only coupling point between the two directions.
 
-use super::options::{Options, RELAY_MAX_CHUNK_DURATION_NS};
+use super::options::{ChunkOptions, RELAY_MAX_CHUNK_DURATION_NS};
 use super::strict;
 use crate::dictionary::Dictionary;
 use crate::sample_link::SampleLink;
@@ -55,7 +55,7 @@ pub(crate) fn restore(
     scope_name: &str,
     resource: &ResourceProfiles,
     profile: &Profile,
-    options: &Options,
+    options: &ChunkOptions,
 ) -> Restore {
     if check_marker(dictionary, scope_name, resource, profile).is_err() {
         return Restore::Fallback;

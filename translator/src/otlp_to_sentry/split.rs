@@ -32,7 +32,7 @@
 use super::frames::FrameTable;
 use super::ids::{chunk_id, sample_checksum};
 use super::observations::{LinkedObs, Obs, Session};
-use super::options::{Options, SparseThreadGrouping, SparseThreadPolicy};
+use super::options::{ChunkOptions, SparseThreadGrouping, SparseThreadPolicy};
 use super::platform::{Runtime, choose_platform, frame_platform};
 use super::sort::sort_observations;
 use super::stacks::{EMPTY_STACK, StackTable};
@@ -145,7 +145,7 @@ pub(crate) struct Splitter<'r, 'a> {
     ft: &'r FrameTable<'a>,
     st: &'r StackTable,
     links: &'r [([u8; 16], [u8; 8])],
-    opts: &'r Options,
+    opts: &'r ChunkOptions,
     gen_: u32,
     stack_seen: Vec<u32>,
     stack_out: Vec<u32>,
@@ -181,7 +181,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
         ft: &'r FrameTable<'a>,
         st: &'r StackTable,
         links: &'r [([u8; 16], [u8; 8])],
-        opts: &'r Options,
+        opts: &'r ChunkOptions,
     ) -> Self {
         Splitter {
             ft,

@@ -1,7 +1,7 @@
 //! A V2 profile chunk → one OTLP `Profile`.
 //!
 //! * `sample_type` = `samples`/`count`, `period_type` = `cpu`/`nanoseconds`, `period` from
-//!   [`super::Options`]; `profile_id` = the 16 bytes of `chunk_id` (empty when `chunk_id` is not
+//!   [`super::OtlpOptions`]; `profile_id` = the 16 bytes of `chunk_id` (empty when `chunk_id` is not
 //!   a 32-hex/UUID id or is all zeros).
 //! * Sample times: `secs_to_nanos(timestamp)`, the decimal digits the SDK wrote, so
 //!   `nanos_to_secs` gives back the same `f64` (exact for every timestamp with at most 9
@@ -18,7 +18,7 @@ use super::attributes::{
     SENTRY_VERSION,
 };
 use super::builder::DictionaryBuilder;
-use super::options::Options;
+use super::options::OtlpOptions;
 use super::samples::{Body, emit};
 use super::{extras, profile_shell};
 use crate::error::TranslateError;
@@ -84,7 +84,7 @@ pub(crate) fn to_profile(
     chunk: &ProfileChunk,
     times: &[u64],
     links: &dyn LinkSource,
-    options: &Options,
+    options: &OtlpOptions,
 ) -> Profile {
     let p = &chunk.profile;
     let images = chunk.debug_meta.as_ref().map_or(&[][..], |d| &d.images[..]);

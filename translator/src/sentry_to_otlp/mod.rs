@@ -3,7 +3,7 @@
 //! Input: V2 profile chunks and V1 profiles (each with its envelope's transaction, when known).
 //! Output: one `ExportProfilesServiceRequest` with **one** deduplicated dictionary shared by all
 //! resources and profiles (`builder`), plus the items that could not be translated
-//! ([`Translation::rejected`]): a bad chunk never sinks the others, and a rejected item leaves
+//! ([`OtlpTranslation::rejected`]): a bad chunk never sinks the others, and a rejected item leaves
 //! nothing in the dictionary.
 //!
 //! Layout:
@@ -12,7 +12,7 @@
 //!   for chunks that is one per profiler session (`resource`). One `ScopeProfiles` per resource
 //!   (scope `profilink`, version = this crate's version), one `Profile` per chunk or V1 profile.
 //! * Each `Profile`: `sample_type` = `samples`/`count`, `period_type` = `cpu`/`nanoseconds`,
-//!   `period` per [`Options`], `time_unix_nano` = first sample, `duration_nano` = last − first
+//!   `period` per [`OtlpOptions`], `time_unix_nano` = first sample, `duration_nano` = last − first
 //!   plus 1 (every timestamp inside `[time, time + duration)`), `profile_id` = the chunk id (or
 //!   V1 event id) as 16 bytes. Samples are grouped by identity `(stack, thread attributes, link)`
 //!   with their timestamps and no values (`samples`).
@@ -40,7 +40,7 @@ mod restore;
 mod samples;
 mod v1;
 
-pub use options::{DEFAULT_PERIOD_NS, Options};
+pub use options::{DEFAULT_PERIOD_NS, OtlpOptions};
 pub use restore::{
     canonical_form, check_marker, is_from_chunk, restore_chunk, restore_chunk_with_links,
     restore_request,
@@ -76,9 +76,9 @@ pub struct Rejected {
     pub error: TranslateError,
 }
 
-/// The result of [`translate`]: the request for everything that translated, and what did not.
+/// The result of [`to_otlp`]: the request for everything that translated, and what did not.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Translation {
+pub struct OtlpTranslation {
     /// The OTLP request (always with a dictionary holding at least the zero entries).
     pub request: ExportProfilesServiceRequest,
     /// The items left out, in input order.
@@ -170,12 +170,12 @@ fn profile_shell(
     }
 }
 
-/// Translates everything that can be; collects the rest in [`Translation::rejected`].
-pub fn translate(
+/// Translates everything that can be; collects the rest in [`OtlpTranslation::rejected`].
+pub fn to_otlp(
     input: &SentryInput<'_>,
     links: &dyn LinkSource,
-    options: &Options,
-) -> Translation {
+    options: &OtlpOptions,
+) -> OtlpTranslation {
     let mut b = DictionaryBuilder::new();
     let mut resources = Resources::default();
     let mut rejected = Vec::new();
@@ -203,7 +203,7 @@ pub fn translate(
             }),
         }
     }
-    Translation {
+    OtlpTranslation {
         request: ExportProfilesServiceRequest {
             resource_profiles: resources.finish(),
             dictionary: Some(b.finish()),
@@ -212,14 +212,14 @@ pub fn translate(
     }
 }
 
-/// Translates all of `input`, or fails with the first item's error (see [`translate`] for
+/// Translates all of `input`, or fails with the first item's error (see [`to_otlp`] for
 /// partial results).
-pub fn to_otlp(
+pub fn try_to_otlp(
     input: &SentryInput<'_>,
     links: &dyn LinkSource,
-    options: &Options,
+    options: &OtlpOptions,
 ) -> Result<ExportProfilesServiceRequest, TranslateError> {
-    let t = translate(input, links, options);
+    let t = to_otlp(input, links, options);
     match t.rejected.into_iter().next() {
         Some(r) => Err(r.error),
         None => Ok(t.request),

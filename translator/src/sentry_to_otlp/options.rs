@@ -4,29 +4,29 @@
 /// the rate of Sentry's SDK profilers.
 pub const DEFAULT_PERIOD_NS: u64 = 10_101_010;
 
-/// Options for [`super::translate`] / [`super::to_otlp`].
+/// Options for [`super::to_otlp`] / [`super::try_to_otlp`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
+pub struct OtlpOptions {
     /// The sampling interval in ns, when known. When `None`, each profile's period is inferred:
     /// the median of the positive gaps between consecutive (time-ordered) samples of the same
     /// thread, over all threads of that chunk (ties, i.e. equal timestamps, are skipped); when
-    /// the chunk has no such gap, [`Options::fallback_period_ns`].
+    /// the chunk has no such gap, [`OtlpOptions::fallback_period_ns`].
     pub period_ns: Option<u64>,
     /// The period when `period_ns` is `None` and nothing can be inferred
     /// (default [`DEFAULT_PERIOD_NS`], 99 Hz).
     pub fallback_period_ns: u64,
 }
 
-impl Default for Options {
+impl Default for OtlpOptions {
     fn default() -> Self {
-        Options {
+        OtlpOptions {
             period_ns: None,
             fallback_period_ns: DEFAULT_PERIOD_NS,
         }
     }
 }
 
-impl Options {
+impl OtlpOptions {
     /// The period for a profile whose per-thread timestamps are `threads` (each in any order;
     /// sorted in place).
     pub fn period_for(&self, threads: &mut [Vec<u64>]) -> u64 {
@@ -65,9 +65,9 @@ mod tests {
         // gaps: 10, 10, 20, 10 -> median 10
         assert_eq!(infer_period(&mut t), Some(10));
         assert_eq!(infer_period(&mut [vec![7]]), None);
-        let o = Options::default();
+        let o = OtlpOptions::default();
         assert_eq!(o.period_for(&mut [vec![7, 7]]), DEFAULT_PERIOD_NS);
-        let o = Options {
+        let o = OtlpOptions {
             period_ns: Some(3),
             ..Default::default()
         };

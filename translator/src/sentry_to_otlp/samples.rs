@@ -17,7 +17,7 @@
 use super::attributes::{THREAD_ID, THREAD_NAME};
 use super::builder::{DictionaryBuilder, int_value, str_value};
 use super::frames::FrameInterner;
-use super::options::Options;
+use super::options::OtlpOptions;
 use crate::fx_hash::FxHashMap;
 use crate::linking::{LinkIds, LinkSource, ThreadLinks};
 use profilink_proto::otlp::{AnyValue, Sample};
@@ -58,7 +58,7 @@ pub(crate) fn emit<'a>(
     count: usize,
     links: &'a dyn LinkSource,
     profiler_id: &'a str,
-    options: &Options,
+    options: &OtlpOptions,
 ) -> Emitted {
     let mut frames = FrameInterner::new(body.frames, body.platform, body.images);
     let mut stack_cache: Vec<i32> = vec![-1; body.stacks.len()];

@@ -19,7 +19,7 @@
 use super::attributes::{SENTRY_PROFILE_ID, SENTRY_V1_TRANSACTIONS, SENTRY_VERSION};
 use super::builder::DictionaryBuilder;
 use super::chunk::check_stacks;
-use super::options::Options;
+use super::options::OtlpOptions;
 use super::samples::{Body, emit};
 use super::{extras, profile_shell};
 use crate::error::TranslateError;
@@ -95,7 +95,7 @@ pub(crate) fn to_profile(
     v: &V1WithTransaction,
     times: &[u64],
     links: &dyn LinkSource,
-    options: &Options,
+    options: &OtlpOptions,
 ) -> Profile {
     let p = &v.profile;
     let images = p.debug_meta.as_ref().map_or(&[][..], |d| &d.images[..]);

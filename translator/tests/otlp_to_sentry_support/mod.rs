@@ -11,7 +11,7 @@ use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::sentry::image_space;
 use profilink_proto::sentry::secs_to_nanos;
 use profilink_proto::sentry::{is_sentry_id, parse_instruction_addr};
-use profilink_translator::otlp_to_sentry::{Options, Translation};
+use profilink_translator::otlp_to_sentry::{ChunkOptions, ChunkTranslation};
 use profilink_translator::{AttrValue, Dictionary};
 use std::collections::{BTreeSet, HashMap};
 
@@ -246,7 +246,7 @@ pub fn sample(stack_index: i32, attribute_indices: Vec<i32>, timestamps: Vec<u64
 /// The chunk checks of Sentry's rules, written out (independent of the validator), plus the
 /// validator's errors. `allow_all_sparse` tolerates the validator's `no-samples` error for chunks
 /// whose every thread is sparse (kept under `SparseThreadPolicy::Keep`).
-pub fn check_chunk(c: &ProfileChunk, opts: &Options, allow_all_sparse: bool) {
+pub fn check_chunk(c: &ProfileChunk, opts: &ChunkOptions, allow_all_sparse: bool) {
     assert_eq!(c.version, "2");
     assert!(is_sentry_id(&c.chunk_id), "chunk_id {}", c.chunk_id);
     assert!(
@@ -341,7 +341,7 @@ pub fn check_chunk(c: &ProfileChunk, opts: &Options, allow_all_sparse: bool) {
 pub type Obs = (String, u64, Vec<String>);
 
 /// The observations of a translation.
-pub fn actual_observations(t: &Translation) -> Vec<Obs> {
+pub fn actual_observations(t: &ChunkTranslation) -> Vec<Obs> {
     let mut out = Vec::new();
     for c in &t.chunks {
         let frames: Vec<String> = c

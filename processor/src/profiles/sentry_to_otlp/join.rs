@@ -96,7 +96,7 @@ impl SentryToOtlp {
         for r in releases {
             for ((_, chunk), record) in r.chunks.into_iter().zip(r.records) {
                 let chunks: [ProfileChunk; 1] = [chunk];
-                let t = sentry_to_otlp::translate(
+                let t = sentry_to_otlp::to_otlp(
                     &SentryInput {
                         chunks: &chunks,
                         v1_profiles: &[],

@@ -25,7 +25,7 @@ pub(crate) use join::Held;
 #[derive(Debug)]
 pub(crate) struct SentryToOtlp {
     name: String,
-    s2o: sentry_to_otlp::Options,
+    s2o: sentry_to_otlp::OtlpOptions,
     counters: Arc<ServiceCounters>,
     join: Option<SentryJoin>,
 }
@@ -34,7 +34,7 @@ impl SentryToOtlp {
     /// The route, translating with `s2o`, without a join buffer.
     pub(crate) fn new(
         name: &str,
-        s2o: sentry_to_otlp::Options,
+        s2o: sentry_to_otlp::OtlpOptions,
         counters: Arc<ServiceCounters>,
     ) -> Self {
         SentryToOtlp {
@@ -89,7 +89,7 @@ impl SentryToOtlp {
             return None;
         }
         let links = TransactionLinks::new(transactions);
-        let t = sentry_to_otlp::translate(
+        let t = sentry_to_otlp::to_otlp(
             &SentryInput {
                 chunks,
                 v1_profiles: v1,
@@ -101,7 +101,7 @@ impl SentryToOtlp {
         Some(t.request)
     }
 
-    fn count_translation(&self, t: &sentry_to_otlp::Translation, items: usize) {
+    fn count_translation(&self, t: &sentry_to_otlp::OtlpTranslation, items: usize) {
         for r in &t.rejected {
             self.counters.translation_error(&r.error);
             tracing::debug!(pipeline = %self.name, item = %r.item, error = %r.error, "Sentry item not translated");

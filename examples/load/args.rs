@@ -1,0 +1,57 @@
+//! The command line (see the options in `main.rs`'s docs).
+
+use std::path::PathBuf;
+
+/// What to run.
+pub struct Args {
+    pub clients: usize,
+    pub seconds: u64,
+    pub sessions: usize,
+    pub binary: PathBuf,
+    pub overload: bool,
+    pub fsync: bool,
+    pub budget_mib: usize,
+    pub sample_rate: f64,
+    pub compression: String,
+    pub target: Option<String>,
+}
+
+/// Reads the flags; panics on unknown ones or bad values.
+pub fn args() -> Args {
+    let mut a = Args {
+        clients: 4,
+        seconds: 20,
+        sessions: 16,
+        binary: std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent()?.parent().map(|d| d.join("profilink")))
+            .unwrap_or_else(|| PathBuf::from("target/release/profilink")),
+        overload: false,
+        fsync: true,
+        budget_mib: 1024,
+        sample_rate: 1.0,
+        compression: "gzip".into(),
+        target: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = || it.next().expect("flag value");
+        match flag.as_str() {
+            "--clients" => a.clients = val().parse().expect("--clients N"),
+            "--seconds" => a.seconds = val().parse().expect("--seconds T"),
+            "--sessions" => a.sessions = val().parse().expect("--sessions K"),
+            "--binary" => a.binary = PathBuf::from(val()),
+            "--budget-mib" => a.budget_mib = val().parse().expect("--budget-mib M"),
+            "--overload" => a.overload = true,
+            "--no-fsync" => a.fsync = false,
+            "--sample-rate" => a.sample_rate = val().parse().expect("--sample-rate R"),
+            "--compression" => a.compression = val(),
+            "--target" => a.target = Some(val()),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    if a.overload {
+        a.clients *= 10;
+    }
+    a
+}

@@ -1,0 +1,126 @@
+//! What the load test prints.
+
+use crate::args::Args;
+use crate::clients::ClientStats;
+use crate::service::scrape;
+use std::process::ExitStatus;
+
+/// What a run against a profilink of its own measured.
+pub struct Run {
+    /// Observations per request.
+    pub samples_per_request: u64,
+    /// Resources per request.
+    pub resources: usize,
+    /// Seconds the clients ran.
+    pub elapsed: f64,
+    pub clients: ClientStats,
+    /// Delivery latencies, seconds.
+    pub delivery: Vec<f64>,
+    /// Envelopes and bytes the stand-in received.
+    pub envelopes: u64,
+    pub bytes: u64,
+    /// The exporter's queue when the clients stopped, bytes.
+    pub queue_bytes: u64,
+    /// Seconds the backlog took to drain.
+    pub drain_s: f64,
+    /// profilink's CPU seconds while the clients ran.
+    pub cpu: f64,
+    /// Share of the machine's CPU that was busy meanwhile.
+    pub machine_busy: f64,
+    /// profilink's VmHWM and sampled VmRSS peak, kB.
+    pub hwm: u64,
+    pub rss_peak: u64,
+    /// `/metrics` before the stop.
+    pub final_metrics: String,
+    /// profilink's exit.
+    pub status: ExitStatus,
+}
+
+/// Prints a run against a profilink of its own.
+pub fn print_run(a: &Args, mut r: Run) {
+    let elapsed = r.elapsed;
+    println!(
+        "profilink load test ({} mode)",
+        if a.overload {
+            "10x overload"
+        } else {
+            "throughput"
+        }
+    );
+    println!(
+        "  clients {}, {} observations/request ({} resources), {:.1} s, fsync {}",
+        a.clients, r.samples_per_request, r.resources, elapsed, a.fsync
+    );
+    print_clients(&mut r.clients, elapsed);
+    println!(
+        "  delivery latency (chunk complete -> stand-in, {} sampled): p50 {:.1} ms, p99 {:.1} ms",
+        r.delivery.len(),
+        percentile(&mut r.delivery, 0.5) * 1e3,
+        percentile(&mut r.delivery, 0.99) * 1e3
+    );
+    println!(
+        "  delivered: {} envelopes, {:.1} MiB ({}); queue at end of load {:.1} MiB, drained in {:.1} s",
+        r.envelopes,
+        r.bytes as f64 / (1 << 20) as f64,
+        a.compression,
+        r.queue_bytes as f64 / (1 << 20) as f64,
+        r.drain_s
+    );
+    println!(
+        "  profilink CPU: {:.2} cores (machine {:.0}% busy; {:.0} samples per CPU-second); peak RSS (VmHWM) {:.1} MiB (sampled VmRSS peak {:.1} MiB)",
+        r.cpu / elapsed,
+        r.machine_busy * 100.0,
+        r.clients.accepted_samples as f64 / r.cpu.max(1e-9),
+        r.hwm as f64 / 1024.0,
+        r.rss_peak as f64 / 1024.0
+    );
+    println!(
+        "  exporter: sent {} chunks, refused_full {}, dropped {}; exit {}",
+        scrape(&r.final_metrics, "profilink_exporter_sent_chunks_total"),
+        scrape(&r.final_metrics, "profilink_exporter_refused_full_total"),
+        scrape(&r.final_metrics, "profilink_exporter_dropped_chunks_total"),
+        r.status
+    );
+}
+
+/// Prints a run against `--target`: what the clients saw.
+pub fn print_target(a: &Args, samples_per_request: u64, elapsed: f64, mut clients: ClientStats) {
+    println!(
+        "profilink load test against {}",
+        a.target.as_deref().unwrap_or_default()
+    );
+    println!(
+        "  clients {}, {} observations/request, {:.1} s",
+        a.clients, samples_per_request, elapsed
+    );
+    print_clients(&mut clients, elapsed);
+}
+
+/// The clients' lines: accepted, refused, export call latency.
+fn print_clients(c: &mut ClientStats, elapsed: f64) {
+    println!(
+        "  accepted: {} requests, {} samples = {:.0} samples/s",
+        c.accepted_requests,
+        c.accepted_samples,
+        c.accepted_samples as f64 / elapsed
+    );
+    println!(
+        "  refused (backpressure, retried): {}, errors: {}",
+        c.refused, c.errors
+    );
+    println!(
+        "  export call latency: p50 {:.1} ms, p99 {:.1} ms",
+        percentile(&mut c.latencies, 0.5) * 1e3,
+        percentile(&mut c.latencies, 0.99) * 1e3
+    );
+}
+
+/// The `p` quantile (nearest rank) of `v`, sorting it; NaN when empty.
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i]
+}

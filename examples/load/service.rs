@@ -1,0 +1,119 @@
+//! The profilink under test: its configuration, the child process, and its `/metrics`.
+
+use crate::args::Args;
+use std::net::SocketAddr;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A running profilink.
+pub struct Service {
+    child: Child,
+    /// Its process id.
+    pub pid: u32,
+    /// Its OTLP/gRPC endpoint.
+    pub grpc: String,
+    metrics_addr: String,
+    /// Its working directory (the queue's), removed when the service is dropped.
+    _dir: tempfile::TempDir,
+}
+
+impl Service {
+    /// Starts `a.binary` with the load test's configuration, sending to the stand-in at
+    /// `sentry`, and waits (up to 10 s) until it accepts connections.
+    pub async fn start(a: &Args, sentry: SocketAddr) -> Service {
+        let dir = tempfile::tempdir().unwrap();
+        let grpc = free_addr();
+        let metrics_addr = free_addr();
+        let (queue_mib, consumers) = if a.overload { (64, 4) } else { (256, 8) };
+        let config = format!(
+            r#"
+receivers:
+  otlp:
+    protocols:
+      grpc: {{ endpoint: "{grpc}", max_recv_msg_size_mib: 64 }}
+processors:
+  profile_sampling: {{ session_sample_rate: {rate} }}
+exporters:
+  sentry:
+    dsn: "http://0123456789abcdef0123456789abcdef@{sentry}/1"
+    compression: {compression}
+    num_consumers: {consumers}
+    chunk_duration: 60s
+    chunk_idle_timeout: 5s
+    sending_queue: {{ storage: ./queue, max_size_mib: {queue_mib}, fsync: {fsync} }}
+service:
+  pipelines:
+    profiles: {{ receivers: [otlp], processors: [profile_sampling], exporters: [sentry] }}
+  telemetry:
+    metrics: {{ address: "{metrics_addr}" }}
+    logs: {{ level: warn }}
+"#,
+            fsync = a.fsync,
+            rate = a.sample_rate,
+            compression = a.compression
+        );
+        std::fs::write(dir.path().join("load.yaml"), config).unwrap();
+        let child = Command::new(&a.binary)
+            .args(["run", "--config", "load.yaml"])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start profilink");
+        let t_wait = Instant::now();
+        while TcpStream::connect(&grpc).await.is_err() {
+            assert!(
+                t_wait.elapsed() < Duration::from_secs(10),
+                "profilink did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Service {
+            pid: child.id(),
+            child,
+            grpc,
+            metrics_addr,
+            _dir: dir,
+        }
+    }
+
+    /// Its `/metrics` text (empty when it cannot be read).
+    pub async fn metrics(&self) -> String {
+        let addr = &self.metrics_addr;
+        let mut s = match TcpStream::connect(addr).await {
+            Ok(s) => s,
+            Err(_) => return String::new(),
+        };
+        let req = format!("GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+        if s.write_all(req.as_bytes()).await.is_err() {
+            return String::new();
+        }
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Stops it with SIGTERM (it drains and flushes open sessions) and waits for its exit.
+    pub fn stop(mut self) -> ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        self.child.wait().unwrap()
+    }
+}
+
+/// The sum of the samples of metric `name` (all its label sets) in `/metrics` text.
+pub fn scrape(text: &str, name: &str) -> u64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.starts_with(name))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum()
+}
+
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
