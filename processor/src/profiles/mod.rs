@@ -292,7 +292,7 @@ impl Pipeline {
     }
 
     /// Retries parked requests and releases the chunks whose window ran out (run every
-    /// [`crate::join::TICK`] by the pipeline's timer, see [`crate::timers`]).
+    /// [`crate::join::TICK`] by the pipeline's timer, see [`start_timers`](crate::start_timers)).
     pub async fn tick(&self) {
         if let (Some(route), Some(out)) = (&self.sentry_to_otlp, &self.forward) {
             route.tick(out).await;
