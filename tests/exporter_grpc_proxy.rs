@@ -113,7 +113,7 @@ fn grpc_exporter_tunnels_through_https_proxy() {
         .unwrap();
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../tests/fixtures/otlp/ebpf-profile.pb"
+            "/tests/fixtures/otlp/ebpf-profile.pb"
         );
         let req =
             ExportProfilesServiceRequest::decode(std::fs::read(path).unwrap().as_slice()).unwrap();

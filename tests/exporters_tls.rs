@@ -113,7 +113,7 @@ fn server_tls(ca: &TestCa, dir: &Path) -> TlsConfig {
 fn otlp_request() -> ExportProfilesServiceRequest {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tests/fixtures/otlp/ebpf-profile.pb"
+        "/tests/fixtures/otlp/ebpf-profile.pb"
     );
     ExportProfilesServiceRequest::decode(std::fs::read(path).expect("fixture").as_slice())
         .expect("decodes")
