@@ -71,7 +71,8 @@ impl<T> Exporter<T> {
 
     /// Exports `data` and maps a refusal to what the receiver answers its client.
     pub async fn export_for_client(&self, data: T) -> Result<(), ConsumeError> {
-        self.export(data)
+        self.inner
+            .export(data)
             .await
             .map_err(|e| consume_error(&self.id, e))
     }
