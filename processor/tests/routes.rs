@@ -117,6 +117,19 @@ const TRANSACTIONS: [&str; 2] = [
     "sentry/python/trace-transaction-0002.envelope",
 ];
 
+/// The two chunks with their transactions, and the chunks' samples.
+fn chunks_with_transactions() -> (SentryBatch, u64) {
+    let mut paths = CHUNKS.to_vec();
+    paths.extend(TRANSACTIONS);
+    let batch = sentry(&paths);
+    let samples = batch
+        .chunks
+        .iter()
+        .map(|c| c.profile.samples.len() as u64)
+        .sum();
+    (batch, samples)
+}
+
 fn chunk_samples(chunks: &[ExportChunk]) -> u64 {
     chunks
         .iter()
@@ -228,14 +241,7 @@ async fn sentry_chunks_pass_through_with_every_thread_linked() {
 #[tokio::test]
 async fn sentry_to_otlp_translates_and_links_chunks() {
     let s = setup(&[], false, true);
-    let mut paths = CHUNKS.to_vec();
-    paths.extend(TRANSACTIONS);
-    let batch = sentry(&paths);
-    let want: u64 = batch
-        .chunks
-        .iter()
-        .map(|c| c.profile.samples.len() as u64)
-        .sum();
+    let (batch, want) = chunks_with_transactions();
     s.pipeline.consume(Payload::Sentry(batch)).await.unwrap();
     let reqs = s.otlp.take();
     assert_eq!(
@@ -254,14 +260,7 @@ async fn sentry_to_otlp_through_the_join_buffer() {
         ..Default::default()
     }));
     assert!(pipeline.join_metrics().is_some());
-    let mut paths = CHUNKS.to_vec();
-    paths.extend(TRANSACTIONS);
-    let batch = sentry(&paths);
-    let want: u64 = batch
-        .chunks
-        .iter()
-        .map(|c| c.profile.samples.len() as u64)
-        .sum();
+    let (batch, want) = chunks_with_transactions();
     pipeline.consume(Payload::Sentry(batch)).await.unwrap();
     pipeline.flush_join().await;
     let reqs = s.otlp.take();
