@@ -76,7 +76,7 @@ impl ClientConfig {
 pub struct ExporterSignalConfig {
     /// The topic (default `otlp_profiles` / `otlp_spans`).
     pub topic: Option<String>,
-    /// The encoding (default and only value: `otlp_proto`).
+    /// The encoding: `otlp_proto` (default) or `otlp_json`.
     pub encoding: Encoding,
 }
 
@@ -166,6 +166,16 @@ impl Default for KafkaExporterConfig {
 }
 
 impl KafkaExporterConfig {
+    /// The profiles encoding (`encoding` when set, else `profiles.encoding`).
+    pub fn profiles_encoding(&self) -> Encoding {
+        self.encoding.unwrap_or(self.profiles.encoding)
+    }
+
+    /// The traces encoding (`traces.encoding`).
+    pub fn traces_encoding(&self) -> Encoding {
+        self.traces.encoding
+    }
+
     /// The client settings.
     pub fn client(&self) -> ClientConfig {
         ClientConfig {
@@ -196,17 +206,6 @@ impl KafkaExporterConfig {
         self.client().bootstrap_servers()?;
         if self.profiles_topic().trim().is_empty() {
             return Err("profiles.topic: is empty".into());
-        }
-        for (key, e) in [
-            ("encoding", self.encoding),
-            ("profiles.encoding", Some(self.profiles.encoding)),
-            ("traces.encoding", Some(self.traces.encoding)),
-        ] {
-            if e == Some(Encoding::OtlpJson) {
-                return Err(format!(
-                    "{key}: otlp_json is not available on the kafka exporter (use otlp_proto)"
-                ));
-            }
         }
         if !matches!(self.producer.required_acks, -1..=1) {
             return Err("producer.required_acks: must be -1, 0 or 1".into());

@@ -11,7 +11,7 @@
 //! produced again. This module supplies one attempt ([`RequestSender`]); the queue, retries,
 //! counters and shutdown are the request exporter's.
 
-use crate::config::KafkaExporterConfig;
+use crate::config::{Encoding, KafkaExporterConfig};
 use crate::keying::{split_profiles, split_traces};
 use crate::record::KafkaRecord;
 use profilink_exporter::{
@@ -21,6 +21,7 @@ use profilink_exporter::{
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, ExportTraceServiceRequest, PROFILES_VERSION_HEADER,
 };
+use profilink_proto::otlp_json;
 use profilink_proto::signal::{Signal, Traces, profile_counts};
 use prost::Message;
 use rdkafka::ClientConfig;
@@ -182,6 +183,7 @@ impl KafkaExporter {
         req: ExportProfilesServiceRequest,
     ) -> Result<(), ExportError> {
         let topic = self.cfg.profiles_topic().to_string();
+        let json = self.cfg.profiles_encoding() == Encoding::OtlpJson;
         let parts = if self.cfg.partition_profiles_by_session {
             split_profiles(req)
         } else {
@@ -194,7 +196,11 @@ impl KafkaExporter {
                 KafkaRecord {
                     topic: topic.clone(),
                     key,
-                    payload: r.encode_to_vec(),
+                    payload: if json {
+                        otlp_json::encode_request(&r)
+                    } else {
+                        r.encode_to_vec()
+                    },
                     samples,
                     profiles: true,
                 }
@@ -207,6 +213,7 @@ impl KafkaExporter {
     /// `partition_traces_by_id: false`) and queues them.
     pub async fn export_traces(&self, req: ExportTraceServiceRequest) -> Result<(), ExportError> {
         let topic = self.cfg.traces_topic().to_string();
+        let json = self.cfg.traces_encoding() == Encoding::OtlpJson;
         let parts = if self.cfg.partition_traces_by_id {
             split_traces(req)
         } else {
@@ -218,7 +225,11 @@ impl KafkaExporter {
                 topic: topic.clone(),
                 key,
                 samples: Traces::counts(&r).items,
-                payload: r.encode_to_vec(),
+                payload: if json {
+                    otlp_json::encode_traces_request(&r)
+                } else {
+                    r.encode_to_vec()
+                },
                 profiles: false,
             })
             .collect();

@@ -28,9 +28,13 @@ fn inputs() -> Vec<ExportProfilesServiceRequest> {
 }
 
 async fn produce(broker: &Broker, topic: &str, keyed: bool) {
+    produce_encoded(broker, topic, keyed, "otlp_proto").await
+}
+
+async fn produce_encoded(broker: &Broker, topic: &str, keyed: bool, encoding: &str) {
     let cfg: KafkaExporterConfig = serde_json::from_value(serde_json::json!({
         "brokers": [broker.address],
-        "profiles": {"topic": topic},
+        "profiles": {"topic": topic, "encoding": encoding},
         "partition_profiles_by_session": keyed,
     }))
     .unwrap();
@@ -138,4 +142,28 @@ async fn unkeyed_sends_one_message_per_request() {
     got.sort();
     want.sort();
     assert_eq!(got, want, "each request as it was");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_json_messages_decode_as_the_requests() {
+    let Some(broker) = Broker::start() else {
+        return;
+    };
+    broker.create_topic("json", 3);
+    produce_encoded(&broker, "json", false, "otlp_json").await;
+    let messages = broker.read_all("json", 3, Duration::from_secs(3));
+    assert_eq!(messages.len(), 3);
+    let mut got: Vec<Vec<u8>> = messages
+        .iter()
+        .map(|m| {
+            assert_eq!(m.4.first(), Some(&b'{'), "an OTLP/JSON object");
+            profilink_proto::otlp_json::decode_request(&m.4)
+                .expect("OTLP/JSON request")
+                .encode_to_vec()
+        })
+        .collect();
+    let mut want: Vec<Vec<u8>> = inputs().iter().map(Message::encode_to_vec).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "each request as it was, through OTLP/JSON");
 }
