@@ -14,6 +14,16 @@ pub struct Args {
     pub sample_rate: f64,
     pub compression: String,
     pub target: Option<String>,
+    /// `--symbolize`: the three-phase symbolization comparison (see `symbolize`).
+    pub symbolize: bool,
+    /// `--new-addresses P`: with `--symbolize`, the percentage of each request's native
+    /// locations whose address is new (the others keep their address of the client's first
+    /// request).
+    pub new_addresses: u64,
+    /// `--repeat N`: with `--symbolize`, run the three phases N times (medians reported).
+    pub repeat: usize,
+    /// `--pprof DIR`: profilink writes a CPU profile of each run into DIR.
+    pub pprof: Option<PathBuf>,
 }
 
 /// Reads the flags; panics on unknown ones or bad values.
@@ -32,6 +42,10 @@ pub fn args() -> Args {
         sample_rate: 1.0,
         compression: "gzip".into(),
         target: None,
+        symbolize: false,
+        new_addresses: 50,
+        repeat: 1,
+        pprof: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -47,6 +61,10 @@ pub fn args() -> Args {
             "--sample-rate" => a.sample_rate = val().parse().expect("--sample-rate R"),
             "--compression" => a.compression = val(),
             "--target" => a.target = Some(val()),
+            "--symbolize" => a.symbolize = true,
+            "--repeat" => a.repeat = val().parse().expect("--repeat N"),
+            "--new-addresses" => a.new_addresses = val().parse().expect("--new-addresses P"),
+            "--pprof" => a.pprof = Some(PathBuf::from(val())),
             other => panic!("unknown flag {other}"),
         }
     }

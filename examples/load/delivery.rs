@@ -1,5 +1,6 @@
 //! Delivery latency: from the acknowledgement of the request that completed a chunk (the
-//! round after its last) to the stand-in receiving the chunk, over the sampled envelopes.
+//! round after its last) to the stand-in receiving the chunk, over the sampled envelopes (and
+//! those envelopes' chunks, decoded).
 
 use crate::{ROUND_NS, ROUNDS_PER_CHUNK};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
@@ -27,6 +28,29 @@ pub fn owners(templates: &[ExportProfilesServiceRequest]) -> HashMap<String, usi
     owner
 }
 
+/// The profile chunks of a sampled envelope body compressed with `compression` (none when it
+/// does not decode).
+pub fn chunks(body: &[u8], compression: &str) -> Vec<ProfileChunk> {
+    let mut raw = Vec::new();
+    let decoded = match compression {
+        "zstd" => zstd::stream::read::Decoder::new(body).and_then(|mut d| d.read_to_end(&mut raw)),
+        "gzip" => flate2::read::GzDecoder::new(body).read_to_end(&mut raw),
+        _ => {
+            raw.extend_from_slice(body);
+            Ok(raw.len())
+        }
+    };
+    if decoded.is_err() {
+        return Vec::new();
+    }
+    let Ok(env) = Envelope::parse(&raw) else {
+        return Vec::new();
+    };
+    env.profile_chunks()
+        .filter_map(|item| ProfileChunk::from_json(&item.payload).ok())
+        .collect()
+}
+
 /// Seconds from the closing round's acknowledgement to the arrival, for each chunk of the
 /// `sampled` envelopes (arrival time, body compressed with `compression`) whose session has an
 /// owner and whose closing round was acknowledged (`acks[client][round]`, ns since the start;
@@ -40,26 +64,7 @@ pub fn latencies(
 ) -> Vec<f64> {
     let mut delivery = Vec::new();
     for (t, body) in sampled {
-        let mut raw = Vec::new();
-        let decoded = match compression {
-            "zstd" => zstd::stream::read::Decoder::new(body.as_slice())
-                .and_then(|mut d| d.read_to_end(&mut raw)),
-            "gzip" => flate2::read::GzDecoder::new(body.as_slice()).read_to_end(&mut raw),
-            _ => {
-                raw.extend_from_slice(body);
-                Ok(raw.len())
-            }
-        };
-        if decoded.is_err() {
-            continue;
-        }
-        let Ok(env) = Envelope::parse(&raw) else {
-            continue;
-        };
-        for item in env.profile_chunks() {
-            let Ok(chunk) = ProfileChunk::from_json(&item.payload) else {
-                continue;
-            };
+        for chunk in chunks(body, compression) {
             let (Some(&c), Some(first)) =
                 (owner.get(&chunk.profiler_id), chunk.profile.samples.first())
             else {

@@ -26,31 +26,56 @@
 //! (the exporter's `compression`: `gzip`, the default, `zstd` or `none`), `--target ADDR` (send
 //! to an OTLP/gRPC endpoint already running, e.g. nginx in front of replicas as
 //! `examples/scale-out/run.sh` starts them, instead of starting profilink and a stand-in; each
-//! client sends the header `x-agent-id: load-<client>`; reports what was accepted only).
+//! client sends the header `x-agent-id: load-<client>`; reports what was accepted only),
+//! `--pprof DIR` (profilink runs its `pprof` extension and a CPU profile of each measured
+//! load is written to `DIR/<run>.pb.gz`: `load`, or `off`, `cold`, `warm`), `--symbolize` (below).
+//!
+//! **`--symbolize`** measures the `symbolize` processor under this load, in one invocation:
+//! it compiles three native objects with hundreds of functions (`g++`/`gcc -g -O2`, debug
+//! files split into a build-id directory; gcc, g++ and binutils must be installed), points
+//! the fixture's native frames into them (90 native locations per request, 111 of the
+//! fixture's 333 frames; addresses sweep every function, so the address cache keeps missing
+//! until all of them were sent once), and sends the same load three times, each against a
+//! fresh profilink: `off` (no processor), `cold` (`symbolize` from the debug directory, empty
+//! caches, measured from the first request) and `warm` (after a warm-up that sent every
+//! address once). Per phase: samples/s, samples per CPU-second, peak RSS, the symbolizer's
+//! frames by outcome and cache hits/misses over the measured load, and how many native frames
+//! of the sampled chunks are named; then warm and cold against off. See `symbolize.rs`.
+//!
+//! ```sh
+//! cargo build --release --bin profilink --examples
+//! target/release/examples/load --symbolize --clients 4 --seconds 15
+//! ```
 //!
 //! Modules: `args` (the command line), `clients` (the producers), `standin` (the Sentry
-//! stand-in), `service` (the profilink under test and its `/metrics`), `process` (CPU and
-//! memory from `/proc`), `delivery` (delivery latency), `report` (what is printed).
+//! stand-in), `service` (the profilink under test and its `/metrics`), `run` (one run against
+//! a fresh profilink), `process` (CPU and memory from `/proc`), `delivery` (delivery latency,
+//! sampled chunks), `report` (what is printed), `symbolize` (the `--symbolize` phases) with
+//! `native_source` (the generated programs), `native` (compiling them, the build-id
+//! directory) and `native_frames` (the fixture's native frames pointed into them).
 
 mod args;
 mod clients;
 mod delivery;
 #[path = "../support/load_request.rs"]
 mod load_request;
+mod native;
+mod native_frames;
+mod native_source;
 mod process;
 mod report;
+mod run;
 mod service;
 mod standin;
+mod symbolize;
 
 use bytes::Bytes;
 use clients::Plan;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use prost::Message;
-use service::{Service, scrape};
-use standin::StandIn;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// The time between a client's consecutive requests of a session, in profile time.
@@ -58,7 +83,8 @@ const ROUND_NS: u64 = 5_000_000_000;
 /// Rounds the exporter merges into one chunk (60 s).
 const ROUNDS_PER_CHUNK: usize = 12;
 
-fn min_timestamp(req: &ExportProfilesServiceRequest) -> u64 {
+/// The first sample time of `req` (round 0 of the load).
+pub fn min_timestamp(req: &ExportProfilesServiceRequest) -> u64 {
     req.resource_profiles
         .iter()
         .flat_map(|rp| &rp.scope_profiles)
@@ -69,17 +95,24 @@ fn min_timestamp(req: &ExportProfilesServiceRequest) -> u64 {
         .unwrap_or(0)
 }
 
-/// Each client's gRPC bodies: `rounds` consecutive 5 s rounds of its template.
-fn build_bodies(templates: &[ExportProfilesServiceRequest], rounds: usize) -> Vec<Vec<Bytes>> {
+/// Each client's gRPC bodies: `rounds` consecutive 5 s rounds of its template, each given to
+/// `edit` (with the client and round) before it is encoded.
+pub fn build_bodies(
+    templates: &[ExportProfilesServiceRequest],
+    rounds: usize,
+    edit: &(dyn Fn(&mut ExportProfilesServiceRequest, usize, usize) + Sync),
+) -> Vec<Vec<Bytes>> {
     std::thread::scope(|s| {
         let handles: Vec<_> = templates
             .iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(c, t)| {
                 s.spawn(move || {
                     (0..rounds)
                         .map(|r| {
                             let mut req = t.clone();
                             load_request::shift(&mut req, r as u64 * ROUND_NS);
+                            edit(&mut req, c, r);
                             clients::frame(&req)
                         })
                         .collect::<Vec<_>>()
@@ -104,12 +137,53 @@ async fn main() {
         std::fs::read(&fixture_path).expect("fixture").as_slice(),
     )
     .unwrap();
-    let base = min_timestamp(&fixture);
-
-    // Pre-build the requests.
+    if a.symbolize {
+        symbolize::run(&a, fixture).await;
+        return;
+    }
     let templates: Vec<_> = (0..a.clients)
         .map(|c| load_request::replicated(&fixture, &format!("load-{c}"), a.sessions))
         .collect();
+    let load = prepare(&a, &fixture, templates, &|_, _, _| {});
+    if let Some(target) = &a.target {
+        // `--target`: the clients against an endpoint already running.
+        let start = Instant::now();
+        let plan = Plan {
+            addr: target.clone(),
+            samples_per_request: load.samples_per_request,
+            deadline: start + Duration::from_secs(a.seconds),
+            start,
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let total = clients::run(&plan, load.bodies, &[]).await;
+        let elapsed = start.elapsed().as_secs_f64();
+        report::print_target(&a, load.samples_per_request, elapsed, total);
+        return;
+    }
+    let setup = run::Setup {
+        pprof_to: a.pprof.as_ref().map(|d| pprof_path(d, "load")),
+        ..Default::default()
+    };
+    let r = run::run(&a, &load, setup).await;
+    report::print_run(&a, r);
+}
+
+/// `DIR/<run>.pb.gz` (`--pprof DIR`), DIR created, absolute (profilink runs elsewhere).
+pub fn pprof_path(dir: &std::path::Path, run: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("--pprof DIR");
+    std::path::absolute(dir)
+        .expect("--pprof DIR")
+        .join(format!("{run}.pb.gz"))
+}
+
+/// The load from each client's template: as many rounds as `--seconds` may need at 1.5 M
+/// samples/s, within `--budget-mib` (at least a chunk's worth), each round given to `edit`.
+pub fn prepare(
+    a: &args::Args,
+    fixture: &ExportProfilesServiceRequest,
+    templates: Vec<ExportProfilesServiceRequest>,
+    edit: &(dyn Fn(&mut ExportProfilesServiceRequest, usize, usize) + Sync),
+) -> run::Load {
     let samples_per_request =
         profilink_proto::signal::profile_counts(&templates[0].resource_profiles).samples;
     let probe = clients::frame(&templates[0]);
@@ -130,103 +204,13 @@ async fn main() {
         (rounds * a.clients * probe.len()) >> 20
     );
     let t_build = Instant::now();
-    let bodies = build_bodies(&templates, rounds);
+    let bodies = build_bodies(&templates, rounds, edit);
     eprintln!("built in {:.1} s", t_build.elapsed().as_secs_f64());
-    if let Some(target) = &a.target {
-        // `--target`: the clients against an endpoint already running.
-        let start = Instant::now();
-        let plan = Plan {
-            addr: target.clone(),
-            samples_per_request,
-            deadline: start + Duration::from_secs(a.seconds),
-            start,
-            stop: Arc::new(AtomicBool::new(false)),
-        };
-        let total = clients::run(&plan, bodies, &[]).await;
-        let elapsed = start.elapsed().as_secs_f64();
-        report::print_target(&a, samples_per_request, elapsed, total);
-        return;
-    }
-
-    // Which client owns which profiler session (for delivery latency).
-    let owner = delivery::owners(&templates);
-    drop(templates);
-
-    let start = Instant::now();
-    let delay = if a.overload {
-        Duration::from_millis(100)
-    } else {
-        Duration::ZERO
-    };
-    let (st, sentry_addr) = StandIn::start(delay, start).await;
-    let service = Service::start(&a, sentry_addr).await;
-    let pid = service.pid;
-
-    // Run.
-    let cpu0 = process::cpu_seconds(pid);
-    let machine0 = process::machine_cpu();
-    let t0 = Instant::now();
-    let plan = Plan {
-        addr: service.grpc.clone(),
+    run::Load {
+        bodies,
         samples_per_request,
-        deadline: t0 + Duration::from_secs(a.seconds),
-        start,
-        stop: Arc::new(AtomicBool::new(false)),
-    };
-    let acks: Vec<Arc<Vec<AtomicU64>>> = (0..a.clients)
-        .map(|_| Arc::new((0..rounds).map(|_| AtomicU64::new(0)).collect()))
-        .collect();
-    let sampler = process::sample_rss(pid, plan.stop.clone());
-    let total = clients::run(&plan, bodies, &acks).await;
-    let elapsed = t0.elapsed().as_secs_f64();
-    let cpu = process::cpu_seconds(pid) - cpu0;
-    let machine1 = process::machine_cpu();
-    let machine_busy = (machine1.0 - machine0.0) / (machine1.1 - machine0.1).max(1e-9);
-    let queue_bytes = scrape(&service.metrics().await, "profilink_queue_size_bytes");
-
-    // Let the backlog drain (bounded), then stop profilink (flushes open sessions).
-    let t_drain = Instant::now();
-    let mut last = u64::MAX;
-    while t_drain.elapsed() < Duration::from_secs(if a.overload { 5 } else { 30 }) {
-        let q = scrape(&service.metrics().await, "profilink_queue_size_bytes");
-        if q == 0 || (q == last && t_drain.elapsed() > Duration::from_secs(3)) {
-            break;
-        }
-        last = q;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        resources: a.sessions * fixture.resource_profiles.len(),
+        owner: delivery::owners(&templates),
+        base: min_timestamp(fixture),
     }
-    let drain_s = t_drain.elapsed().as_secs_f64();
-    plan.stop.store(true, Ordering::Relaxed);
-    let rss_peak = sampler.await.unwrap_or(0);
-    let hwm = process::proc_status(pid, "VmHWM:").unwrap_or(0);
-    let final_metrics = service.metrics().await;
-    let status = service.stop();
-
-    let delivery = delivery::latencies(
-        &st.sampled.lock().unwrap(),
-        &a.compression,
-        &owner,
-        base,
-        &acks,
-    );
-    report::print_run(
-        &a,
-        report::Run {
-            samples_per_request,
-            resources: a.sessions * fixture.resource_profiles.len(),
-            elapsed,
-            clients: total,
-            delivery,
-            envelopes: st.envelopes.load(Ordering::Relaxed),
-            bytes: st.bytes.load(Ordering::Relaxed),
-            queue_bytes,
-            drain_s,
-            cpu,
-            machine_busy,
-            hwm,
-            rss_peak,
-            final_metrics,
-            status,
-        },
-    );
 }

@@ -30,10 +30,15 @@ pub struct Run {
     /// profilink's VmHWM and sampled VmRSS peak, kB.
     pub hwm: u64,
     pub rss_peak: u64,
-    /// `/metrics` before the stop.
+    /// `/metrics` when the measured load started (after any warm-up), when it ended, and
+    /// before the stop.
+    pub start_metrics: String,
+    pub end_metrics: String,
     pub final_metrics: String,
     /// profilink's exit.
     pub status: ExitStatus,
+    /// The envelopes the stand-in kept (one in 8: arrival time, body as received).
+    pub sampled: Vec<(f64, Vec<u8>)>,
 }
 
 /// Prints a run against a profilink of its own.

@@ -2,6 +2,7 @@
 
 use crate::args::Args;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -15,26 +16,48 @@ pub struct Service {
     /// Its OTLP/gRPC endpoint.
     pub grpc: String,
     metrics_addr: String,
+    pprof_addr: String,
     /// Its working directory (the queue's), removed when the service is dropped.
     _dir: tempfile::TempDir,
 }
 
 impl Service {
     /// Starts `a.binary` with the load test's configuration, sending to the stand-in at
-    /// `sentry`, and waits (up to 10 s) until it accepts connections.
-    pub async fn start(a: &Args, sentry: SocketAddr) -> Service {
+    /// `sentry`, and waits (up to 10 s) until it accepts connections. With `symbolize` (the
+    /// processor's settings, a YAML flow mapping) the pipeline runs a `symbolize` processor
+    /// after `profile_sampling`. With `pprof`, it runs the `pprof` extension (see
+    /// [`Service::cpu_profile`]).
+    pub async fn start(
+        a: &Args,
+        sentry: SocketAddr,
+        symbolize: Option<&str>,
+        pprof: bool,
+    ) -> Service {
         let dir = tempfile::tempdir().unwrap();
         let grpc = free_addr();
         let metrics_addr = free_addr();
         let (queue_mib, consumers) = if a.overload { (64, 4) } else { (256, 8) };
+        let (symbolize_cfg, symbolize_step) = match symbolize {
+            Some(s) => (format!("\n  symbolize: {s}"), ", symbolize"),
+            None => (String::new(), ""),
+        };
+        let pprof_addr = free_addr();
+        let (pprof_cfg, pprof_ext) = if pprof {
+            (
+                format!("extensions:\n  pprof: {{ endpoint: \"{pprof_addr}\" }}\n"),
+                "\n  extensions: [pprof]",
+            )
+        } else {
+            (String::new(), "")
+        };
         let config = format!(
             r#"
-receivers:
+{pprof_cfg}receivers:
   otlp:
     protocols:
       grpc: {{ endpoint: "{grpc}", max_recv_msg_size_mib: 64 }}
 processors:
-  profile_sampling: {{ session_sample_rate: {rate} }}
+  profile_sampling: {{ session_sample_rate: {rate} }}{symbolize_cfg}
 exporters:
   sentry:
     dsn: "http://0123456789abcdef0123456789abcdef@{sentry}/1"
@@ -43,9 +66,9 @@ exporters:
     chunk_duration: 60s
     chunk_idle_timeout: 5s
     sending_queue: {{ storage: ./queue, max_size_mib: {queue_mib}, fsync: {fsync} }}
-service:
+service:{pprof_ext}
   pipelines:
-    profiles: {{ receivers: [otlp], processors: [profile_sampling], exporters: [sentry] }}
+    profiles: {{ receivers: [otlp], processors: [profile_sampling{symbolize_step}], exporters: [sentry] }}
   telemetry:
     metrics: {{ address: "{metrics_addr}" }}
     logs: {{ level: warn }}
@@ -76,6 +99,7 @@ service:
             child,
             grpc,
             metrics_addr,
+            pprof_addr,
             _dir: dir,
         }
     }
@@ -94,6 +118,23 @@ service:
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out).await;
         String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Its CPU profile over the next `seconds` (the `pprof` extension's, gzipped pprof
+    /// protobuf), written to `to`; a failure is reported, not fatal.
+    pub async fn cpu_profile(&self, seconds: u64, to: &Path) {
+        let url = format!(
+            "http://{}/debug/pprof/profile?seconds={seconds}",
+            self.pprof_addr
+        );
+        let body = match reqwest::get(&url).await {
+            Ok(r) if r.status().is_success() => r.bytes().await.ok(),
+            _ => None,
+        };
+        match body.map(|b| std::fs::write(to, b)) {
+            Some(Ok(())) => {}
+            _ => eprintln!("no CPU profile from {url}"),
+        }
     }
 
     /// Stops it with SIGTERM (it drains and flushes open sessions) and waits for its exit.
