@@ -22,7 +22,8 @@
 //! Measured 2026-11-28 (`--clients 4 --seconds 15 --repeat 3`, the shared 2-core machine
 //! 95-100% busy; medians, samples/s and samples per CPU-second against `off`): with every
 //! native address repeating (`--new-addresses 0`) cold +2.2% / -9.8%, warm -8.8% / -6.4%;
-//! with half new (the default) cold -31.7% / -31.8%, warm -30.5% / -32.3%; with all new cold
+//! with half new (the default) cold -31.7% / -31.8%, warm -30.5% / -32.3% (on a quieter machine,
+//! profilink at 1.7 cores: cold -39.1% / -37.5%, warm -34.8% / -32.7%); with all new cold
 //! -40.9% / -42.9%, warm -37.8% / -36.4%. Peak RSS off ~325 MiB, cold 376-490, warm 453-548.
 //! The symbolizer takes 2-3% of the CPU warm, ~5% cold (`--pprof`); the rest is the exporter
 //! handling the named frames (2.4 inline levels per C++ address, names and paths): see
