@@ -58,12 +58,26 @@ pub struct Pipeline {
     counters: Arc<ServiceCounters>,
     store: Option<Arc<StoreWriter>>,
     budget: Budget,
-    /// With chunk exporters: OTLP → chunks, and where Sentry chunks go.
-    to_chunks: Option<OtlpToChunks>,
-    sentry_chunks: Option<SentryChunks>,
-    /// With OTLP exporters: OTLP forwarded, and where Sentry → OTLP requests go.
-    forward: Option<OtlpForward>,
-    sentry_to_otlp: Option<SentryToOtlp>,
+    /// The routes to the chunk exporters, when the pipeline has any.
+    chunks: Option<ChunkRoutes>,
+    /// The routes to the OTLP exporters, when the pipeline has any.
+    otlp: Option<OtlpRoutes>,
+}
+
+/// The routes to a pipeline's chunk exporters: OTLP → chunks (which also delivers), and
+/// Sentry chunks through it.
+#[derive(Debug)]
+struct ChunkRoutes {
+    from_otlp: OtlpToChunks,
+    from_sentry: SentryChunks,
+}
+
+/// The routes to a pipeline's OTLP exporters: OTLP forwarded (which also delivers), and
+/// Sentry → OTLP through it.
+#[derive(Debug)]
+struct OtlpRoutes {
+    forward: OtlpForward,
+    from_sentry: SentryToOtlp,
 }
 
 impl Pipeline {
@@ -84,17 +98,19 @@ impl Pipeline {
             chain: Chain::new(processors),
             store: None,
             budget: Budget::default(),
-            to_chunks: chunks.then(|| {
-                OtlpToChunks::new(
+            chunks: chunks.then(|| ChunkRoutes {
+                from_otlp: OtlpToChunks::new(
                     name,
                     chunk_exporters,
                     otlp_to_sentry_options(),
                     counters.clone(),
-                )
+                ),
+                from_sentry: SentryChunks::new(s2o.clone(), counters.clone()),
             }),
-            sentry_chunks: chunks.then(|| SentryChunks::new(s2o.clone(), counters.clone())),
-            forward: otlp.then(|| OtlpForward::new(otlp_exporters, counters.clone())),
-            sentry_to_otlp: otlp.then(|| SentryToOtlp::new(name, s2o, counters.clone())),
+            otlp: otlp.then(|| OtlpRoutes {
+                forward: OtlpForward::new(otlp_exporters, counters.clone()),
+                from_sentry: SentryToOtlp::new(name, s2o, counters.clone()),
+            }),
             counters,
         }
     }
@@ -110,8 +126,8 @@ impl Pipeline {
     /// Remembers, for the `traces` pipelines' stamping, where the samples linked to each span
     /// ran (from the OTLP this pipeline translates to chunks).
     pub fn with_span_threads(mut self, known: Option<SharedSpanThreads>) -> Self {
-        if let Some(r) = &mut self.to_chunks {
-            r.span_threads = known;
+        if let Some(r) = &mut self.chunks {
+            r.from_otlp.span_threads = known;
         }
         self
     }
@@ -128,7 +144,12 @@ impl Pipeline {
     /// arrive, when the pipeline has OTLP exporters (see [`JoinConfig`](crate::JoinConfig)).
     /// Without it chunks are linked only to the transactions of their own envelope.
     pub fn with_join(mut self, cfg: Option<JoinConfig>) -> Self {
-        self.sentry_to_otlp = self.sentry_to_otlp.map(|r| r.with_join(cfg));
+        if let Some(r) = self.otlp.take() {
+            self.otlp = Some(OtlpRoutes {
+                from_sentry: r.from_sentry.with_join(cfg),
+                ..r
+            });
+        }
         self
     }
 
@@ -140,10 +161,12 @@ impl Pipeline {
     /// shutdown held chunks stay in the log. Blocking I/O; fails when the directory cannot be
     /// created or is in use by another pipeline or process.
     pub fn with_join_log(mut self, dir: Option<&Path>) -> std::io::Result<Self> {
-        self.sentry_to_otlp = match self.sentry_to_otlp {
-            Some(r) => Some(r.with_join_log(dir)?),
-            None => None,
-        };
+        if let Some(r) = self.otlp.take() {
+            self.otlp = Some(OtlpRoutes {
+                from_sentry: r.from_sentry.with_join_log(dir)?,
+                ..r
+            });
+        }
         Ok(self)
     }
 
@@ -159,18 +182,15 @@ impl Pipeline {
 
     /// The join buffer's counters, when the pipeline joins.
     pub fn join_metrics(&self) -> Option<Arc<JoinMetrics>> {
-        self.sentry_to_otlp
+        self.otlp
             .as_ref()
-            .and_then(SentryToOtlp::join_metrics)
+            .and_then(|r| r.from_sentry.join_metrics())
     }
 
     /// Refuses while an exporter's queue is full.
     pub fn check_ready(&self) -> Result<(), ConsumeError> {
-        if self.to_chunks.as_ref().is_some_and(OtlpToChunks::is_full)
-            || self
-                .sentry_to_otlp
-                .as_ref()
-                .is_some_and(SentryToOtlp::is_full)
+        if self.chunks.as_ref().is_some_and(|r| r.from_otlp.is_full())
+            || self.otlp.as_ref().is_some_and(|r| r.from_sentry.is_full())
         {
             return Err(ConsumeError::Full {
                 retry_after: FULL_RETRY_AFTER,
@@ -191,16 +211,16 @@ impl Pipeline {
 
     async fn consume_otlp(&self, data: ProfilesData) -> Result<(), ConsumeError> {
         // The budget first: a request refused for its claims costs no symbolization.
-        let reservation = match &self.to_chunks {
-            Some(route) => Some(route.admit(&data, &self.budget)?),
+        let reservation = match &self.chunks {
+            Some(r) => Some(r.from_otlp.admit(&data, &self.budget)?),
             None => None,
         };
         let data = self.chain.process_otlp(data).await?;
-        if let (Some(route), Some(reservation)) = (&self.to_chunks, reservation) {
-            route.consume(&data, reservation, &self.chain).await?;
+        if let (Some(r), Some(reservation)) = (&self.chunks, reservation) {
+            r.from_otlp.consume(&data, reservation, &self.chain).await?;
         }
-        if let Some(route) = &self.forward {
-            route.consume(data, &self.chain).await?;
+        if let Some(r) = &self.otlp {
+            r.forward.consume(data, &self.chain).await?;
         }
         Ok(())
     }
@@ -217,38 +237,40 @@ impl Pipeline {
         let (mut chunks, v1) = self.sample_sentry(chunks, v1_profiles);
         if let Some(store) = &self.store {
             store.link(&transactions, &spans);
-            if self.to_chunks.is_none() {
+            if self.chunks.is_none() {
                 for c in &chunks {
                     store.offer(c.clone(), project_id, Vec::new());
                 }
             }
         }
+        // Chunks of a joining pipeline wait for their transactions (V1 profiles come with
+        // theirs); the others are translated with their envelope's transactions now.
+        let joining = self.otlp.as_ref().filter(|r| r.from_sentry.joins());
         let mut held = Default::default();
-        let mut joined = false;
-        if let Some(route) = self.sentry_to_otlp.as_ref().filter(|r| r.joins()) {
-            // Chunks wait for their transactions; V1 profiles come with theirs.
-            let hold = if self.to_chunks.is_none() {
+        if let Some(r) = joining {
+            let hold = if self.chunks.is_none() {
                 std::mem::take(&mut chunks)
             } else {
                 chunks.clone()
             };
-            held = route.hold(hold, project_id, &transactions, &spans).await?;
-            joined = true;
+            held = r
+                .from_sentry
+                .hold(hold, project_id, &transactions, &spans)
+                .await?;
         }
         if chunks.is_empty() && v1.is_empty() {
             return self.release_held(held).await;
         }
-        let otlp = match (&self.sentry_to_otlp, &self.forward) {
-            (Some(route), Some(_)) => {
-                route.translate(if joined { &[] } else { &chunks }, &v1, &transactions)
-            }
-            _ => None,
-        };
-        if let (Some(route), Some(out)) = (&self.sentry_chunks, &self.to_chunks) {
-            route.consume(out, chunks, &v1).await?;
+        let now: &[ProfileChunk] = if joining.is_some() { &[] } else { &chunks };
+        let otlp = self
+            .otlp
+            .as_ref()
+            .and_then(|r| r.from_sentry.translate(now, &v1, &transactions));
+        if let Some(r) = &self.chunks {
+            r.from_sentry.consume(&r.from_otlp, chunks, &v1).await?;
         }
-        if let (Some(req), Some(out)) = (otlp, &self.forward) {
-            out.export(req).await?;
+        if let (Some(req), Some(r)) = (otlp, &self.otlp) {
+            r.forward.export(req).await?;
         }
         self.release_held(held).await
     }
@@ -285,25 +307,25 @@ impl Pipeline {
     }
 
     async fn release_held(&self, held: sentry_to_otlp::Held) -> Result<(), ConsumeError> {
-        match (&self.sentry_to_otlp, &self.forward) {
-            (Some(route), Some(out)) => route.release_held(out, held).await,
-            _ => Ok(()),
+        match &self.otlp {
+            Some(r) => r.from_sentry.release_held(&r.forward, held).await,
+            None => Ok(()),
         }
     }
 
     /// Retries parked requests and releases the chunks whose window ran out (run every
     /// [`crate::join::TICK`] by the pipeline's timer, see [`start_timers`](crate::start_timers)).
     pub async fn tick(&self) {
-        if let (Some(route), Some(out)) = (&self.sentry_to_otlp, &self.forward) {
-            route.tick(out).await;
+        if let Some(r) = &self.otlp {
+            r.from_sentry.tick(&r.forward).await;
         }
     }
 
     /// Shutdown, before the exporters stop: see the join route's flush (held chunks stay in a
     /// join log, or are released now without one).
     pub async fn flush_join(&self) {
-        if let (Some(route), Some(out)) = (&self.sentry_to_otlp, &self.forward) {
-            route.flush(out).await;
+        if let Some(r) = &self.otlp {
+            r.from_sentry.flush(&r.forward).await;
         }
     }
 }
