@@ -19,12 +19,18 @@ use std::time::Duration;
 /// (or a tenth of the capacity, whichever is smaller) is left.
 pub const QUEUE_HEADROOM: u64 = 16 << 20;
 
+/// Whether a queue holding `size` of `capacity` bytes has less than `headroom` left: the one
+/// rule by which exporters refuse up front. A queue of unknown capacity (0) is never full.
+pub fn nearly_full(size: u64, capacity: u64, headroom: u64) -> bool {
+    capacity > 0 && size + headroom >= capacity
+}
+
 /// Whether a durable chunk queue whose gauges are `metrics` is within its headroom of full
-/// (see [`QUEUE_HEADROOM`]). A queue of unknown capacity is never full.
+/// (see [`QUEUE_HEADROOM`]).
 pub(crate) fn within_headroom(metrics: &ExporterMetrics) -> bool {
     let cap = metrics.queue_capacity_bytes.load(Ordering::Relaxed);
-    let headroom = (cap / 10).min(QUEUE_HEADROOM);
-    cap > 0 && metrics.queue_size_bytes.load(Ordering::Relaxed) + headroom >= cap
+    let size = metrics.queue_size_bytes.load(Ordering::Relaxed);
+    nearly_full(size, cap, (cap / 10).min(QUEUE_HEADROOM))
 }
 
 impl Export<Vec<ExportChunk>> for SentryExporter {
@@ -73,7 +79,7 @@ impl Export<ExportTraceServiceRequest> for TracesExporter {
     fn is_full(&self) -> bool {
         let m = self.metrics();
         let cap = m.queue_capacity_bytes.load(Ordering::Relaxed);
-        cap > 0 && m.queue_bytes.load(Ordering::Relaxed) + cap / 10 >= cap
+        nearly_full(m.queue_bytes.load(Ordering::Relaxed), cap, cap / 10)
     }
 
     fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {

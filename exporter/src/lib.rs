@@ -84,7 +84,7 @@ pub use config::{
     OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig, QueueSizer, RetryConfig,
     RoutingConfig, SentryExporterConfig, SettingError, SparseThreads,
 };
-pub use contract::QUEUE_HEADROOM;
+pub use contract::{QUEUE_HEADROOM, nearly_full};
 pub use durations::{
     AttemptDurations, AttemptOutcome, DURATION_BOUNDS, DurationHistogram, HistogramSnapshot,
 };

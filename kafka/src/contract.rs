@@ -3,6 +3,7 @@
 
 use crate::exporter::KafkaExporter;
 use profilink_consumer::{BoxFuture, Export, ExportError};
+use profilink_exporter::nearly_full;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportTraceServiceRequest};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -28,7 +29,7 @@ impl Export<ExportTraceServiceRequest> for KafkaTracesExporter {
     fn is_full(&self) -> bool {
         let m = self.0.metrics();
         let cap = m.queue_capacity_bytes.load(Ordering::Relaxed);
-        cap > 0 && m.queue_size_bytes.load(Ordering::Relaxed) + cap / 10 >= cap
+        nearly_full(m.queue_size_bytes.load(Ordering::Relaxed), cap, cap / 10)
     }
 
     fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {

@@ -122,6 +122,18 @@ where
     S::ingest(request).map_err(|Refused { message, .. }| Permanent::Invalid(message))
 }
 
+/// A Kafka message's headers as (key, value) pairs (a header without a value as empty).
+pub fn message_headers(m: &impl rdkafka::message::Message) -> Vec<(String, Vec<u8>)> {
+    use rdkafka::message::Headers;
+    m.headers()
+        .map(|h| {
+            h.iter()
+                .map(|x| (x.key.to_string(), x.value.unwrap_or_default().to_vec()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,13 +56,7 @@ impl KafkaReceiverMetrics {
     /// Counts a received message.
     pub fn received(&self, topic: &str, partition: i32, offset: i64, bytes: usize) {
         let mut p = self.lock();
-        let m = p
-            .entry((topic.to_string(), partition))
-            .or_insert(PartitionMetrics {
-                offset_lag: -1,
-                committed_offset: -1,
-                ..Default::default()
-            });
+        let m = entry(&mut p, topic, partition);
         m.messages += 1;
         m.bytes += bytes as u64;
         m.current_offset = offset;
@@ -78,13 +72,7 @@ impl KafkaReceiverMetrics {
     /// Sets a partition's committed offset.
     pub fn set_committed(&self, topic: &str, partition: i32, offset: i64) {
         let mut p = self.lock();
-        let m = p
-            .entry((topic.to_string(), partition))
-            .or_insert(PartitionMetrics {
-                offset_lag: -1,
-                committed_offset: -1,
-                ..Default::default()
-            });
+        let m = entry(&mut p, topic, partition);
         m.committed_offset = offset;
     }
 
@@ -106,4 +94,19 @@ impl KafkaReceiverMetrics {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, i32), PartitionMetrics>> {
         self.partitions.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// A partition's counters, new ones with lag and committed offset unknown (-1).
+fn entry<'a>(
+    partitions: &'a mut BTreeMap<(String, i32), PartitionMetrics>,
+    topic: &str,
+    partition: i32,
+) -> &'a mut PartitionMetrics {
+    partitions
+        .entry((topic.to_string(), partition))
+        .or_insert(PartitionMetrics {
+            offset_lag: -1,
+            committed_offset: -1,
+            ..Default::default()
+        })
 }

@@ -212,14 +212,7 @@ impl<C: Consumer> Loop<C> {
         S: IngestSignal,
         S::Request: WithResources,
     {
-        let headers: Vec<(String, Vec<u8>)> = m
-            .headers()
-            .map(|h| {
-                h.iter()
-                    .map(|x| (x.key.to_string(), x.value.unwrap_or_default().to_vec()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let headers = crate::decode::message_headers(m);
         let encoding = match signal {
             SignalKind::Profiles => self.cfg.profiles_encoding(),
             SignalKind::Traces => self.cfg.traces.encoding,

@@ -8,7 +8,7 @@
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -171,14 +171,7 @@ impl Broker {
         while last.elapsed() < idle {
             match c.poll(Duration::from_millis(100)) {
                 Some(Ok(m)) => {
-                    let headers = m
-                        .headers()
-                        .map(|h| {
-                            h.iter()
-                                .map(|x| (x.key.to_string(), x.value.unwrap_or_default().to_vec()))
-                                .collect()
-                        })
-                        .unwrap_or_default();
+                    let headers = crate::decode::message_headers(&m);
                     out.push((
                         m.partition(),
                         m.offset(),
