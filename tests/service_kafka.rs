@@ -56,10 +56,9 @@ impl Replica {
         let config = write_config(
             dir.path(),
             "profilink.yaml",
-            &format!(
-                r#"
-receivers:
-  kafka:
+            &to_sentry_config(
+                &format!(
+                    r#"kafka:
     brokers: ["{broker}"]
     client_id: replica-{i}
     group_id: {GROUP}
@@ -67,20 +66,11 @@ receivers:
     autocommit: {{ interval: 200ms }}
     session_timeout: 6s
     heartbeat_interval: 1s
-    message_marking: {{ on_permanent_error: true }}
-exporters:
-  sentry:
-    dsn: "${{env:TEST_SENTRY_DSN}}"
-    chunk_idle_timeout: 300ms
-    tick: 20ms
-    sending_queue: {{ storage: ./data/queue, max_size_mib: 64 }}
-service:
-  pipelines:
-    profiles: {{ receivers: [kafka], exporters: [sentry] }}
-  telemetry:
-    metrics: {{ address: "{metrics}" }}
-"#,
-                broker = broker.address
+    message_marking: {{ on_permanent_error: true }}"#,
+                    broker = broker.address
+                ),
+                "kafka",
+                &metrics,
             ),
         );
         // The project id says which replica sent a chunk.
@@ -125,14 +115,6 @@ service:
 
 fn fixture(name: &str) -> ExportProfilesServiceRequest {
     otlp_fixture(name)
-}
-
-async fn wait_until(what: &str, timeout: Duration, mut pred: impl AsyncFnMut() -> bool) {
-    let start = Instant::now();
-    while !pred().await {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 async fn group_of_two(bad_message: bool) {

@@ -522,15 +522,6 @@ async fn run_agent(agent: usize, nginx: String, done: Arc<AtomicU64>) -> Sent {
     sent
 }
 
-/// Waits (bounded) until `pred` holds.
-async fn wait_until(what: &str, timeout: Duration, mut pred: impl AsyncFnMut() -> bool) {
-    let start = Instant::now();
-    while !pred().await {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The scale-out run: agents through nginx, one replica SIGKILLed at ~30% of the requests and
 /// started again at ~55%; then the checks of the module docs.
 async fn scale_out(balance: Balance) {

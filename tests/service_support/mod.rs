@@ -715,19 +715,13 @@ pub struct ToSentry {
     pub dir: tempfile::TempDir,
 }
 
-/// Starts [`ToSentry`] with the `otlp` (gRPC) or the `sentry` receiver (`receiver`).
-pub fn start_to_sentry(standin: &SentryStandIn, receiver: &str) -> ToSentry {
-    let dir = tempfile::tempdir().unwrap();
-    let (listen, metrics) = (free_addr(), free_addr());
-    let receivers = match receiver {
-        "otlp" => format!(r#"otlp: {{ protocols: {{ grpc: {{ endpoint: "{listen}" }} }} }}"#),
-        _ => format!(r#"sentry: {{ endpoint: "{listen}" }}"#),
-    };
-    let config = write_config(
-        dir.path(),
-        "profilink.yaml",
-        &format!(
-            r#"
+/// The configuration of one `profiles` pipeline from the receiver `receiver` (configured by
+/// `receivers`, the YAML under `receivers:`; lines after the first indented by 4) to a `sentry`
+/// exporter whose DSN is `${env:TEST_SENTRY_DSN}` (chunks idle after 300 ms, a durable queue in
+/// `./data/queue`), with metrics at `metrics`.
+pub fn to_sentry_config(receivers: &str, receiver: &str, metrics: &str) -> String {
+    format!(
+        r#"
 receivers:
   {receivers}
 exporters:
@@ -742,7 +736,30 @@ service:
   telemetry:
     metrics: {{ address: "{metrics}" }}
 "#
-        ),
+    )
+}
+
+/// Waits (bounded by `timeout`, checking every 50 ms) until `pred` holds.
+pub async fn wait_until(what: &str, timeout: Duration, mut pred: impl AsyncFnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !pred().await {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Starts [`ToSentry`] with the `otlp` (gRPC) or the `sentry` receiver (`receiver`).
+pub fn start_to_sentry(standin: &SentryStandIn, receiver: &str) -> ToSentry {
+    let dir = tempfile::tempdir().unwrap();
+    let (listen, metrics) = (free_addr(), free_addr());
+    let receivers = match receiver {
+        "otlp" => format!(r#"otlp: {{ protocols: {{ grpc: {{ endpoint: "{listen}" }} }} }}"#),
+        _ => format!(r#"sentry: {{ endpoint: "{listen}" }}"#),
+    };
+    let config = write_config(
+        dir.path(),
+        "profilink.yaml",
+        &to_sentry_config(&receivers, receiver, &metrics),
     );
     let dsn = standin.dsn();
     let mut process = Profilink::start(
