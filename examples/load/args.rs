@@ -14,6 +14,10 @@ pub struct Args {
     pub sample_rate: f64,
     pub compression: String,
     pub target: Option<String>,
+    /// `--kafka`: the Kafka consumer against the OTLP/gRPC receiver (`kafka.rs`).
+    pub kafka: bool,
+    /// `--messages N`: requests in `--kafka` mode.
+    pub messages: usize,
 }
 
 /// Reads the flags; panics on unknown ones or bad values.
@@ -32,6 +36,8 @@ pub fn args() -> Args {
         sample_rate: 1.0,
         compression: "gzip".into(),
         target: None,
+        kafka: false,
+        messages: 3000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -47,6 +53,8 @@ pub fn args() -> Args {
             "--sample-rate" => a.sample_rate = val().parse().expect("--sample-rate R"),
             "--compression" => a.compression = val(),
             "--target" => a.target = Some(val()),
+            "--kafka" => a.kafka = true,
+            "--messages" => a.messages = val().parse().expect("--messages N"),
             other => panic!("unknown flag {other}"),
         }
     }

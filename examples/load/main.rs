@@ -26,15 +26,27 @@
 //! (the exporter's `compression`: `gzip`, the default, `zstd` or `none`), `--target ADDR` (send
 //! to an OTLP/gRPC endpoint already running, e.g. nginx in front of replicas as
 //! `examples/scale-out/run.sh` starts them, instead of starting profilink and a stand-in; each
-//! client sends the header `x-agent-id: load-<client>`; reports what was accepted only).
+//! client sends the header `x-agent-id: load-<client>`; reports what was accepted only),
+//! `--kafka` (the `kafka` receiver's consumer throughput against the OTLP/gRPC receiver's in
+//! one run: `--messages N` requests, 3000 by default, first produced to a 6-partition
+//! `otlp_profiles` topic on a Tansu broker and consumed by one profilink, then sent over
+//! OTLP/gRPC to a fresh one; prints samples, seconds, CPU seconds, samples per CPU-second and
+//! peak RSS of each, and the ratios; see `kafka.rs`):
+//!
+//! ```sh
+//! cargo build --release --bin profilink --examples
+//! target/release/examples/load --kafka --messages 3000
+//! ```
 //!
 //! Modules: `args` (the command line), `clients` (the producers), `standin` (the Sentry
 //! stand-in), `service` (the profilink under test and its `/metrics`), `process` (CPU and
-//! memory from `/proc`), `delivery` (delivery latency), `report` (what is printed).
+//! memory from `/proc`), `delivery` (delivery latency), `report` (what is printed), `kafka`
+//! (the `--kafka` comparison).
 
 mod args;
 mod clients;
 mod delivery;
+mod kafka;
 #[path = "../support/load_request.rs"]
 mod load_request;
 mod process;
@@ -104,6 +116,10 @@ async fn main() {
         std::fs::read(&fixture_path).expect("fixture").as_slice(),
     )
     .unwrap();
+    if a.kafka {
+        kafka::run(&a, &fixture).await;
+        return;
+    }
     let base = min_timestamp(&fixture);
 
     // Pre-build the requests.
@@ -159,7 +175,7 @@ async fn main() {
         Duration::ZERO
     };
     let (st, sentry_addr) = StandIn::start(delay, start).await;
-    let service = Service::start(&a, sentry_addr).await;
+    let service = Service::start(&a, &service::Door::Otlp, sentry_addr).await;
     let pid = service.pid;
 
     // Run.

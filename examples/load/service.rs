@@ -19,20 +19,52 @@ pub struct Service {
     _dir: tempfile::TempDir,
 }
 
+/// The receiver the service under test reads from.
+pub enum Door {
+    /// The `otlp` receiver (gRPC).
+    Otlp,
+    /// The `kafka` receiver, reading `topic` from the start as group `profilink-<topic>`.
+    Kafka {
+        /// The broker's address.
+        brokers: String,
+        /// The profiles topic.
+        topic: String,
+    },
+}
+
 impl Service {
-    /// Starts `a.binary` with the load test's configuration, sending to the stand-in at
-    /// `sentry`, and waits (up to 10 s) until it accepts connections.
-    pub async fn start(a: &Args, sentry: SocketAddr) -> Service {
+    /// Starts `a.binary` with the load test's configuration, reading from `door` and sending
+    /// to the stand-in at `sentry`, and waits (up to 10 s) until it accepts connections (its
+    /// gRPC port; with Kafka, its metrics port).
+    pub async fn start(a: &Args, door: &Door, sentry: SocketAddr) -> Service {
         let dir = tempfile::tempdir().unwrap();
         let grpc = free_addr();
         let metrics_addr = free_addr();
         let (queue_mib, consumers) = if a.overload { (64, 4) } else { (256, 8) };
+        let (receiver, receivers) = match door {
+            Door::Otlp => (
+                format!(
+                    r#"  otlp:
+    protocols:
+      grpc: {{ endpoint: "{grpc}", max_recv_msg_size_mib: 64 }}"#
+                ),
+                "otlp",
+            ),
+            Door::Kafka { brokers, topic } => (
+                format!(
+                    r#"  kafka:
+    brokers: ["{brokers}"]
+    group_id: profilink-{topic}
+    initial_offset: earliest
+    profiles: {{ topics: [{topic}] }}"#
+                ),
+                "kafka",
+            ),
+        };
         let config = format!(
             r#"
 receivers:
-  otlp:
-    protocols:
-      grpc: {{ endpoint: "{grpc}", max_recv_msg_size_mib: 64 }}
+{receiver}
 processors:
   profile_sampling: {{ session_sample_rate: {rate} }}
 exporters:
@@ -45,7 +77,7 @@ exporters:
     sending_queue: {{ storage: ./queue, max_size_mib: {queue_mib}, fsync: {fsync} }}
 service:
   pipelines:
-    profiles: {{ receivers: [otlp], processors: [profile_sampling], exporters: [sentry] }}
+    profiles: {{ receivers: [{receivers}], processors: [profile_sampling], exporters: [sentry] }}
   telemetry:
     metrics: {{ address: "{metrics_addr}" }}
     logs: {{ level: warn }}
@@ -64,7 +96,11 @@ service:
             .spawn()
             .expect("start profilink");
         let t_wait = Instant::now();
-        while TcpStream::connect(&grpc).await.is_err() {
+        let ready = match door {
+            Door::Otlp => &grpc,
+            Door::Kafka { .. } => &metrics_addr,
+        };
+        while TcpStream::connect(ready).await.is_err() {
             assert!(
                 t_wait.elapsed() < Duration::from_secs(10),
                 "profilink did not start"
