@@ -95,9 +95,9 @@ pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::OtlpExporter;
+pub use otlp_retry::AttemptError;
 /// The contract the exporters meet (from `profilink-consumer`), re-exported for their users.
 pub use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
-pub use otlp_retry::AttemptError;
 /// The durable queues' segment log (`profilink-storage`), re-exported for this crate's users.
 pub use queue::segment::{RecordRef, ScanStats, SegmentLog};
 pub use request::{
