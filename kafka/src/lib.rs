@@ -20,6 +20,7 @@ pub mod config;
 mod contract;
 pub mod decode;
 pub mod exporter;
+mod handover;
 pub mod keying;
 pub mod metrics;
 pub mod receiver;
