@@ -20,7 +20,6 @@ pub mod config;
 mod contract;
 pub mod decode;
 pub mod exporter;
-mod handover;
 pub mod keying;
 pub mod metrics;
 pub mod receiver;

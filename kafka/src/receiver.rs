@@ -1,13 +1,5 @@
 //! The `kafka` receiver: one member of a Kafka consumer group, reading OTLP profiles (and
-//! traces) messages and handing each to the pipeline's [`Consumer`] ([`crate::handover`]).
-//!
-//! **Hand-over.** Messages are handed over in rounds: the oldest received message of each
-//! partition (up to 8 partitions) at once, each on its own task, and the next round once all
-//! of them were answered. A partition's messages thus reach the pipeline one after the other,
-//! in offset order (a session keyed to a partition merges in order), while several partitions'
-//! messages share the pipeline's work and its durable queue's writes and syncs, as concurrent
-//! OTLP requests do (one message at a time, each waited for its own fsync, took a third more
-//! CPU per sample).
+//! traces) messages and handing each to the pipeline's [`Consumer`].
 //!
 //! **Offsets.** librdkafka's automatic offset store is off: the receiver stores a message's
 //! offset (marks it) only once [`Consumer::consume`] returned `Ok` for it — the pipeline
@@ -19,40 +11,37 @@
 //! re-deliveries of uncommitted messages.
 //!
 //! **Backpressure.** When the pipeline answers [`ConsumeError::Full`] (or fails,
-//! [`ConsumeError::Internal`]) for a message, the receiver pauses every assigned partition,
-//! keeps the messages it already received in order (that message first for its partition),
-//! and retries after the wait the pipeline asked for (or `error_backoff`); the round's other
-//! messages, of other partitions, are marked as they were answered. It keeps polling
-//! meanwhile, so the group membership and rebalances go on. Nothing is dropped (unless
-//! `message_marking.on_error` says to skip failed messages).
+//! [`ConsumeError::Internal`]), the receiver pauses every assigned partition, keeps the
+//! messages it already received in order, and retries the oldest after the wait the pipeline
+//! asked for (or `error_backoff`); it keeps polling meanwhile, so the group membership and
+//! rebalances go on. Nothing is dropped (unless `message_marking.on_error` says to skip
+//! failed messages).
 //!
-//! **Permanent errors.** A message that can never be accepted
-//! ([`Permanent`](crate::decode::Permanent): undecodable, unsupported version, invalid,
-//! rejected) is counted, logged and skipped; its offset is marked when
-//! `message_marking.on_permanent_error` is true, else it is committed with the next accepted
-//! message of its partition. It never blocks its partition.
+//! **Permanent errors.** A message that can never be accepted ([`Permanent`]: undecodable,
+//! unsupported version, invalid, rejected) is counted, logged and skipped; its offset is
+//! marked when `message_marking.on_permanent_error` is true, else it is committed with the
+//! next accepted message of its partition. It never blocks its partition.
 //!
-//! **Rebalances.** Revocation runs inside the receiver's own poll, between two rounds (never
-//! while messages are being handed over): the receiver commits what it marked, then releases
-//! the messages of revoked partitions it had received but not handed over (counted in
-//! `released`; the next owner reads them from the committed offset). No message of a revoked
-//! partition is handed over after its revoke returned. The default strategy is
-//! `cooperative-sticky`, so only moving partitions stop.
-//!
-//! [`ConsumeError::Full`]: profilink_receiver::ConsumeError::Full
-//! [`ConsumeError::Internal`]: profilink_receiver::ConsumeError::Internal
+//! **Rebalances.** Revocation runs inside the receiver's own poll, between two messages: the
+//! receiver commits what it marked, then releases the messages of revoked partitions it had
+//! received but not handed over (counted in `released`; the next owner reads them from the
+//! committed offset). No message of a revoked partition is handed over after its revoke
+//! returned. The default strategy is `cooperative-sticky`, so only moving partitions stop.
 
 use crate::config::KafkaReceiverConfig;
-use crate::handover::{Handover, Outcome};
+use crate::decode::{Permanent, WithResources, decode_message};
 use crate::metrics::KafkaReceiverMetrics;
-use profilink_receiver::{Consumer, Stats};
+use profilink_proto::signal::{Profiles, Traces};
+use profilink_receiver::{
+    ConsumeError, Consumer, IngestSignal, ReceiverKind, Split, Stats, Transport,
+};
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
 };
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
-use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::message::{Headers, Message, OwnedMessage};
 use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::{BTreeSet, VecDeque};
@@ -155,18 +144,30 @@ fn commit<C: rdkafka::consumer::Consumer<Context>>(
     }
 }
 
-/// Messages handed to the pipeline at once, at most one per partition.
-const MAX_IN_FLIGHT: usize = 8;
-/// Messages (and payload bytes) taken from librdkafka's queue ahead of their hand-over, so a
-/// round finds the oldest message of several partitions (librdkafka delivers each partition's
-/// messages in runs). Each is a copy of its payload.
-const MAX_PENDING: usize = 256;
-const MAX_PENDING_BYTES: usize = 16 << 20;
+/// The signal a topic carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SignalKind {
+    Profiles,
+    Traces,
+}
+
+/// What became of one message.
+enum Outcome {
+    /// Taken by the pipeline (or had nothing valid): mark it.
+    Accepted,
+    /// Skipped for good; mark it when `mark`.
+    Skipped { mark: bool },
+    /// Retry after the wait.
+    Wait(Duration),
+}
 
 struct Loop<C> {
-    handover: Handover<C>,
+    cfg: KafkaReceiverConfig,
     consumer: StreamConsumer<Context>,
+    pipeline: Arc<C>,
+    stats: Arc<Stats>,
     metrics: Arc<KafkaReceiverMetrics>,
+    traces_topics: BTreeSet<String>,
     pending: VecDeque<OwnedMessage>,
     paused: bool,
     /// The next wait after a pipeline error (grows with `error_backoff`).
@@ -174,8 +175,137 @@ struct Loop<C> {
 }
 
 impl<C: Consumer> Loop<C> {
-    fn cfg(&self) -> &KafkaReceiverConfig {
-        &self.handover.cfg
+    fn signal_of(&self, topic: &str) -> SignalKind {
+        if self.traces_topics.contains(topic) {
+            SignalKind::Traces
+        } else {
+            SignalKind::Profiles
+        }
+    }
+
+    fn extracted(&self, m: &OwnedMessage) -> Vec<(String, String)> {
+        let h = &self.cfg.header_extraction;
+        if !h.extract_headers {
+            return Vec::new();
+        }
+        let Some(headers) = m.headers() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for wanted in &h.headers {
+            for header in headers.iter() {
+                if header.key == wanted
+                    && let Some(v) = header.value
+                {
+                    out.push((
+                        format!("kafka.header.{wanted}"),
+                        String::from_utf8_lossy(v).into_owned(),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    async fn offer<S>(&mut self, m: &OwnedMessage, signal: SignalKind) -> Outcome
+    where
+        S: IngestSignal,
+        S::Request: WithResources,
+    {
+        let headers: Vec<(String, Vec<u8>)> = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|x| (x.key.to_string(), x.value.unwrap_or_default().to_vec()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let encoding = match signal {
+            SignalKind::Profiles => self.cfg.profiles_encoding(),
+            SignalKind::Traces => self.cfg.traces.encoding,
+        };
+        let extracted = self.extracted(m);
+        let split = decode_message::<S>(
+            m.payload().unwrap_or_default(),
+            &headers,
+            encoding,
+            &extracted,
+        );
+        let Split {
+            payload,
+            valid,
+            rejected,
+            error_message,
+        } = match split {
+            Ok(s) => s,
+            Err(e) => return self.permanent(m, signal, e),
+        };
+        if valid.counts.items > 0 {
+            let batch = payload.into_batch(ReceiverKind::Kafka, Transport::Kafka, valid.counts);
+            match self.pipeline.consume(batch).await {
+                Ok(()) => {}
+                Err(ConsumeError::Full { retry_after }) => {
+                    self.error_wait = self.cfg.error_backoff.initial_interval;
+                    return Outcome::Wait(retry_after.max(self.cfg.error_backoff.initial_interval));
+                }
+                Err(ConsumeError::Rejected(message)) => {
+                    S::count_refused(&self.stats.kafka, &valid.plus(&rejected));
+                    return self.permanent(m, signal, Permanent::Rejected(message));
+                }
+                Err(ConsumeError::Internal(message)) => {
+                    if self.cfg.message_marking.on_error {
+                        S::count_refused(&self.stats.kafka, &valid.plus(&rejected));
+                        KafkaReceiverMetrics::add(&self.metrics.skipped, 1);
+                        tracing::warn!(topic = m.topic(), partition = m.partition(), offset = m.offset(), error = %message, "Kafka message dropped after a pipeline error (message_marking.on_error)");
+                        return Outcome::Skipped { mark: true };
+                    }
+                    let wait = self.error_wait;
+                    let b = &self.cfg.error_backoff;
+                    if b.enabled {
+                        self.error_wait = Duration::from_secs_f64(
+                            (wait.as_secs_f64() * b.multiplier.max(1.0))
+                                .min(b.max_interval.as_secs_f64()),
+                        );
+                    }
+                    tracing::warn!(topic = m.topic(), partition = m.partition(), offset = m.offset(), error = %message, ?wait, "Kafka message: the pipeline failed; retrying");
+                    return Outcome::Wait(wait);
+                }
+            }
+        }
+        self.error_wait = self.cfg.error_backoff.initial_interval;
+        S::count_accepted(&self.stats.kafka, &valid);
+        S::count_refused(&self.stats.kafka, &rejected);
+        self.stats.kafka.request_accepted();
+        if rejected.counts.items > 0 {
+            tracing::debug!(topic = m.topic(), partition = m.partition(), offset = m.offset(), message = %error_message, "Kafka message: invalid items rejected");
+        }
+        Outcome::Accepted
+    }
+
+    fn permanent(&self, m: &OwnedMessage, signal: SignalKind, e: Permanent) -> Outcome {
+        if matches!(e, Permanent::Undecodable { .. } | Permanent::Version(_)) {
+            let c = match signal {
+                SignalKind::Profiles => &self.metrics.unmarshal_failed_profiles,
+                SignalKind::Traces => &self.metrics.unmarshal_failed_spans,
+            };
+            KafkaReceiverMetrics::add(c, 1);
+        }
+        KafkaReceiverMetrics::add(&self.metrics.skipped, 1);
+        self.stats.kafka.request_refused_for(match e {
+            Permanent::Version(_) => profilink_receiver::RefusalReason::UnsupportedVersion,
+            Permanent::Rejected(_) => profilink_receiver::RefusalReason::Rejected,
+            _ => profilink_receiver::RefusalReason::Invalid,
+        });
+        let mark = self.cfg.message_marking.permanent();
+        tracing::warn!(
+            topic = m.topic(),
+            partition = m.partition(),
+            offset = m.offset(),
+            error = %e,
+            marked = mark,
+            "Kafka message skipped: it can never be accepted"
+        );
+        Outcome::Skipped { mark }
     }
 
     fn mark(&self, m: &OwnedMessage) {
@@ -247,141 +377,29 @@ impl<C: Consumer> Loop<C> {
         self.paused = false;
     }
 
-    /// The oldest pending message of each partition (at most [`MAX_IN_FLIGHT`]), taken out of
-    /// the pending messages, oldest first.
-    fn take_round(&mut self) -> Vec<OwnedMessage> {
-        let mut picked: Vec<usize> = Vec::new();
-        let mut seen: Vec<(&str, i32)> = Vec::new();
-        for (i, m) in self.pending.iter().enumerate() {
-            if picked.len() == MAX_IN_FLIGHT {
-                break;
+    /// Offers pending messages in order; the wait before the next try when one must wait.
+    async fn drain(&mut self) -> Option<Duration> {
+        while let Some(m) = self.pending.pop_front() {
+            if !self.cfg.message_marking.after {
+                self.mark(&m);
             }
-            let key = (m.topic(), m.partition());
-            if !seen.contains(&key) {
-                seen.push(key);
-                picked.push(i);
-            }
-        }
-        let mut round: Vec<OwnedMessage> = picked
-            .iter()
-            .rev()
-            .filter_map(|&i| self.pending.remove(i))
-            .collect();
-        round.reverse();
-        round
-    }
-
-    /// Hands one round over: the oldest pending message of each partition, concurrently (so
-    /// each partition's messages reach the pipeline in order, and the pipeline's durable queue
-    /// writes and syncs the round's messages together). The wait before the next try when one
-    /// must wait; partitions resume once nothing is pending.
-    async fn round(&mut self) -> Option<Duration> {
-        let round = self.take_round();
-        if round.is_empty() {
-            self.resume();
-            return None;
-        }
-        if !self.cfg().message_marking.after {
-            for m in &round {
-                self.mark(m);
-            }
-        }
-        let mut tasks = tokio::task::JoinSet::new();
-        for (i, m) in round.into_iter().enumerate() {
-            let h = self.handover.clone();
-            tasks.spawn(async move {
-                let outcome = h.offer(&m).await;
-                (i, m, outcome)
-            });
-        }
-        let mut done: Vec<(usize, OwnedMessage, Outcome)> = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok(r) => done.push(r),
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                // Cancelled: the runtime is shutting down.
-                Err(_) => return None,
-            }
-        }
-        done.sort_by_key(|(i, _, _)| *i);
-        let mut retry: Vec<OwnedMessage> = Vec::new();
-        let mut full: Option<Duration> = None;
-        let mut failed = false;
-        for (_, m, outcome) in done {
+            let signal = self.signal_of(m.topic());
+            let outcome = match signal {
+                SignalKind::Profiles => self.offer::<Profiles>(&m, signal).await,
+                SignalKind::Traces => self.offer::<Traces>(&m, signal).await,
+            };
             match outcome {
                 Outcome::Accepted | Outcome::Skipped { mark: true } => self.mark(&m),
                 Outcome::Skipped { mark: false } => {}
-                Outcome::Full(wait) => {
-                    full = Some(full.map_or(wait, |f| f.max(wait)));
-                    retry.push(m);
-                }
-                Outcome::Failed => {
-                    failed = true;
-                    retry.push(m);
+                Outcome::Wait(wait) => {
+                    self.pending.push_front(m);
+                    self.pause();
+                    return Some(wait);
                 }
             }
         }
-        let initial = self.cfg().error_backoff.initial_interval;
-        if retry.is_empty() {
-            self.error_wait = initial;
-            if self.pending.is_empty() {
-                self.resume();
-            }
-            return None;
-        }
-        // Each was the oldest pending message of its partition: back in front, in order.
-        for m in retry.into_iter().rev() {
-            self.pending.push_front(m);
-        }
-        self.pause();
-        if failed {
-            let wait = self.error_wait;
-            let b = &self.handover.cfg.error_backoff;
-            if b.enabled {
-                self.error_wait = Duration::from_secs_f64(
-                    (wait.as_secs_f64() * b.multiplier.max(1.0)).min(b.max_interval.as_secs_f64()),
-                );
-            }
-            Some(wait)
-        } else {
-            self.error_wait = initial;
-            Some(full.unwrap_or(initial))
-        }
-    }
-
-    /// Takes what librdkafka already holds, without waiting, up to [`MAX_PENDING`] messages
-    /// or [`MAX_PENDING_BYTES`], so the next round finds several partitions' messages.
-    async fn fill(&mut self) {
-        let mut bytes: usize = self
-            .pending
-            .iter()
-            .map(|m| m.payload().map_or(0, <[u8]>::len))
-            .sum();
-        while self.pending.len() < MAX_PENDING && bytes < MAX_PENDING_BYTES {
-            match tokio::time::timeout(Duration::ZERO, self.consumer.recv()).await {
-                Ok(Ok(m)) => {
-                    let m = m.detach();
-                    bytes += m.payload().map_or(0, <[u8]>::len);
-                    self.keep(m);
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "Kafka consumer error");
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-    }
-
-    /// Keeps a received message (detached from librdkafka's buffers) for its hand-over.
-    fn keep(&mut self, m: OwnedMessage) {
-        self.metrics.received(
-            m.topic(),
-            m.partition(),
-            m.offset(),
-            m.payload().map_or(0, <[u8]>::len),
-        );
-        self.pending.push_back(m);
+        self.resume();
+        None
     }
 
     async fn run(mut self, mut stop: watch::Receiver<bool>) {
@@ -389,15 +407,7 @@ impl<C: Consumer> Loop<C> {
         loop {
             self.release_revoked();
             if wait.is_none() {
-                wait = self.round().await;
-            }
-            if stop.has_changed().unwrap_or(true) {
-                break;
-            }
-            if wait.is_none() && !self.pending.is_empty() {
-                // More to hand over: the next round, with what arrived meanwhile.
-                self.fill().await;
-                continue;
+                wait = self.drain().await;
             }
             let sleep = wait.unwrap_or(Duration::from_secs(3600));
             tokio::select! {
@@ -405,8 +415,9 @@ impl<C: Consumer> Loop<C> {
                 _ = stop.changed() => break,
                 received = self.consumer.recv() => match received {
                     Ok(m) => {
-                        self.keep(m.detach());
-                        self.fill().await;
+                        let m = m.detach();
+                        self.metrics.received(m.topic(), m.partition(), m.offset(), m.payload().map_or(0, <[u8]>::len));
+                        self.pending.push_back(m);
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "Kafka consumer error");
@@ -523,9 +534,12 @@ impl KafkaReceiver {
         let (stop, stop_rx) = watch::channel(false);
         let error_wait = cfg.error_backoff.initial_interval;
         let l = Loop {
-            handover: Handover::new(cfg, pipeline, stats, metrics.clone(), traces_topics),
+            cfg,
             consumer,
+            pipeline,
+            stats,
             metrics: metrics.clone(),
+            traces_topics,
             pending: VecDeque::new(),
             paused: false,
             error_wait,
