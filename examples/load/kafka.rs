@@ -28,11 +28,12 @@
 //! before it is reported apart. Each phase then lets the exporter's queue drain and stops
 //! profilink (SIGTERM, which flushes the open chunks).
 //!
-//! Reading a backlog of the round-robin topic, the consumer takes each partition's messages
-//! in runs, so a session's 5 s rounds arrive out of order: the exporter emits the rounds that
-//! are older than a session's open window as chunks of their own (see
-//! `profilink_exporter::accumulate`), many more chunks than in order, which costs CPU
-//! downstream of the receiver. Phase 2 measures the receiver without that effect.
+//! Reading a backlog, the consumer advances each partition in runs (Tansu answers a fetch with
+//! up to 64 messages of a partition; the report prints how far apart the partitions' offsets
+//! got), so on the round-robin topic a session's 5 s rounds arrive far out of order: the
+//! exporter emits every round older than the session's open window as a chunk of its own (see
+//! `profilink_exporter::accumulate`), about 8 times the chunks of the in-order runs, which
+//! costs CPU downstream of the receiver. Phase 2 measures the receiver without that effect.
 
 use crate::args::Args;
 use crate::clients::{self, ClientStats, Plan};
@@ -71,6 +72,8 @@ pub struct Phase {
     /// Kafka: seconds from the process being up to the first message (the group join) and
     /// profilink's CPU seconds meanwhile.
     pub join: (f64, f64),
+    /// Kafka: the most the partitions' current offsets were apart while it consumed.
+    pub spread: i64,
     /// Envelopes the stand-in received (the flush at the stop included).
     pub envelopes: u64,
     /// Kafka: the receiver's backpressure pauses; OTLP: requests refused and retried.
@@ -209,6 +212,28 @@ struct Watched {
     done: Instant,
     /// The last scrape.
     metrics: String,
+    /// Kafka: the most the partitions' current offsets were apart.
+    spread: i64,
+}
+
+/// How far apart the partitions' current offsets are (messages; the partitions hold equally
+/// many), among those that received a message.
+fn offset_spread(metrics: &str) -> i64 {
+    let offsets: Vec<i64> = (0..PARTITIONS)
+        .filter_map(|p| {
+            scrape_f64(
+                metrics,
+                "otelcol_kafka_receiver_current_offset",
+                &[("partition", &p.to_string())],
+            )
+        })
+        .map(|o| o as i64)
+        .filter(|o| *o >= 0)
+        .collect();
+    match (offsets.iter().max(), offsets.iter().min()) {
+        (Some(max), Some(min)) => max - min,
+        _ => 0,
+    }
 }
 
 /// Polls `/metrics` every 10 ms until `want` samples were accepted and, with Kafka, all
@@ -216,6 +241,7 @@ struct Watched {
 async fn watch(service: &Service, want: u64, messages: u64) -> Watched {
     let start = Instant::now();
     let mut first = None;
+    let mut spread = 0;
     loop {
         let m = service.metrics().await;
         let now = Instant::now();
@@ -224,11 +250,13 @@ async fn watch(service: &Service, want: u64, messages: u64) -> Watched {
             first = Some((now, process::cpu_seconds(service.pid)));
         }
         let accepted = scrape(&m, "profilink_receiver_accepted_samples_total");
+        spread = spread.max(offset_spread(&m));
         if accepted >= want && (first.is_none() || received >= messages) {
             return Watched {
                 first,
                 done: now,
                 metrics: m,
+                spread,
             };
         }
         assert!(
@@ -268,6 +296,7 @@ async fn kafka_phase(a: &Args, broker: &Broker, topic: &str, messages: u64, want
         machine_busy,
         hwm: 0,
         join: ((first - up).as_secs_f64(), cpu_first - cpu_up),
+        spread: w.spread,
         envelopes: 0,
         refused: scrape(m, "profilink_kafka_receiver_pauses_total"),
         drain_s: 0.0,
@@ -306,6 +335,7 @@ async fn otlp_phase(
         machine_busy,
         hwm: 0,
         join: (0.0, 0.0),
+        spread: 0,
         envelopes: 0,
         refused: stats.refused,
         drain_s: 0.0,

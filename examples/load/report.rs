@@ -162,8 +162,8 @@ pub fn print_kafka(a: &Args, c: &crate::kafka::Comparison) {
     };
     let kafka_extra = |p: &Phase| {
         format!(
-            "group join {:.1} s ({:.2} CPU-s, not counted), {} backpressure pauses",
-            p.join.0, p.join.1, p.refused
+            "group join {:.1} s ({:.2} CPU-s, not counted), {} backpressure pauses, partitions up to {} messages apart",
+            p.join.0, p.join.1, p.refused, p.spread
         )
     };
     line(
