@@ -206,8 +206,9 @@ fn kafka_sum(metrics: &str, name: &str) -> f64 {
 
 /// When the polling saw something.
 struct Watched {
-    /// The first Kafka message received, and profilink's CPU seconds then.
-    first: Option<(Instant, f64)>,
+    /// The first Kafka message received, profilink's CPU seconds and the machine's CPU
+    /// (`process::machine_cpu`) then.
+    first: Option<(Instant, f64, (f64, f64))>,
     /// The last sample accepted.
     done: Instant,
     /// The last scrape.
@@ -247,7 +248,11 @@ async fn watch(service: &Service, want: u64, messages: u64) -> Watched {
         let now = Instant::now();
         let received = kafka_sum(&m, "otelcol_kafka_receiver_messages_total") as u64;
         if first.is_none() && received > 0 {
-            first = Some((now, process::cpu_seconds(service.pid)));
+            first = Some((
+                now,
+                process::cpu_seconds(service.pid),
+                process::machine_cpu(),
+            ));
         }
         let accepted = scrape(&m, "profilink_receiver_accepted_samples_total");
         spread = spread.max(offset_spread(&m));
@@ -277,11 +282,11 @@ async fn kafka_phase(a: &Args, broker: &Broker, topic: &str, messages: u64, want
     let service = Service::start(a, &door, sentry).await;
     let up = Instant::now();
     let cpu_up = process::cpu_seconds(service.pid);
-    let machine0 = process::machine_cpu();
+    let machine_up = process::machine_cpu();
     let w = watch(&service, want, messages).await;
     let cpu_done = process::cpu_seconds(service.pid);
-    let machine_busy = busy_since(machine0);
-    let (first, cpu_first) = w.first.unwrap_or((up, cpu_up));
+    let (first, cpu_first, machine_first) = w.first.unwrap_or((up, cpu_up, machine_up));
+    let machine_busy = busy_since(machine_first);
     let m = &w.metrics;
     let received = kafka_sum(m, "otelcol_kafka_receiver_messages_total") as u64;
     // librdkafka's statistics, every 5 s: the lag when it last looked.

@@ -28,10 +28,11 @@
 //! `examples/scale-out/run.sh` starts them, instead of starting profilink and a stand-in; each
 //! client sends the header `x-agent-id: load-<client>`; reports what was accepted only),
 //! `--kafka` (the `kafka` receiver's consumer throughput against the OTLP/gRPC receiver's in
-//! one run: `--messages N` requests, 3000 by default, first produced to a 6-partition
-//! `otlp_profiles` topic on a Tansu broker and consumed by one profilink, then sent over
-//! OTLP/gRPC to a fresh one; prints samples, seconds, CPU seconds, samples per CPU-second and
-//! peak RSS of each, and the ratios; see `kafka.rs`):
+//! one run: `--messages N` requests, 3000 by default, first produced as unkeyed messages to
+//! two 6-partition topics on a Tansu broker, round-robin and one partition per client, each
+//! consumed by a fresh profilink, then sent over OTLP/gRPC to a fresh one; prints samples,
+//! seconds, CPU seconds, samples per CPU-second and peak RSS of each, and the ratios; see
+//! `kafka.rs`):
 //!
 //! ```sh
 //! cargo build --release --bin profilink --examples
