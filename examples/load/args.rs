@@ -24,6 +24,10 @@ pub struct Args {
     pub repeat: usize,
     /// `--pprof DIR`: profilink writes a CPU profile of each run into DIR.
     pub pprof: Option<PathBuf>,
+    /// `--kafka`: the Kafka consumer against the OTLP/gRPC receiver (`kafka.rs`).
+    pub kafka: bool,
+    /// `--messages N`: requests in `--kafka` mode.
+    pub messages: usize,
 }
 
 /// Reads the flags; panics on unknown ones or bad values.
@@ -46,6 +50,8 @@ pub fn args() -> Args {
         new_addresses: 50,
         repeat: 1,
         pprof: None,
+        kafka: false,
+        messages: 3000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -65,6 +71,8 @@ pub fn args() -> Args {
             "--repeat" => a.repeat = val().parse().expect("--repeat N"),
             "--new-addresses" => a.new_addresses = val().parse().expect("--new-addresses P"),
             "--pprof" => a.pprof = Some(PathBuf::from(val())),
+            "--kafka" => a.kafka = true,
+            "--messages" => a.messages = val().parse().expect("--messages N"),
             other => panic!("unknown flag {other}"),
         }
     }

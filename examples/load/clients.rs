@@ -14,7 +14,12 @@ use tokio::net::TcpStream;
 
 /// A gRPC message frame: compressed flag, big-endian length, gzipped protobuf.
 pub fn frame(req: &ExportProfilesServiceRequest) -> Bytes {
-    let gz = crate::load_request::gzip(&req.encode_to_vec());
+    frame_encoded(&req.encode_to_vec())
+}
+
+/// [`frame`] of a request already encoded (`protobuf`).
+pub fn frame_encoded(protobuf: &[u8]) -> Bytes {
+    let gz = crate::load_request::gzip(protobuf);
     let mut out = Vec::with_capacity(gz.len() + 5);
     out.push(1);
     out.extend_from_slice(&(gz.len() as u32).to_be_bytes());

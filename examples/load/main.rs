@@ -28,7 +28,8 @@
 //! `examples/scale-out/run.sh` starts them, instead of starting profilink and a stand-in; each
 //! client sends the header `x-agent-id: load-<client>`; reports what was accepted only),
 //! `--pprof DIR` (profilink runs its `pprof` extension and a CPU profile of each measured
-//! load is written to `DIR/<run>.pb.gz`: `load`, or `off`, `cold`, `warm`), `--symbolize` (below).
+//! load is written to `DIR/<run>.pb.gz`: `load`, or `off`, `cold`, `warm`), `--symbolize`
+//! and `--kafka` (below).
 //!
 //! **`--symbolize`** measures the `symbolize` processor under this load, in one invocation:
 //! it compiles three native objects with hundreds of functions (`g++`/`gcc -g -O2`, debug
@@ -47,16 +48,30 @@
 //! target/release/examples/load --symbolize --clients 4 --seconds 15
 //! ```
 //!
+//! **`--kafka`** measures the `kafka` receiver's consumer throughput against the OTLP/gRPC receiver's in
+//! one run (`--messages N` requests, 3000 by default, first produced as unkeyed messages to
+//! two 6-partition topics on a Tansu broker, round-robin and one partition per client, each
+//! consumed by a fresh profilink, then sent over OTLP/gRPC to a fresh one; prints samples,
+//! seconds, CPU seconds, samples per CPU-second and peak RSS of each, and the ratios; see
+//! `kafka.rs`):
+//!
+//! ```sh
+//! cargo build --release --bin profilink --examples
+//! target/release/examples/load --kafka --messages 3000
+//! ```
+//!
 //! Modules: `args` (the command line), `clients` (the producers), `standin` (the Sentry
 //! stand-in), `service` (the profilink under test and its `/metrics`), `run` (one run against
 //! a fresh profilink), `process` (CPU and memory from `/proc`), `delivery` (delivery latency,
 //! sampled chunks), `report` (what is printed), `symbolize` (the `--symbolize` phases) with
 //! `native_source` (the generated programs), `native` (compiling them, the build-id
-//! directory) and `native_frames` (the fixture's native frames pointed into them).
+//! directory) and `native_frames` (the fixture's native frames pointed into them), `kafka`
+//! (the `--kafka` comparison).
 
 mod args;
 mod clients;
 mod delivery;
+mod kafka;
 #[path = "../support/load_request.rs"]
 mod load_request;
 mod native;
@@ -139,6 +154,10 @@ async fn main() {
     .unwrap();
     if a.symbolize {
         symbolize::run(&a, fixture).await;
+        return;
+    }
+    if a.kafka {
+        kafka::run(&a, &fixture).await;
         return;
     }
     let templates: Vec<_> = (0..a.clients)

@@ -129,3 +129,73 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     let i = ((v.len() as f64 - 1.0) * p).round() as usize;
     v[i]
 }
+
+/// Prints `--kafka`'s comparison: each phase, then the ratios of each Kafka phase to OTLP.
+pub fn print_kafka(a: &Args, c: &crate::kafka::Comparison) {
+    use crate::kafka::Phase;
+    println!(
+        "profilink kafka receiver vs OTLP/gRPC receiver: {} requests of {} observations ({} resources, {} B protobuf / {} B gzipped); sentry exporter, {}, fsync {}",
+        c.messages,
+        c.samples_per_request,
+        c.resources,
+        c.protobuf_bytes,
+        c.gzip_bytes,
+        a.compression,
+        a.fsync
+    );
+    println!(
+        "  produced before profilink started, unkeyed otlp_proto, one request per message, {} partitions: round-robin in {:.1} s, by client in {:.1} s",
+        crate::kafka::PARTITIONS,
+        c.produce_s.0,
+        c.produce_s.1
+    );
+    let per_cpu = |p: &Phase| p.samples as f64 / p.cpu.max(1e-9);
+    let per_s = |p: &Phase| p.samples as f64 / p.wall.max(1e-9);
+    let line = |name: &str, p: &Phase, extra: String| {
+        println!(
+            "  {name}: {} samples in {:.1} s = {:.0} samples/s; CPU {:.2} s ({:.2} cores, machine {:.0}% busy) = {:.0} samples per CPU-second; peak RSS (VmHWM) {:.1} MiB; {} envelopes; {extra}",
+            p.samples,
+            p.wall,
+            per_s(p),
+            p.cpu,
+            p.cpu / p.wall.max(1e-9),
+            p.machine_busy * 100.0,
+            per_cpu(p),
+            p.hwm as f64 / 1024.0,
+            p.envelopes,
+        );
+    };
+    let kafka_extra = |p: &Phase| {
+        format!(
+            "group join {:.1} s ({:.2} CPU-s, not counted), {} backpressure pauses, partitions up to {} messages apart",
+            p.join.0, p.join.1, p.refused, p.spread
+        )
+    };
+    line(
+        "kafka, round-robin",
+        &c.round_robin,
+        kafka_extra(&c.round_robin),
+    );
+    line(
+        "kafka, by client  ",
+        &c.by_client,
+        kafka_extra(&c.by_client),
+    );
+    line(
+        "otlp/grpc         ",
+        &c.otlp,
+        format!(
+            "{} clients, {} requests refused and retried",
+            a.clients, c.otlp.refused
+        ),
+    );
+    for (name, p) in [("round-robin", &c.round_robin), ("by client", &c.by_client)] {
+        println!(
+            "  kafka ({name}) / otlp: samples per CPU-second {:.2}x, samples/s {:.2}x, peak RSS {:.2}x, envelopes {:.2}x",
+            per_cpu(p) / per_cpu(&c.otlp).max(1e-9),
+            per_s(p) / per_s(&c.otlp).max(1e-9),
+            p.hwm as f64 / (c.otlp.hwm as f64).max(1.0),
+            p.envelopes as f64 / (c.otlp.envelopes as f64).max(1.0)
+        );
+    }
+}

@@ -79,6 +79,7 @@ pub async fn run(a: &Args, load: &Load, mut setup: Setup) -> report::Run {
     let (st, sentry_addr) = StandIn::start(delay, start).await;
     let service = Service::start(
         a,
+        &crate::service::Door::Otlp,
         sentry_addr,
         setup.symbolize.as_deref(),
         setup.pprof_to.is_some(),

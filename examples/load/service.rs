@@ -21,14 +21,28 @@ pub struct Service {
     _dir: tempfile::TempDir,
 }
 
+/// The receiver the service under test reads from.
+pub enum Door {
+    /// The `otlp` receiver (gRPC).
+    Otlp,
+    /// The `kafka` receiver, reading `topic` from the start as group `profilink-<topic>`.
+    Kafka {
+        /// The broker's address.
+        brokers: String,
+        /// The profiles topic.
+        topic: String,
+    },
+}
+
 impl Service {
-    /// Starts `a.binary` with the load test's configuration, sending to the stand-in at
-    /// `sentry`, and waits (up to 10 s) until it accepts connections. With `symbolize` (the
-    /// processor's settings, a YAML flow mapping) the pipeline runs a `symbolize` processor
-    /// after `profile_sampling`. With `pprof`, it runs the `pprof` extension (see
-    /// [`Service::cpu_profile`]).
+    /// Starts `a.binary` with the load test's configuration, reading from `door` and sending
+    /// to the stand-in at `sentry`, and waits (up to 10 s) until it accepts connections (its
+    /// gRPC port; with Kafka, its metrics port). With `symbolize` (the processor's settings, a
+    /// YAML flow mapping) the pipeline runs a `symbolize` processor after `profile_sampling`.
+    /// With `pprof`, it runs the `pprof` extension (see [`Service::cpu_profile`]).
     pub async fn start(
         a: &Args,
+        door: &Door,
         sentry: SocketAddr,
         symbolize: Option<&str>,
         pprof: bool,
@@ -37,6 +51,26 @@ impl Service {
         let grpc = free_addr();
         let metrics_addr = free_addr();
         let (queue_mib, consumers) = if a.overload { (64, 4) } else { (256, 8) };
+        let (receiver, receivers) = match door {
+            Door::Otlp => (
+                format!(
+                    r#"  otlp:
+    protocols:
+      grpc: {{ endpoint: "{grpc}", max_recv_msg_size_mib: 64 }}"#
+                ),
+                "otlp",
+            ),
+            Door::Kafka { brokers, topic } => (
+                format!(
+                    r#"  kafka:
+    brokers: ["{brokers}"]
+    group_id: profilink-{topic}
+    initial_offset: earliest
+    profiles: {{ topics: [{topic}] }}"#
+                ),
+                "kafka",
+            ),
+        };
         let (symbolize_cfg, symbolize_step) = match symbolize {
             Some(s) => (format!("\n  symbolize: {s}"), ", symbolize"),
             None => (String::new(), ""),
@@ -53,9 +87,7 @@ impl Service {
         let config = format!(
             r#"
 {pprof_cfg}receivers:
-  otlp:
-    protocols:
-      grpc: {{ endpoint: "{grpc}", max_recv_msg_size_mib: 64 }}
+{receiver}
 processors:
   profile_sampling: {{ session_sample_rate: {rate} }}{symbolize_cfg}
 exporters:
@@ -68,7 +100,7 @@ exporters:
     sending_queue: {{ storage: ./queue, max_size_mib: {queue_mib}, fsync: {fsync} }}
 service:{pprof_ext}
   pipelines:
-    profiles: {{ receivers: [otlp], processors: [profile_sampling{symbolize_step}], exporters: [sentry] }}
+    profiles: {{ receivers: [{receivers}], processors: [profile_sampling{symbolize_step}], exporters: [sentry] }}
   telemetry:
     metrics: {{ address: "{metrics_addr}" }}
     logs: {{ level: warn }}
@@ -87,7 +119,11 @@ service:{pprof_ext}
             .spawn()
             .expect("start profilink");
         let t_wait = Instant::now();
-        while TcpStream::connect(&grpc).await.is_err() {
+        let ready = match door {
+            Door::Otlp => &grpc,
+            Door::Kafka { .. } => &metrics_addr,
+        };
+        while TcpStream::connect(ready).await.is_err() {
             assert!(
                 t_wait.elapsed() < Duration::from_secs(10),
                 "profilink did not start"

@@ -145,6 +145,55 @@ impl Broker {
         p.flush(Duration::from_secs(10)).expect("flush");
     }
 
+    /// Produces unkeyed messages to `topic`, each `(partition, payload)` in order, one
+    /// message per record batch (as independent producers send them; and Tansu's high
+    /// watermark, which counts batches, then counts messages), and waits until the broker
+    /// acknowledged every one; panics on a failed delivery. Returns the number of messages.
+    pub fn produce_unkeyed<'a>(
+        &self,
+        topic: &str,
+        messages: impl IntoIterator<Item = (i32, &'a [u8])>,
+    ) -> usize {
+        use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+        use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+        let p: BaseProducer<Deliveries> = ClientConfig::new()
+            .set("bootstrap.servers", &self.address)
+            .set("linger.ms", "5")
+            .set("batch.num.messages", "1")
+            .set("message.max.bytes", "16000000")
+            .set("queue.buffering.max.kbytes", "262144")
+            .create_with_context(Deliveries::default())
+            .expect("producer");
+        let mut sent = 0;
+        for (partition, payload) in messages {
+            let mut record = BaseRecord::<(), [u8]>::to(topic)
+                .partition(partition)
+                .payload(payload);
+            loop {
+                match p.send(record) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                        record = r;
+                        p.poll(Duration::from_millis(50));
+                    }
+                    Err((e, _)) => panic!("producing to {topic}: {e}"),
+                }
+            }
+            sent += 1;
+            p.poll(Duration::ZERO);
+        }
+        p.flush(Duration::from_secs(120)).expect("flush");
+        let failed = p
+            .context()
+            .failed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            failed, 0,
+            "{failed} of {sent} messages to {topic} not delivered"
+        );
+        sent
+    }
+
     /// Every message of `topic` (its `partitions` partitions, from the beginning), until none
     /// arrived for `idle`: `(partition, offset, key, headers, payload)`.
     #[allow(clippy::type_complexity)]
@@ -209,5 +258,24 @@ impl Broker {
                 _ => -1,
             })
             .collect()
+    }
+}
+
+/// Counts failed deliveries of [`Broker::produce_unkeyed`].
+#[derive(Default)]
+struct Deliveries {
+    failed: std::sync::atomic::AtomicUsize,
+}
+
+impl rdkafka::ClientContext for Deliveries {}
+
+impl rdkafka::producer::ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
+        if result.is_err() {
+            self.failed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
