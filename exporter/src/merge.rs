@@ -17,7 +17,7 @@ use profilink_proto::sentry::{
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};
 use std::hash::BuildHasher;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The deterministic id of a merged chunk: SHA-256 over the profiler id, the first and last
 /// sample timestamps (exact float bits), the sample count and the [`content_checksum`] of the
@@ -72,12 +72,63 @@ fn mix64(mut z: u64) -> u64 {
 /// `frame_hash`), so every replica and every replay computes the same value; one SHA-256
 /// per distinct frame, stack and thread of the chunk, a few nanoseconds per sample.
 pub fn content_checksum(chunk: &ProfileChunk) -> u64 {
-    let p = &chunk.profile;
-    let frames: Vec<u64> = p
+    let frames: Vec<u64> = chunk
+        .profile
         .frames
         .iter()
-        .map(|f| digest64(&serde_json::to_vec(f).unwrap_or_default()))
+        .map(|f| frame_digest(f))
         .collect();
+    checksum_over(chunk, &frames)
+}
+
+/// A frame's digest in [`content_checksum`]: the first 8 bytes of a SHA-256 of its JSON.
+fn frame_digest(frame: &Frame) -> u64 {
+    digest64(&serde_json::to_vec(frame).unwrap_or_default())
+}
+
+/// At most this many frame digests are remembered ([`DIGESTS`]); past it the memory starts
+/// over (a few tens of MiB at most: the frames are shared with the chunks).
+const DIGEST_CACHE_FRAMES: usize = 1 << 18;
+
+/// Frame digests already computed in this process, by frame content (hash from
+/// [`frame_hash`], equality on the frame): a producer sends the same frames again and again,
+/// so most merged chunks find every digest here instead of serializing and hashing each
+/// frame (once the most expensive step of finishing a chunk of named native frames).
+static DIGESTS: std::sync::Mutex<Option<HashTable<(u64, Arc<Frame>, u64)>>> =
+    std::sync::Mutex::new(None);
+
+/// [`content_checksum`] with the [`frame_hash`] of each frame known (`hashes[i]` for frame
+/// `i`), the frame digests taken from [`DIGESTS`] where present. Same value.
+fn content_checksum_hashed(chunk: &ProfileChunk, hashes: &[u64]) -> u64 {
+    let p = &chunk.profile;
+    if hashes.len() != p.frames.len() {
+        return content_checksum(chunk);
+    }
+    let mut frames = Vec::with_capacity(p.frames.len());
+    {
+        let mut guard = DIGESTS.lock().unwrap_or_else(|e| e.into_inner());
+        let table = guard.get_or_insert_with(HashTable::new);
+        if table.len() >= DIGEST_CACHE_FRAMES {
+            table.clear();
+        }
+        for (f, &h) in p.frames.iter().zip(hashes) {
+            let d = match table.find(h, |(eh, ef, _)| *eh == h && **ef == **f) {
+                Some(&(_, _, d)) => d,
+                None => {
+                    let d = frame_digest(f);
+                    table.insert_unique(h, (h, f.clone(), d), |(eh, _, _)| *eh);
+                    d
+                }
+            };
+            frames.push(d);
+        }
+    }
+    checksum_over(chunk, &frames)
+}
+
+/// The checksum of `chunk`'s samples given the digest of each of its frames.
+fn checksum_over(chunk: &ProfileChunk, frames: &[u64]) -> u64 {
+    let p = &chunk.profile;
     let stacks: Vec<u64> = p
         .stacks
         .iter()
@@ -179,6 +230,11 @@ impl ChunkBuilder {
     /// Number of samples added so far.
     pub fn sample_count(&self) -> usize {
         self.chunk.profile.samples.len()
+    }
+
+    /// The newest sample's timestamp so far (negative infinity when empty).
+    pub fn last_ts(&self) -> f64 {
+        self.last_ts
     }
 
     /// Estimated serialized size (sum of the estimates passed to [`ChunkBuilder::add`]).
@@ -400,7 +456,7 @@ impl ChunkBuilder {
             (Some(f), Some(l)) => (f.timestamp, l.timestamp),
             _ => (0.0, 0.0),
         };
-        let checksum = content_checksum(&self.chunk);
+        let checksum = content_checksum_hashed(&self.chunk, &self.frame_hashes);
         self.chunk.chunk_id =
             merged_chunk_id(&self.chunk.profiler_id, first, last, count, checksum);
         self.chunk
@@ -442,6 +498,34 @@ mod tests {
             })
             .collect();
         c
+    }
+
+    #[test]
+    fn remembered_frame_digests_give_the_same_checksum() {
+        let a = chunk(
+            &["cached_f", "cached_g", "cached_h"],
+            vec![vec![0, 1], vec![2, 1, 0]],
+            &[(1.0, 0, "1"), (2.0, 1, "2"), (3.0, 0, "1")],
+        );
+        let hashes: Vec<u64> = a.profile.frames.iter().map(|f| frame_hash(f)).collect();
+        let fresh = content_checksum(&a);
+        // First call computes and remembers the digests, the second finds them.
+        assert_eq!(content_checksum_hashed(&a, &hashes), fresh);
+        assert_eq!(content_checksum_hashed(&a, &hashes), fresh);
+        // A different frame under a remembered hash is not taken for the remembered one.
+        let mut b = a.clone();
+        b.profile.frames[0] = frame("other").into();
+        assert_ne!(content_checksum_hashed(&b, &hashes), fresh);
+        assert_eq!(content_checksum_hashed(&b, &hashes), content_checksum(&b));
+        // A builder's finished chunk gets the id the uncached checksum gives.
+        let mut m = ChunkBuilder::new(&a);
+        m.add(&a, &[0, 1, 2], &[], 10);
+        let out = m.finish();
+        let (first, last) = (1.0, 3.0);
+        assert_eq!(
+            out.chunk_id,
+            merged_chunk_id(&out.profiler_id, first, last, 3, content_checksum(&out))
+        );
     }
 
     #[test]
