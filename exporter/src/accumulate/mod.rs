@@ -11,7 +11,10 @@
 //! * when the session saw no new samples for `chunk_idle_timeout` ([`ChunkAccumulator::poll`]),
 //! * on [`ChunkAccumulator::flush_all`] (shutdown).
 //!
-//! Samples older than the open window (late data) are emitted at once as their own chunk.
+//! Samples older than the open window (late data) join it when the window, moved back to
+//! start at them, still holds everything the session has (its newest sample less than
+//! `chunk_duration` after them): parts read out of order merge as if read in order. Older
+//! samples are emitted at once as their own chunk.
 //!
 //! **Sparse threads.** Only a finished chunk's thread counts are final, so this is where threads
 //! Relay would drop (fewer than 2 samples with a stack) are handled, as `sparse_threads` says:
@@ -237,6 +240,22 @@ impl ChunkAccumulator {
                         after.push(i);
                     }
                 }
+                // Late samples that fit one window with everything the session holds (its
+                // newest sample less than `chunk_duration` after them) join it, the window
+                // moving back to start at them: parts read out of order (a Kafka backlog
+                // spread over partitions, retries) merge instead of each going alone. The
+                // admitted ones are the newest late samples, so they and `in_win` stay one
+                // contiguous, sorted range of the part.
+                let newest = in_win
+                    .last()
+                    .map_or(f64::NEG_INFINITY, |&i| samples[i].timestamp)
+                    .max(s.builder.last_ts());
+                let cut = late.partition_point(|&i| samples[i].timestamp <= newest - window);
+                if cut < late.len() {
+                    let mut joined = late.split_off(cut);
+                    joined.append(&mut in_win);
+                    in_win = joined;
+                }
                 let add = (in_win.len() as f64 * per_sample) as u64;
                 if !in_win.is_empty()
                     && s.builder.sample_count() > 0
@@ -265,7 +284,8 @@ impl ChunkAccumulator {
             && !in_win.is_empty()
             && let Some(s) = self.sessions.get(&key)
         {
-            windows.push((s.window_start, Dest::Session));
+            let start = s.window_start.min(samples[in_win[0]].timestamp);
+            windows.push((start, Dest::Session));
         }
         for g in after_groups {
             windows.push((samples[g[0]].timestamp, Dest::Group(groups.len())));
@@ -309,6 +329,7 @@ impl ChunkAccumulator {
             && let Some(s) = self.sessions.get_mut(&key)
         {
             let bytes = (in_win.len() as f64 * per_sample) as u64;
+            s.window_start = s.window_start.min(samples[in_win[0]].timestamp);
             s.builder
                 .add_hashed(chunk, frame_hashes, &in_win, &session_meas, bytes);
             s.consumed.push(range_of(id, part, chunk, &in_win));

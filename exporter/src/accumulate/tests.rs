@@ -206,6 +206,49 @@ fn long_input_is_cut_into_windows_and_late_data_goes_alone() {
 }
 
 #[test]
+fn parts_read_out_of_order_merge_when_they_fit_one_window() {
+    let mut acc = ChunkAccumulator::new(cfg());
+    let t0 = Instant::now();
+    // Five-second parts of the minute [100, 160) in the order a partitioned backlog may give.
+    for (id, start) in [(1, 130.0), (2, 115.0), (3, 150.0), (4, 100.0), (5, 125.0)] {
+        let out = acc.push(id, "", &chunk(start, 5.0, 2.0), 100, t0);
+        assert!(out.emitted.is_empty(), "part at {start} emitted alone");
+    }
+    // The window now starts at 100: a sample at 160 or later closes it, one before joins.
+    assert!(
+        acc.push(6, "", &chunk(155.0, 5.0, 2.0), 100, t0)
+            .emitted
+            .is_empty()
+    );
+    // 94.5 is 65 s before the newest sample (159.5): it cannot join and goes alone.
+    let late = acc.push(7, "", &chunk(94.5, 0.5, 2.0), 10, t0);
+    assert_eq!(late.emitted.len(), 1);
+    assert_eq!(late.emitted[0].reason, EmitReason::Late);
+    let next = acc.push(8, "", &chunk(160.0, 5.0, 2.0), 100, t0);
+    assert_eq!(next.emitted.len(), 1);
+    let minute = &next.emitted[0];
+    assert_eq!(minute.reason, EmitReason::Duration);
+    assert_eq!(minute.inputs, vec![1, 2, 3, 4, 5, 6]);
+    let ts: Vec<f64> = minute
+        .chunk
+        .profile
+        .samples
+        .iter()
+        .map(|s| s.timestamp)
+        .collect();
+    let mut want: Vec<f64> = [130.0, 115.0, 150.0, 100.0, 125.0, 155.0]
+        .iter()
+        .flat_map(|&start| (0..10).map(move |i| start + i as f64 / 2.0))
+        .collect();
+    want.sort_by(f64::total_cmp);
+    assert_eq!(ts, want, "every sample of the six parts, once, in order");
+    // Each input's range is recorded once, as taken.
+    assert_eq!(minute.consumed.len(), 6);
+    // Measurement values went along with their samples.
+    assert_eq!(minute.chunk.measurements["cpu"].values.len(), 6);
+}
+
+#[test]
 fn size_limit_emits_early() {
     let mut acc = ChunkAccumulator::new(AccumulateConfig {
         max_chunk_bytes: 2500,
