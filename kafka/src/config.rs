@@ -2,11 +2,13 @@
 //! OpenTelemetry Collector's `kafkareceiver` and `kafkaexporter` (contrib), and the settings
 //! both share ([`ClientConfig`], the Collector's `configkafka.ClientConfig`).
 //!
-//! Keys the Collector has and profilink does not implement yet are refused with a message
-//! naming them (`deny_unknown_fields`): `auth` (SASL, TLS) needs librdkafka's OpenSSL and
-//! Cyrus SASL features, which this first version does not build.
+//! Keys the Collector has and profilink does not implement are refused with a message naming
+//! them (`deny_unknown_fields`). `tls` and `auth` (SASL, TLS): [`crate::auth`].
 
+use crate::auth::Security;
+pub use crate::auth::{AuthConfig, PlainTextConfig, SaslConfig, Secret};
 use profilink_exporter::{RetryConfig, SendingQueueConfig};
+pub use profilink_tls::ClientTlsConfig;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -48,6 +50,10 @@ pub struct ClientConfig {
     /// The Collector's `protocol_version`: accepted and ignored (librdkafka negotiates the
     /// protocol version with the brokers).
     pub protocol_version: Option<String>,
+    /// TLS to the brokers (the Collector's `configtls.ClientConfig` keys); none: plaintext.
+    pub tls: Option<ClientTlsConfig>,
+    /// SASL authentication (and the deprecated `auth.tls`).
+    pub auth: AuthConfig,
 }
 
 impl Default for ClientConfig {
@@ -56,6 +62,8 @@ impl Default for ClientConfig {
             brokers: vec!["localhost:9092".into()],
             client_id: DEFAULT_CLIENT_ID.into(),
             protocol_version: None,
+            tls: None,
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -67,6 +75,46 @@ impl ClientConfig {
             return Err("brokers: at least one non-empty host:port is required".into());
         }
         Ok(self.brokers.join(","))
+    }
+
+    fn security(&self) -> Security<'_> {
+        Security {
+            auth: &self.auth,
+            tls: self.tls.as_ref(),
+        }
+    }
+
+    /// The librdkafka properties of `tls` and `auth` (`security.protocol`, `sasl.*`, `ssl.*`),
+    /// or why they cannot be used (`key: problem`). The list holds the SASL password: it is
+    /// for the client only, never to be shown.
+    pub fn security_properties(&self) -> Result<Vec<(&'static str, String)>, String> {
+        self.security().properties()
+    }
+
+    /// Whether connections to the brokers use TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.security().uses_tls()
+    }
+
+    /// True when the TLS settings come from the deprecated `auth.tls`.
+    pub fn deprecated_auth_tls(&self) -> bool {
+        self.tls.is_none() && self.auth.tls.is_some()
+    }
+
+    /// Checks the settings and reads every file `tls` names; the error is `key: problem`.
+    pub fn check(&self) -> Result<(), String> {
+        self.bootstrap_servers()?;
+        self.security().check()
+    }
+
+    /// Sets the librdkafka properties of the brokers, `client.id`, `tls` and `auth` on `c`.
+    pub fn apply(&self, c: &mut rdkafka::ClientConfig) -> Result<(), String> {
+        c.set("bootstrap.servers", self.bootstrap_servers()?)
+            .set("client.id", &self.client_id);
+        for (key, value) in self.security_properties()? {
+            c.set(key, value);
+        }
+        Ok(())
     }
 }
 
@@ -118,6 +166,10 @@ pub struct KafkaExporterConfig {
     /// The Collector's `protocol_version`: accepted and ignored (librdkafka negotiates the
     /// protocol version with the brokers).
     pub protocol_version: Option<String>,
+    /// TLS to the brokers ([`crate::auth`]); none: plaintext.
+    pub tls: Option<ClientTlsConfig>,
+    /// SASL authentication ([`crate::auth`]).
+    pub auth: AuthConfig,
     /// The Collector's older top-level topic (overrides `profiles.topic` when set).
     pub topic: Option<String>,
     /// The Collector's older top-level encoding (overrides `profiles.encoding` when set).
@@ -151,6 +203,8 @@ impl Default for KafkaExporterConfig {
             brokers: ClientConfig::default().brokers,
             client_id: DEFAULT_CLIENT_ID.into(),
             protocol_version: None,
+            tls: None,
+            auth: AuthConfig::default(),
             topic: None,
             encoding: None,
             profiles: ExporterSignalConfig::default(),
@@ -182,6 +236,8 @@ impl KafkaExporterConfig {
             brokers: self.brokers.clone(),
             client_id: self.client_id.clone(),
             protocol_version: self.protocol_version.clone(),
+            tls: self.tls.clone(),
+            auth: self.auth.clone(),
         }
     }
 
@@ -201,9 +257,9 @@ impl KafkaExporterConfig {
             .unwrap_or(DEFAULT_TRACES_TOPIC)
     }
 
-    /// Checks the settings; the error is `key: problem`.
+    /// Checks the settings, reading every file `tls` names; the error is `key: problem`.
     pub fn check(&self) -> Result<(), String> {
-        self.client().bootstrap_servers()?;
+        self.client().check()?;
         if self.profiles_topic().trim().is_empty() {
             return Err("profiles.topic: is empty".into());
         }
@@ -367,6 +423,10 @@ pub struct KafkaReceiverConfig {
     /// The Collector's `protocol_version`: accepted and ignored (librdkafka negotiates the
     /// protocol version with the brokers).
     pub protocol_version: Option<String>,
+    /// TLS to the brokers ([`crate::auth`]); none: plaintext.
+    pub tls: Option<ClientTlsConfig>,
+    /// SASL authentication ([`crate::auth`]).
+    pub auth: AuthConfig,
     /// The consumer group (default `otel-collector`).
     pub group_id: String,
     /// Where a group without a committed offset starts: `latest` (default) or `earliest`.
@@ -404,6 +464,8 @@ impl Default for KafkaReceiverConfig {
             brokers: ClientConfig::default().brokers,
             client_id: DEFAULT_CLIENT_ID.into(),
             protocol_version: None,
+            tls: None,
+            auth: AuthConfig::default(),
             group_id: DEFAULT_CLIENT_ID.into(),
             initial_offset: "latest".into(),
             topic: None,
@@ -428,6 +490,8 @@ impl KafkaReceiverConfig {
             brokers: self.brokers.clone(),
             client_id: self.client_id.clone(),
             protocol_version: self.protocol_version.clone(),
+            tls: self.tls.clone(),
+            auth: self.auth.clone(),
         }
     }
 
@@ -453,9 +517,9 @@ impl KafkaReceiverConfig {
         self.encoding.unwrap_or(self.profiles.encoding)
     }
 
-    /// Checks the settings; the error is `key: problem`.
+    /// Checks the settings, reading every file `tls` names; the error is `key: problem`.
     pub fn check(&self) -> Result<(), String> {
-        self.client().bootstrap_servers()?;
+        self.client().check()?;
         if self.group_id.trim().is_empty() {
             return Err("group_id: is empty".into());
         }

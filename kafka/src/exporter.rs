@@ -25,6 +25,8 @@ use profilink_proto::otlp_json;
 use profilink_proto::signal::{Signal, Traces, profile_counts};
 use prost::Message;
 use rdkafka::ClientConfig;
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
@@ -48,9 +50,23 @@ fn permanent(e: &KafkaError) -> bool {
     )
 }
 
+/// The producer's callbacks: librdkafka's log and client errors (a refused TLS handshake or
+/// SASL authentication) as profilink log lines.
+pub struct ProducerContext;
+
+impl ClientContext for ProducerContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        crate::client::log("producer", level, fac, log_message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        crate::client::error("producer", &error, reason);
+    }
+}
+
 /// One attempt of a message: produce it and wait for the broker's acknowledgement.
 struct MessageSender {
-    producer: FutureProducer,
+    producer: FutureProducer<ProducerContext>,
     /// The bootstrap servers, for log lines.
     destination: String,
 }
@@ -104,16 +120,12 @@ impl RequestSender for MessageSender {
     }
 }
 
-/// The producer's librdkafka settings from `cfg`.
+/// The producer's librdkafka settings from `cfg` (with `tls` and `auth`: they hold the SASL
+/// password, so the result is never to be shown).
 pub fn producer_config(cfg: &KafkaExporterConfig) -> Result<ClientConfig, ExportError> {
-    let servers = cfg
-        .client()
-        .bootstrap_servers()
-        .map_err(ExportError::Config)?;
     let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", servers)
-        .set("client.id", &cfg.client_id)
-        .set("acks", cfg.producer.required_acks.to_string())
+    cfg.client().apply(&mut c).map_err(ExportError::Config)?;
+    c.set("acks", cfg.producer.required_acks.to_string())
         .set("compression.type", &cfg.producer.compression)
         .set(
             "message.max.bytes",
@@ -139,7 +151,7 @@ pub struct KafkaExporter {
     requests: RequestExporter<MessageSender>,
     metrics: Arc<ExporterMetrics>,
     cfg: KafkaExporterConfig,
-    producer: FutureProducer,
+    producer: FutureProducer<ProducerContext>,
 }
 
 impl KafkaExporter {
@@ -148,6 +160,11 @@ impl KafkaExporter {
     /// earlier run left there, and starts the senders.
     pub async fn start(cfg: KafkaExporterConfig, signal: &str) -> Result<Self, ExportError> {
         cfg.check().map_err(ExportError::Config)?;
+        if cfg.client().deprecated_auth_tls() {
+            tracing::warn!(
+                "kafka exporter: auth.tls is deprecated (as in the Collector since v0.124.0); move it to tls"
+            );
+        }
         let settings = RequestSettings::new(
             &cfg.sending_queue,
             signal,
@@ -155,13 +172,12 @@ impl KafkaExporter {
             DEFAULT_NUM_CONSUMERS,
             cfg.retry_on_failure.clone(),
         )?;
-        let producer: FutureProducer =
-            producer_config(&cfg)?
-                .create()
-                .map_err(|e| ExportError::Invalid {
-                    what: "Kafka producer settings".into(),
-                    source: Arc::new(e),
-                })?;
+        let producer: FutureProducer<ProducerContext> = producer_config(&cfg)?
+            .create_with_context(ProducerContext)
+            .map_err(|e| ExportError::Invalid {
+                what: "Kafka producer settings".into(),
+                source: Arc::new(e),
+            })?;
         let metrics = Arc::new(ExporterMetrics::default());
         let sender = MessageSender {
             producer: producer.clone(),

@@ -12,10 +12,13 @@
 //!   killed at any moment loses nothing; backpressure pauses the partitions; a message that
 //!   can never be accepted is counted, logged and skipped ([`decode`]).
 //!
-//! The client is librdkafka (the `rdkafka` crate, its bundled static build), without TLS or
-//! SASL in this version. Configuration: [`config`], with the Collector's keys.
+//! The client is librdkafka (the `rdkafka` crate, its bundled static build, with the system's
+//! OpenSSL): TLS and SASL `PLAIN` / `SCRAM-SHA-256` / `SCRAM-SHA-512` to the brokers
+//! ([`auth`]). Configuration: [`config`], with the Collector's keys.
 #![warn(missing_docs)]
 
+pub mod auth;
+mod client;
 pub mod config;
 mod contract;
 pub mod decode;

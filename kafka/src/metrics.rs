@@ -50,6 +50,9 @@ pub struct KafkaReceiverMetrics {
     /// Received messages not yet accepted when their partition was revoked: released
     /// uncommitted, for the partition's next owner (`kafka_receiver_released_messages`).
     pub released: AtomicU64,
+    /// librdkafka client errors: brokers unreachable, a TLS handshake or SASL authentication
+    /// refused, … (`kafka_receiver_client_errors`; librdkafka retries by itself).
+    pub client_errors: AtomicU64,
 }
 
 impl KafkaReceiverMetrics {

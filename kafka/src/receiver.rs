@@ -36,7 +36,7 @@ use profilink_receiver::{
     ConsumeError, Consumer, IngestSignal, ReceiverKind, Split, Stats, Transport,
 };
 use rdkafka::client::ClientContext;
-use rdkafka::config::ClientConfig;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
 };
@@ -73,6 +73,17 @@ struct Context {
 }
 
 impl ClientContext for Context {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        crate::client::log("consumer", level, fac, log_message);
+    }
+
+    /// Client errors (brokers down, a refused TLS handshake or SASL authentication): logged
+    /// and counted; librdkafka keeps retrying.
+    fn error(&self, error: KafkaError, reason: &str) {
+        KafkaReceiverMetrics::add(&self.metrics.client_errors, 1);
+        crate::client::error("consumer", &error, reason);
+    }
+
     fn stats(&self, statistics: Statistics) {
         for (topic, t) in &statistics.topics {
             for (partition, p) in &t.partitions {
@@ -439,13 +450,12 @@ pub struct KafkaReceiver {
     metrics: Arc<KafkaReceiverMetrics>,
 }
 
-/// librdkafka's consumer settings from `cfg`.
+/// librdkafka's consumer settings from `cfg` (with `tls` and `auth`: they hold the SASL
+/// password, so the result is never to be shown).
 pub fn consumer_config(cfg: &KafkaReceiverConfig) -> Result<ClientConfig, String> {
-    let servers = cfg.client().bootstrap_servers()?;
     let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", servers)
-        .set("client.id", &cfg.client_id)
-        .set("group.id", &cfg.group_id)
+    cfg.client().apply(&mut c)?;
+    c.set("group.id", &cfg.group_id)
         .set("enable.auto.offset.store", "false")
         .set("enable.auto.commit", cfg.autocommit.enable.to_string())
         .set(
@@ -499,6 +509,11 @@ impl KafkaReceiver {
         metrics: Arc<KafkaReceiverMetrics>,
     ) -> Result<KafkaReceiver, StartError> {
         cfg.check().map_err(StartError::Config)?;
+        if cfg.client().deprecated_auth_tls() {
+            tracing::warn!(
+                "kafka receiver: auth.tls is deprecated (as in the Collector since v0.124.0); move it to tls"
+            );
+        }
         let context = Context {
             metrics: metrics.clone(),
             revoked: Mutex::new(Vec::new()),

@@ -13,6 +13,7 @@
 //! | `otelcol_kafka_receiver_partition_{start,close}_total` | counter | `receiver` | partitions assigned / revoked |
 //! | `otelcol_kafka_receiver_unmarshal_failed_{profiles,spans}_total` | counter | `receiver` | messages whose version header or payload did not decode |
 //! | `profilink_kafka_receiver_{rebalances,commit_failures,skipped_messages,pauses,released_messages}_total` | counter | `receiver` | rebalances, failed commits, messages skipped for good, pauses of a full or failing pipeline, messages left uncommitted for the partition's next owner |
+//! | `profilink_kafka_receiver_client_errors_total` | counter | `receiver` | librdkafka client errors: brokers unreachable, TLS handshakes or SASL authentications refused |
 
 use crate::{KafkaReceiverMetrics, PartitionMetrics};
 use profilink_consumer::telemetry::{Render, Text};
@@ -126,6 +127,11 @@ impl Render for KafkaReceivers<'_> {
                     "profilink_kafka_receiver_released_messages_total",
                     "Messages received but not handed over when their partition was revoked or the receiver stopped: left uncommitted for the partition's next owner.",
                     |m| &m.released,
+                ),
+                (
+                    "profilink_kafka_receiver_client_errors_total",
+                    "librdkafka client errors (brokers unreachable, TLS handshakes or SASL authentications refused); librdkafka retries by itself.",
+                    |m| &m.client_errors,
                 ),
             ],
         );

@@ -18,9 +18,35 @@ use std::time::{Duration, Instant};
 /// A running broker process, killed on drop.
 pub struct Broker {
     child: Child,
-    /// `127.0.0.1:port`.
+    /// Where clients reach it, `127.0.0.1:port`: the broker's listener, or the front
+    /// ([`BrokerOptions::advertised`]) it advertises.
     pub address: String,
+    /// The broker's own listener, `127.0.0.1:port` (the same as `address` without a front).
+    pub listener: String,
     binary: PathBuf,
+    client: Vec<(String, String)>,
+}
+
+/// How [`Broker::start_with`] starts a broker. The default is [`Broker::start`]'s: in-memory
+/// storage, plaintext, no authentication, on a free port.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerOptions {
+    /// The port to listen on (default: a free one).
+    pub port: Option<u16>,
+    /// The `host:port` the broker advertises to clients instead of its listener's: a front
+    /// (a TLS-terminating proxy) that forwards to the listener, so that every client
+    /// connection, bootstrap and leaders alike, goes through it.
+    pub advertised: Option<String>,
+    /// Require SASL authentication (Tansu's `--authentication`: SCRAM-SHA-256/512 against the
+    /// users its storage holds).
+    pub authentication: bool,
+    /// The storage engine (default `memory://tansu/`).
+    pub storage: Option<String>,
+    /// Extra environment of the broker process (an S3 endpoint's settings).
+    pub env: Vec<(String, String)>,
+    /// librdkafka properties of this module's own clients (the readiness probe, the
+    /// producers, readers and offset lookups), as a broker behind TLS or SASL needs.
+    pub client: Vec<(String, String)>,
 }
 
 impl Drop for Broker {
@@ -58,10 +84,22 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// A free loopback port (for a front started before its broker).
+pub fn free_loopback_port() -> u16 {
+    free_port()
+}
+
 impl Broker {
     /// Starts a broker with in-memory storage, waiting until it answers metadata requests.
     /// `None` when the binary is missing and `PROFILINK_REQUIRE_KAFKA` is not `1`.
     pub fn start() -> Option<Broker> {
+        Self::start_with(BrokerOptions::default())
+    }
+
+    /// Starts a broker as `options` say, waiting until it answers metadata requests through
+    /// [`Broker::address`] (with `options.client`'s properties). `None` when the binary is
+    /// missing and `PROFILINK_REQUIRE_KAFKA` is not `1`.
+    pub fn start_with(options: BrokerOptions) -> Option<Broker> {
         let Some(binary) = tansu_binary() else {
             if std::env::var("PROFILINK_REQUIRE_KAFKA").as_deref() == Ok("1") {
                 panic!(
@@ -74,18 +112,27 @@ impl Broker {
             );
             return None;
         };
-        let port = free_port();
-        let url = format!("tcp://127.0.0.1:{port}");
-        let child = Command::new(&binary)
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-                "--storage-engine",
-                "memory://tansu/",
-            ])
+        let port = options.port.unwrap_or_else(free_port);
+        let listener = format!("127.0.0.1:{port}");
+        let address = options
+            .advertised
+            .clone()
+            .unwrap_or_else(|| listener.clone());
+        let mut command = Command::new(&binary);
+        command.args([
+            "broker",
+            "--listener-url",
+            &format!("tcp://{listener}"),
+            "--advertised-listener-url",
+            &format!("tcp://{address}"),
+            "--storage-engine",
+            options.storage.as_deref().unwrap_or("memory://tansu/"),
+        ]);
+        if options.authentication {
+            command.arg("--authentication");
+        }
+        let child = command
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -93,18 +140,24 @@ impl Broker {
             .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
         let broker = Broker {
             child,
-            address: format!("127.0.0.1:{port}"),
+            address,
+            listener,
             binary,
+            client: options.client,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
-        let probe: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &broker.address)
-            .create()
-            .expect("metadata client");
-        while probe
-            .fetch_metadata(None, Duration::from_millis(500))
-            .is_err()
-        {
+        let probe: BaseConsumer = broker.client_config().create().expect("metadata client");
+        let ready = || {
+            if options.authentication {
+                // Metadata needs credentials that Tansu cannot hold: its listener is enough.
+                std::net::TcpStream::connect(&broker.listener).is_ok()
+            } else {
+                probe
+                    .fetch_metadata(None, Duration::from_millis(500))
+                    .is_ok()
+            }
+        };
+        while !ready() {
             assert!(
                 Instant::now() < deadline,
                 "the broker did not answer in 20 s"
@@ -114,14 +167,26 @@ impl Broker {
         Some(broker)
     }
 
-    /// Creates `topic` with `partitions` partitions.
+    /// librdkafka settings of a client of this broker: [`Broker::address`] and
+    /// [`BrokerOptions::client`].
+    pub fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.address);
+        for (k, v) in &self.client {
+            c.set(k, v);
+        }
+        c
+    }
+
+    /// Creates `topic` with `partitions` partitions (through the broker's own listener, in
+    /// clear: not possible with `authentication`).
     pub fn create_topic(&self, topic: &str, partitions: u32) {
         let status = Command::new(&self.binary)
             .args([
                 "topic",
                 "create",
                 "--broker",
-                &format!("tcp://{}", self.address),
+                &format!("tcp://{}", self.listener),
                 "--partitions",
                 &partitions.to_string(),
                 topic,
@@ -135,10 +200,7 @@ impl Broker {
     /// Produces one unkeyed message with `payload` to `topic` and waits for its delivery.
     pub fn produce_raw(&self, topic: &str, payload: &[u8]) {
         use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-        let p: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", &self.address)
-            .create()
-            .expect("producer");
+        let p: BaseProducer = self.client_config().create().expect("producer");
         p.send(BaseRecord::<(), [u8]>::to(topic).payload(payload))
             .map_err(|(e, _)| e)
             .expect("produce");
@@ -156,8 +218,8 @@ impl Broker {
     ) -> usize {
         use rdkafka::error::{KafkaError, RDKafkaErrorCode};
         use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-        let p: BaseProducer<Deliveries> = ClientConfig::new()
-            .set("bootstrap.servers", &self.address)
+        let p: BaseProducer<Deliveries> = self
+            .client_config()
             .set("linger.ms", "5")
             .set("batch.num.messages", "1")
             .set("message.max.bytes", "16000000")
@@ -203,8 +265,8 @@ impl Broker {
         partitions: i32,
         idle: Duration,
     ) -> Vec<(i32, i64, Option<Vec<u8>>, Vec<(String, Vec<u8>)>, Vec<u8>)> {
-        let c: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &self.address)
+        let c: BaseConsumer = self
+            .client_config()
             .set("group.id", "profilink-test-reader")
             .set("enable.auto.commit", "false")
             .create()
@@ -240,8 +302,8 @@ impl Broker {
     /// The group's committed offset of each of `partitions` partitions of `topic` (-1 when
     /// none).
     pub fn committed(&self, group: &str, topic: &str, partitions: i32) -> Vec<i64> {
-        let c: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &self.address)
+        let c: BaseConsumer = self
+            .client_config()
             .set("group.id", group)
             .create()
             .expect("offsets client");

@@ -1,6 +1,7 @@
 //! `auth:` settings: on `otlp` receiver protocols (server side) and `otlp`/`otlp_http` exporters
 //! (client side), naming a `bearertokenauth` extension. Read here ([`read_exporter_auth`]) and
-//! checked against the extensions ([`check_auth`]).
+//! checked against the extensions ([`check_auth`]). The kafka exporter's `auth` is another key
+//! (the Collector's `configkafka` SASL settings), read by its own config.
 
 use super::extensions::ExtensionSpec;
 use crate::config::{Config, ConfigError, component_type, typed};
@@ -13,7 +14,8 @@ fn err(msg: String) -> ConfigError {
 }
 
 /// `exporters.<id>.auth` of an OTLP exporter, and the exporter's value without it (the
-/// exporter's own config does not know the key). Other exporter types with `auth` are an
+/// exporter's own config does not know the key). The kafka exporter keeps its `auth` (SASL
+/// and TLS to the brokers, `profilink_kafka::auth`). Other exporter types with `auth` are an
 /// error that says how they authenticate.
 pub fn read_exporter_auth(
     id: &str,
@@ -25,6 +27,7 @@ pub fn read_exporter_auth(
     };
     match component_type(id) {
         "otlp" | "otlp_http" => {}
+        "kafka" => return Ok((value.clone(), None)),
         "sentry" => {
             return Err(err(format!(
                 "{at}: not available on the sentry exporter, which authenticates with the key \

@@ -156,6 +156,66 @@ fn errors_name_the_key() {
     }
 }
 
+/// The kafka receiver's and exporter's `auth` is the Collector's `configkafka` one (SASL, and
+/// the deprecated `auth.tls`), not an authenticator: it reaches their configs, and its errors
+/// name the key under the component.
+#[test]
+fn kafka_auth_is_the_kafka_configs_own() {
+    let text = r#"
+receivers:
+  kafka:
+    brokers: [kafka:9093]
+    auth: { sasl: { mechanism: SCRAM-SHA-256, username: u, password: p4ss } }
+exporters:
+  kafka:
+    brokers: [kafka:9093]
+    auth: { sasl: { mechanism: PLAIN, username: u, password: p4ss } }
+service:
+  pipelines:
+    profiles: { receivers: [kafka], exporters: [kafka] }
+"#;
+    let p = plan(text).unwrap();
+    let c = &p.components;
+    let ExporterSpec::Kafka(e) = &c.exporters["kafka"] else {
+        panic!("kafka exporter");
+    };
+    assert_eq!(e.auth.sasl.as_ref().unwrap().mechanism, "PLAIN");
+    let ReceiverSpec::Kafka(r) = &c.receivers["kafka"] else {
+        panic!("kafka receiver");
+    };
+    assert_eq!(r.auth.sasl.as_ref().unwrap().mechanism, "SCRAM-SHA-256");
+    assert!(c.exporter_auth.is_empty());
+    // The typed components never show it (the raw `p.config` tree holds every secret as
+    // written, as for the other components).
+    assert!(!format!("{c:?}").contains("p4ss"), "the password is shown");
+    for (from, to, expected) in [
+        (
+            "mechanism: PLAIN, username: u, password: p4ss",
+            "mechanism: PLAIN, username: u",
+            "exporters.kafka.auth.sasl.password: is required with mechanism PLAIN",
+        ),
+        (
+            "mechanism: PLAIN",
+            "mechanism: AWS_MSK_IAM_OAUTHBEARER",
+            "exporters.kafka.auth.sasl.mechanism: AWS_MSK_IAM_OAUTHBEARER is not supported",
+        ),
+        (
+            "auth: { sasl: { mechanism: PLAIN, username: u, password: p4ss } }",
+            "tls: { ca_file: /nonexistent/ca.pem }",
+            "exporters.kafka.tls.ca_file: cannot read /nonexistent/ca.pem",
+        ),
+        (
+            "auth: { sasl: { mechanism: PLAIN, username: u, password: p4ss } }",
+            "auth: { authenticator: bearertokenauth/out }",
+            "exporters.kafka.auth.authenticator: unknown field `authenticator`",
+        ),
+    ] {
+        let e = plan(&text.replace(from, to)).unwrap_err().to_string();
+        assert!(e.contains(expected), "{e:?} should contain {expected:?}");
+        assert!(!e.contains("p4ss"), "the password is shown: {e}");
+    }
+}
+
 #[test]
 fn a_token_file_is_read_when_checked() {
     let dir = tempfile::tempdir().unwrap();
