@@ -385,12 +385,16 @@ fn main() -> std::process::ExitCode {
         .iter()
         .map(|_| binaries.iter().map(|_| Vec::new()).collect())
         .collect();
-    for _ in 0..rounds {
+    for round in 0..rounds {
         for (c, case) in cases.iter().enumerate() {
             let start = Instant::now();
             black_box((case.floor)());
             floor[c].push(start.elapsed().as_secs_f64() * 1e3);
-            for (b, out) in binaries.iter().zip(&mut runs[c]) {
+            // Each round starts with the next binary, so that none always runs right after
+            // another one's 100 MB output was written and removed.
+            let n = binaries.len();
+            for k in (0..n).map(|k| (k + round) % n) {
+                let (b, out) = (&binaries[k], &mut runs[c][k]);
                 // A fresh output file each time: replacing the previous run's 100 MB file
                 // would add the cost of freeing its blocks to the rename.
                 let _ = std::fs::remove_file(&output);
