@@ -2,7 +2,8 @@
 //!
 //! A request with many consecutive profiles of one session, the same request with its profiles
 //! (and their samples) out of order, long profiles whose samples each span minutes (timestamps
-//! in order, out of order, or aggregated values) and several interleaved sessions: each
+//! in order, out of order, or aggregated values) and several interleaved sessions, cut by time
+//! and by size: each
 //! translates to exactly the chunks, links and counters of the whole-session oracle
 //! (`testing::to_chunks_whole`, every observation of a session read, sorted and cut, as before
 //! windows existed), keeps every observation (compared one by one with a brute-force reading of
@@ -115,7 +116,7 @@ fn process(pid: i64, profiles: Vec<Profile>) -> profilink_proto::otlp::ResourceP
 }
 
 /// The options the tests run under: the defaults (60 s chunks), 1 s chunks (many windows per
-/// profile), and sparse threads dropped.
+/// profile), sparse threads dropped, and chunks cut by size many times per window.
 fn option_sets() -> Vec<(&'static str, ChunkOptions)> {
     vec![
         ("default", ChunkOptions::default()),
@@ -131,6 +132,13 @@ fn option_sets() -> Vec<(&'static str, ChunkOptions)> {
             ChunkOptions {
                 sparse_thread_policy: SparseThreadPolicy::Drop,
                 max_chunk_bytes: 64 * 1024,
+                ..ChunkOptions::default()
+            },
+        ),
+        (
+            "4 KiB chunks (many per window)",
+            ChunkOptions {
+                max_chunk_bytes: 4 * 1024,
                 ..ChunkOptions::default()
             },
         ),
@@ -157,7 +165,6 @@ fn assert_streams_like_whole(
     name: &str,
     req: &ExportProfilesServiceRequest,
     opts: &ChunkOptions,
-    timestamps_in_order: bool,
 ) -> ChunkTranslation {
     let expected = expected_observations(req, opts.max_stack_depth);
     let whole = to_chunks_whole(req.dictionary.as_ref(), &req.resource_profiles, opts);
@@ -214,19 +221,17 @@ fn assert_streams_like_whole(
             "{name}: the oracle holds every observation of the session"
         );
     }
-    if timestamps_in_order {
-        assert!(
-            t.held.peak_span_ns <= window,
-            "{name}: held {} ns of observations, more than a window ({window} ns)",
-            t.held.peak_span_ns
-        );
-        let most = most_within(&expected, window);
-        assert!(
-            t.held.peak_observations <= most,
-            "{name}: held {} observations, more than the request has in a window ({most})",
-            t.held.peak_observations,
-        );
-    }
+    assert!(
+        t.held.peak_span_ns <= window,
+        "{name}: held {} ns of observations, more than a window ({window} ns)",
+        t.held.peak_span_ns
+    );
+    let most = most_within(&expected, window);
+    assert!(
+        t.held.peak_observations <= most,
+        "{name}: held {} observations, more than the request has in a window ({most})",
+        t.held.peak_observations,
+    );
     t
 }
 
@@ -237,7 +242,7 @@ fn many_consecutive_profiles_of_one_session_stream_like_whole() {
     let profiles = session_profiles(&mut b, 4242, 24, 65, 4);
     let req = b.request(vec![process(4242, profiles)]);
     for (name, opts) in option_sets() {
-        let t = assert_streams_like_whole(name, &req, &opts, true);
+        let t = assert_streams_like_whole(name, &req, &opts);
         assert_eq!(t.stats.sessions, 1);
         assert_eq!(t.stats.samples_in, 24 * 65 * 20 * 4);
         // A window is a small part of the session.
@@ -274,7 +279,7 @@ fn profiles_out_of_order_stream_like_whole() {
         .collect();
     let req = b.request(rps);
     for (name, opts) in option_sets() {
-        let t = assert_streams_like_whole(&format!("out of order, {name}"), &req, &opts, true);
+        let t = assert_streams_like_whole(&format!("out of order, {name}"), &req, &opts);
         assert_eq!(t.stats.sessions, 2);
         assert!(t.held.peak_observations * 10 < t.stats.samples_in);
     }
@@ -321,17 +326,17 @@ fn samples_spanning_many_windows_stream_like_whole() {
             })
             .collect(),
     );
-    for (what, profile, in_order) in [
-        ("timestamps in order", ordered, true),
-        ("timestamps out of order", unordered, false),
-        ("aggregated values", aggregated, true),
+    for (what, profile) in [
+        ("timestamps in order", ordered),
+        ("timestamps out of order", unordered),
+        ("aggregated values", aggregated),
     ] {
         let req = ExportProfilesServiceRequest {
             resource_profiles: vec![process(9, vec![profile])],
             dictionary: Some(b.d.clone()),
         };
         for (name, opts) in option_sets() {
-            assert_streams_like_whole(&format!("{what}, {name}"), &req, &opts, in_order);
+            assert_streams_like_whole(&format!("{what}, {name}"), &req, &opts);
         }
     }
 }

@@ -4,9 +4,9 @@
 //! in its session (observations, runtimes, linked threads) and placed in a [`Block`] of its
 //! session, so that splitting can make a session's observations one window at a time (see
 //! [`super::window`]). Blocks are runs of consecutive samples of one session spanning at most
-//! the block span (a quarter of the chunk duration); a longer sample whose times never
-//! decrease (timestamps in order, or aggregated values) is cut into blocks by index, and one
-//! with timestamps out of order is a block of its own, read whole.
+//! the block span (a quarter of the chunk duration); a longer sample is cut into blocks by
+//! index: of its timestamps or aggregated values when their times never decrease, else of a
+//! sorted copy of its timestamps (no producer known to us sends such samples).
 //!
 //! A profile is translated completely or not at all: its sample refs, blocks and counts are
 //! removed again (the sessions restored to their previous state) when any index in the profile
@@ -122,6 +122,8 @@ pub(crate) struct Collector<'a> {
     pub profiles: Vec<ProfileSource<'a>>,
     /// The resolved samples of the translated profiles.
     pub refs: Vec<SampleRef>,
+    /// Sorted copies of the timestamps of long samples whose timestamps are out of order.
+    pub sorted: Vec<Vec<u64>>,
     /// Longest span of a block of several samples (see the module docs).
     block_span: u64,
     touch_gen: Vec<u32>,
@@ -207,6 +209,7 @@ impl<'a> Collector<'a> {
             links: Vec::new(),
             profiles: Vec::new(),
             refs: Vec::new(),
+            sorted: Vec::new(),
             block_span: block_span(opts),
             touch_gen: Vec::new(),
             touched: Vec::new(),
@@ -311,6 +314,7 @@ impl<'a> Collector<'a> {
         self.touched.clear();
         self.linked_marks.clear();
         let refs = self.refs.len();
+        let sorted = self.sorted.len();
         self.profiles.push(ProfileSource {
             profile,
             refs,
@@ -339,6 +343,7 @@ impl<'a> Collector<'a> {
             Err(e) => {
                 self.profiles.pop();
                 self.refs.truncate(refs);
+                self.sorted.truncate(sorted);
                 for t in &self.touched {
                     let sess = &mut self.sessions[t.session as usize];
                     sess.observations = t.observations;
@@ -454,25 +459,21 @@ impl<'a> Collector<'a> {
                 continue;
             }
             open = None;
-            if !ordered {
-                // Out of order: read whole (no producer known to us sends such samples).
-                sess.blocks.push(Block {
-                    profile: p as u32,
-                    start: i,
-                    end: i + 1,
-                    part: Part::Whole,
-                    min_ts: min,
-                    max_ts: max,
-                });
-                continue;
-            }
-            // In order and long: blocks of at most `block_span` each, by index.
-            let at = |k: u64| {
-                if ts.is_empty() {
-                    spread(start, dur, k, n)
-                } else {
-                    ts[k as usize]
-                }
+            // Long: blocks of at most `block_span` each, by index (of a sorted copy of the
+            // timestamps when they are out of order).
+            let copy = if ordered {
+                None
+            } else {
+                let mut v = ts.clone();
+                v.sort_unstable();
+                self.sorted.push(v);
+                Some(self.sorted.len() - 1)
+            };
+            let sess = &mut self.sessions[session as usize];
+            let at = |k: u64| match copy {
+                Some(c) => self.sorted[c][k as usize],
+                None if ts.is_empty() => spread(start, dur, k, n),
+                None => ts[k as usize],
             };
             let mut lo = 0u64;
             while lo < n {
@@ -492,7 +493,14 @@ impl<'a> Collector<'a> {
                     profile: p as u32,
                     start: i,
                     end: i + 1,
-                    part: Part::Range(lo, a),
+                    part: match copy {
+                        Some(c) => Part::Sorted {
+                            sorted: c as u32,
+                            lo,
+                            hi: a,
+                        },
+                        None => Part::Range(lo, a),
+                    },
                     min_ts: first,
                     max_ts: at(a - 1),
                 });

@@ -37,13 +37,14 @@
 //! # Windows
 //!
 //! Memory holds the request's tables, 12 bytes per OTLP sample (its resolved thread, stack and
-//! link) and one window of one session, whatever the number of profiles per session or their
+//! link; and 8 per timestamp of long samples whose timestamps are out of order) and one window
+//! of one session, whatever the number of profiles per session or their
 //! order in the request: a session's samples are indexed in *blocks* (runs of consecutive
 //! samples spanning at most a quarter of the chunk duration; a longer sample whose times never
-//! decrease is cut into blocks by index), and before a chunk starting at `t` is cut, the blocks
-//! starting by `t + max_chunk_duration_ns` are read, so the window holds the observations of
-//! at most the chunk duration plus a quarter of it. A sample whose timestamps are out of order
-//! and span more than that is read whole (no producer known to us sends one).
+//! decrease is cut into blocks by index, one with timestamps out of order by index of a sorted
+//! copy of them), and before a chunk starting at `t` is cut, the blocks starting by
+//! `t + max_chunk_duration_ns` are read, so the window holds the observations of at most the
+//! chunk duration plus a quarter of it.
 //! [`ChunkTranslation::held`] reports what was held at most. Chunks go out as they are cut
 //! ([`to_chunks_with`], [`to_chunks_streamed`]); [`to_chunks`] collects them, and the links
 //! (at most `max_links`) are collected unless [`to_chunks_streamed`] hands them out per chunk.
@@ -513,12 +514,14 @@ fn translate(
         links,
         profiles,
         refs,
+        sorted,
         ..
     } = c;
     t.stats.stacks_truncated = st.truncated;
     let src = window::Sources {
         profiles: &profiles,
         refs: &refs,
+        sorted: &sorted,
     };
     let mut splitter = split::Splitter::new(&ft, &st, &links, options);
     let mut w = window::Window::new(whole);

@@ -69,11 +69,21 @@ pub(crate) enum Part {
     /// Observations `lo..hi` of its single sample, whose times never decrease (timestamps in
     /// order, or an expansion of aggregated values).
     Range(u64, u64),
+    /// Timestamps `lo..hi` of a sorted copy (`sorted`, an index into the collector's sorted
+    /// timestamps) of its single sample's timestamps, which are out of order.
+    Sorted {
+        /// Which copy.
+        sorted: u32,
+        /// First timestamp.
+        lo: u64,
+        /// End.
+        hi: u64,
+    },
 }
 
 /// A run of consecutive samples of one profile, all in one session, whose observations lie
 /// within `[min_ts, max_ts]`: what a session's windows are read from. A run spans at most the
-/// collector's block span, unless it is a single sample with timestamps out of order.
+/// collector's block span (a longer sample is cut into several blocks).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Block {
     /// Index into the collector's translated profiles.
