@@ -372,6 +372,8 @@ impl<'a> Collector<'a> {
         let mut last: Option<(&'a [i32], (u32, u32))> = None;
         // The block the previous sample went to: (session, index in its blocks).
         let mut open: Option<(u32, usize)> = None;
+        // The session last recorded as touched by this profile.
+        let mut touched: Option<u32> = None;
         for (i, s) in profile.samples.iter().enumerate() {
             let key = s.attribute_indices.as_slice();
             let (session, thread) = match last {
@@ -392,17 +394,13 @@ impl<'a> Collector<'a> {
             // The sample's observations: how many, their time range, and whether their times
             // never decrease.
             let ts = &s.timestamps_unix_nano;
-            let (n, min, max, ordered) = if !ts.is_empty() {
+            let (n, min, max) = if !ts.is_empty() {
                 let n = ts.len() as u64;
                 observations = observations.saturating_add(n);
-                let (mut min, mut max, mut prev, mut ordered) = (u64::MAX, 0, 0, true);
-                for &t in ts {
-                    min = min.min(t);
-                    max = max.max(t);
-                    ordered &= prev <= t;
-                    prev = t;
-                }
-                (n, min, max, ordered)
+                let (min, max) = ts
+                    .iter()
+                    .fold((u64::MAX, 0), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+                (n, min, max)
             } else {
                 let requested = expansion_count(per_value, value_sum(&s.values));
                 let n = scaled(requested, cap, total);
@@ -411,12 +409,7 @@ impl<'a> Collector<'a> {
                 observations = observations.saturating_add(requested);
                 dropped = dropped.saturating_add(requested - n);
                 let last = n.saturating_sub(1);
-                (
-                    n,
-                    spread(start, dur, 0, n),
-                    spread(start, dur, last, n),
-                    true,
-                )
+                (n, spread(start, dur, 0, n), spread(start, dur, last, n))
             };
             if link_unusable {
                 unusable += n;
@@ -424,7 +417,10 @@ impl<'a> Collector<'a> {
             if n == 0 {
                 continue;
             }
-            self.touch(session);
+            if touched != Some(session) {
+                self.touch(session);
+                touched = Some(session);
+            }
             if link != 0 {
                 self.linked_marks.push((session, thread));
             }
@@ -461,6 +457,7 @@ impl<'a> Collector<'a> {
             open = None;
             // Long: blocks of at most `block_span` each, by index (of a sorted copy of the
             // timestamps when they are out of order).
+            let ordered = ts.is_empty() || ts.windows(2).all(|w| w[0] <= w[1]);
             let copy = if ordered {
                 None
             } else {

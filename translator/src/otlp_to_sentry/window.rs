@@ -176,8 +176,17 @@ impl Window {
         }
         sort_observations(&mut self.batch, &mut self.scratch, |_| {});
         sort_observations(&mut self.batch_linked, &mut self.scratch_linked, |_| {});
-        self.ready.extend_from_slice(&self.batch);
-        self.ready_linked.extend_from_slice(&self.batch_linked);
+        // Usually the last chunk took all that was ready: then the batch becomes the window.
+        if self.ready.is_empty() {
+            std::mem::swap(&mut self.ready, &mut self.batch);
+        } else {
+            self.ready.extend_from_slice(&self.batch);
+        }
+        if self.ready_linked.is_empty() {
+            std::mem::swap(&mut self.ready_linked, &mut self.batch_linked);
+        } else {
+            self.ready_linked.extend_from_slice(&self.batch_linked);
+        }
         self.bound = Some(target);
         self.note_held();
     }
@@ -187,8 +196,37 @@ impl Window {
     fn read(&mut self, block: &Block, target: u64, src: &Sources<'_, '_>) {
         let p = &src.profiles[block.profile as usize];
         let samples = &p.profile.samples[block.start as usize..block.end as usize];
-        for (k, s) in samples.iter().enumerate() {
-            let r = src.refs[p.refs + block.start as usize + k];
+        let refs = &src.refs[p.refs + block.start as usize..p.refs + block.end as usize];
+        if block.max_ts <= target && block.part == Part::Whole {
+            // All within the window (the common case): no branch per observation.
+            for (s, r) in samples.iter().zip(refs) {
+                let obs = |ts: u64| Obs {
+                    ts,
+                    thread: r.thread,
+                    stack: r.stack,
+                };
+                let before = self.batch.len();
+                if !s.timestamps_unix_nano.is_empty() {
+                    self.batch
+                        .extend(s.timestamps_unix_nano.iter().map(|&t| obs(t)));
+                } else {
+                    let n = p.expansions(s);
+                    let (start, dur) = p.spread_window();
+                    self.batch
+                        .extend((0..n).map(|i| obs(spread(start, dur, i, n))));
+                }
+                if r.link != 0 {
+                    let link = r.link;
+                    self.batch_linked.extend(
+                        self.batch[before..]
+                            .iter()
+                            .map(|o| LinkedObs { key: o.key(), link }),
+                    );
+                }
+            }
+            return;
+        }
+        for (s, &r) in samples.iter().zip(refs) {
             let mut add = |ts: u64| {
                 let o = Obs {
                     ts,
