@@ -199,15 +199,13 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
         (_, Some(path)) => {
             let (dir, name) = dir_and_name(path)?;
             // Into a temporary file renamed into place at the end: the output stays atomic.
-            write_atomic_with(dir, &name, |w| {
-                emit_chunks(g, &options, &mut |chunk| write_ndjson_line(w, chunk))
-            })
-            .with_context(|| format!("cannot write {}", path.display()))?
+            write_atomic_with(dir, &name, |w| write_ndjson(w, g, &options))
+                .with_context(|| format!("cannot write {}", path.display()))?
         }
         (_, None) => {
-            // Unlocked (a lock cannot move to the writer thread): locked once per 256 KiB.
+            // Unlocked (a lock cannot move to the writing thread): locked once per 256 KiB.
             let mut w = BufWriter::with_capacity(STDOUT_BUFFER, std::io::stdout());
-            let out = emit_chunks(g, &options, &mut |chunk| write_ndjson_line(&mut w, chunk))?;
+            let out = write_ndjson(&mut w, g, &options)?;
             w.flush()?;
             out
         }
@@ -219,11 +217,100 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
 /// Buffer between the NDJSON lines and standard output.
 const STDOUT_BUFFER: usize = 256 * 1024;
 
-/// Writes a chunk as one NDJSON line (the bytes of [`ProfileChunk::to_json`] and `\n`),
-/// serialized straight into `w`.
-fn write_ndjson_line(w: &mut impl Write, chunk: &ProfileChunk) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *w, chunk)?;
-    w.write_all(b"\n")
+/// Size of the blocks [`write_ndjson`] hands to its writing thread.
+const BLOCK: usize = 256 * 1024;
+
+/// Full blocks waiting for the writing thread, at most (see [`write_ndjson`]).
+const BLOCKS_AHEAD: usize = 2;
+
+/// Writes every chunk of `g` to `w` as one NDJSON line (the bytes of [`ProfileChunk::to_json`]
+/// and `\n`) as [`emit_chunks`] hands them out. The lines are serialized into blocks of
+/// [`BLOCK`] bytes, written to `w` by a third thread, so that the serializing thread, which
+/// bounds the whole, does not also copy the output into the file (a tenth of the time on the
+/// eBPF-shaped benchmark); written blocks come back to be filled again, and at most
+/// [`BLOCKS_AHEAD`] wait.
+fn write_ndjson<W: Write + Send>(
+    w: &mut W,
+    g: Gathered,
+    options: &otlp_to_sentry::ChunkOptions,
+) -> std::io::Result<(u8, usize)> {
+    let (full, to_write) = std::sync::mpsc::sync_channel::<Vec<u8>>(BLOCKS_AHEAD);
+    let (free, freed) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> std::io::Result<()> {
+            for block in to_write {
+                // On an error the receiver goes away and the serializing side stops.
+                w.write_all(&block)?;
+                drop(free.send(block));
+            }
+            Ok(())
+        });
+        let mut out = Handoff {
+            block: Vec::with_capacity(BLOCK),
+            full,
+            freed,
+        };
+        let made = emit_chunks(g, options, &mut |chunk| {
+            serde_json::to_writer(&mut out, chunk)?;
+            out.write_all(b"\n")
+        });
+        let made = made.and_then(|m| out.send_block().map(|()| m));
+        drop(out);
+        let written = writer
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        // The writer's own error explains a stop better than the send that noticed it.
+        written.and(made)
+    })
+}
+
+/// The serializing side of [`write_ndjson`]: a buffer whose full blocks go to the writing
+/// thread.
+struct Handoff {
+    block: Vec<u8>,
+    full: std::sync::mpsc::SyncSender<Vec<u8>>,
+    freed: std::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+impl Handoff {
+    /// Hands the block filled so far to the writing thread (if any) and takes an empty one.
+    fn send_block(&mut self) -> std::io::Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let mut next = self
+            .freed
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BLOCK));
+        next.clear();
+        let block = std::mem::replace(&mut self.block, next);
+        self.full
+            .send(block)
+            .map_err(|_| std::io::Error::other("the output writer stopped"))
+    }
+}
+
+impl Write for Handoff {
+    #[inline]
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
+    }
+
+    /// Like `BufWriter`'s: the serializer's many small writes are a copy each (the default
+    /// `write_all` loop made serializing a third slower).
+    #[inline]
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        if self.block.len() + data.len() > BLOCK {
+            self.send_block()?;
+        }
+        self.block.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Chunks made but not taken by the writer yet, at most (see [`emit_chunks`]).
