@@ -396,8 +396,12 @@ fn main() -> std::process::ExitCode {
             for k in (0..n).map(|k| (k + round) % n) {
                 let (b, out) = (&binaries[k], &mut runs[c][k]);
                 // A fresh output file each time: replacing the previous run's 100 MB file
-                // would add the cost of freeing its blocks to the rename.
+                // would add the cost of freeing its blocks to the rename. And the removal is
+                // flushed to disk before the run, so its block discards (ext4 `discard`) do
+                // not land in the next run's fsync.
                 let _ = std::fs::remove_file(&output);
+                // SAFETY: `sync` takes no arguments and cannot fail.
+                unsafe { libc::sync() };
                 match run_translate(b, case.to, &inputs[c], &output) {
                     Ok(run) => out.push(run),
                     Err(e) => {
