@@ -302,3 +302,98 @@ fn streamed_output_is_every_chunk_in_order_byte_for_byte() {
         assert!(bytes == expected, "{}: envelope differs", c.chunk_id);
     }
 }
+
+/// NDJSON chunk inputs bound for OTLP are parsed on several threads as the translation takes
+/// them: the request is still exactly the library's for the same chunks in input order (here
+/// an NDJSON input of 9 chunks between two envelopes, linked through the transactions), and a
+/// line that is not a chunk rejects its input, naming the line, with nothing written.
+#[test]
+fn ndjson_chunks_become_the_same_otlp_request_in_input_order() {
+    use profilink_proto::input::InputFormat;
+    use profilink_translator::SentryParts;
+    let dir = tempfile::tempdir().unwrap();
+    let envelopes = [
+        fixtures().join("sentry/python/trace-chunk-00.envelope"),
+        fixtures().join("sentry/python/trace-chunk-01.envelope"),
+    ];
+    let transactions = fixtures().join("sentry/python/trace-transactions.jsonl");
+    let chunks: Vec<ProfileChunk> = envelopes
+        .iter()
+        .map(|p| {
+            let env = Envelope::parse(&std::fs::read(p).unwrap()).unwrap();
+            ProfileChunk::from_json(&env.profile_chunks().next().unwrap().payload).unwrap()
+        })
+        .collect();
+    let mut ndjson = Vec::new();
+    for i in 0..9 {
+        ndjson.extend_from_slice(&chunks[i % 2].to_json());
+        ndjson.extend_from_slice(if i == 4 { b"\n\n" } else { b"\n" });
+    }
+    let lines = common::write(dir.path(), "chunks.ndjson", &ndjson);
+    let out = dir.path().join("request.pb");
+    let run = profilink([
+        "translate".as_ref(),
+        "--to".as_ref(),
+        "otlp".as_ref(),
+        "--output".as_ref(),
+        out.as_os_str(),
+        "--transactions".as_ref(),
+        transactions.as_os_str(),
+        envelopes[1].as_os_str(),
+        lines.as_os_str(),
+        envelopes[0].as_os_str(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let mut parts = SentryParts::default();
+    for (bytes, format) in [
+        (std::fs::read(&envelopes[1]).unwrap(), InputFormat::Envelope),
+        (ndjson.clone(), InputFormat::SentryChunkNdjson),
+        (std::fs::read(&envelopes[0]).unwrap(), InputFormat::Envelope),
+    ] {
+        parts.read(&bytes, format).unwrap();
+    }
+    parts
+        .read_transactions(
+            &std::fs::read(&transactions).unwrap(),
+            InputFormat::SentryTransactionNdjson,
+        )
+        .unwrap();
+    assert_eq!(parts.chunks.len(), 11);
+    let expected = parts
+        .to_otlp(&profilink_translator::sentry_to_otlp::OtlpOptions::default())
+        .request;
+    assert!(
+        expected.resource_profiles[0].scope_profiles[0].profiles[1]
+            .samples
+            .iter()
+            .any(|s| s.link_index != 0),
+        "the chunks are linked"
+    );
+    assert!(
+        std::fs::read(&out).unwrap() == expected.encode_to_vec(),
+        "the request differs from the library's"
+    );
+
+    // The last line (10: line 6 is blank) is not a chunk.
+    let mut bad = ndjson.clone();
+    let at = bad.len() - chunks[0].to_json().len() - 1;
+    bad.splice(at..at + 1, *b"x");
+    let bad = common::write(dir.path(), "bad.ndjson", &bad);
+    let out = dir.path().join("bad.pb");
+    let run = profilink([
+        "translate".as_ref(),
+        "--to".as_ref(),
+        "otlp".as_ref(),
+        "--output".as_ref(),
+        out.as_os_str(),
+        bad.as_os_str(),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("bad.ndjson: rejected: line 10"),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists());
+}

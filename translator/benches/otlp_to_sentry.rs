@@ -12,8 +12,10 @@
 //!
 //! After criterion's measurements, `ROUNDS` interleaved rounds of translate+serialize,
 //! serialize-only and translate-only are timed and the medians printed with the ratio
-//! `translate+serialize / serialize` (the target is at most 1.5). Interleaving makes the ratio
-//! fair on a busy machine: both sides see the same load. Skipped under `--profile-time`.
+//! `translate+serialize / serialize` (the target is at most 1.5), for this request and for the
+//! 1,000,000-observation single-session one of `support/session_request.rs` (150 consecutive
+//! profiles of one SDK process, issue #33). Interleaving makes the ratio fair on a busy
+//! machine: both sides see the same load. Skipped under `--profile-time`.
 
 use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use mimalloc::MiMalloc;
@@ -58,6 +60,8 @@ static GLOBAL: Counting = Counting;
 
 #[path = "support/ebpf_request.rs"]
 mod ebpf_request;
+#[path = "support/session_request.rs"]
+mod session_request;
 use ebpf_request::{SAMPLES, STACKS, build_request};
 
 fn serialize_all(chunks: &[ProfileChunk]) -> usize {
@@ -93,7 +97,12 @@ fn median_ms(mut v: Vec<f64>) -> f64 {
 }
 
 /// Times `ROUNDS` interleaved rounds of the three workloads and prints medians and the ratio.
-fn ratio_line(req: &ExportProfilesServiceRequest, opts: &ChunkOptions, chunks: &[ProfileChunk]) {
+fn ratio_line(
+    name: &str,
+    req: &ExportProfilesServiceRequest,
+    opts: &ChunkOptions,
+    chunks: &[ProfileChunk],
+) {
     let (mut both, mut floor, mut translate) = (Vec::new(), Vec::new(), Vec::new());
     let time = |f: &mut dyn FnMut() -> usize| {
         let start = Instant::now();
@@ -109,7 +118,7 @@ fn ratio_line(req: &ExportProfilesServiceRequest, opts: &ChunkOptions, chunks: &
     }
     let (both, floor, translate) = (median_ms(both), median_ms(floor), median_ms(translate));
     eprintln!(
-        "ratio: translate+serialize / serialize = {:.2}x (medians of {ROUNDS} interleaved rounds: translate+serialize {both:.1} ms, serialize {floor:.1} ms, translate {translate:.1} ms)",
+        "{name}: ratio translate+serialize / serialize = {:.2}x (medians of {ROUNDS} interleaved rounds: translate+serialize {both:.1} ms, serialize {floor:.1} ms, translate {translate:.1} ms)",
         both / floor
     );
 }
@@ -177,7 +186,10 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
     if !std::env::args().any(|a| a == "--profile-time") {
-        ratio_line(&req, &opts, &t.chunks);
+        ratio_line("ebpf", &req, &opts, &t.chunks);
+        let session = session_request::build_request();
+        let chunks = request_to_chunks(&session, &opts).chunks;
+        ratio_line("session", &session, &opts, &chunks);
     }
 }
 

@@ -133,9 +133,7 @@ impl SentryParts {
             InputFormat::SentryChunk => self.chunks.push(ProfileChunk::from_json(bytes)?),
             InputFormat::SentryChunkNdjson => {
                 for (line, text) in ndjson_lines(bytes) {
-                    let chunk =
-                        ProfileChunk::from_json(text).map_err(at(format!("line {line}")))?;
-                    self.chunks.push(chunk);
+                    self.chunks.push(ndjson_chunk(line, text)?);
                 }
             }
             InputFormat::SentryV1Profile => self.v1_profiles.push(V1WithTransaction {
@@ -225,6 +223,13 @@ impl SentryParts {
 
 fn at(at: String) -> impl FnOnce(JsonError) -> InputError {
     move |source| InputError::JsonAt { at, source }
+}
+
+/// The chunk on line `line` (1-based, for the error) of NDJSON of chunks, as
+/// [`SentryParts::read`] reads it: for callers that parse the lines of [`ndjson_lines`]
+/// themselves (e.g. on several threads).
+pub fn ndjson_chunk(line: usize, text: &[u8]) -> Result<ProfileChunk, InputError> {
+    ProfileChunk::from_json(text).map_err(at(format!("line {line}")))
 }
 
 /// The non-blank lines of NDJSON with their 1-based line numbers.

@@ -32,7 +32,8 @@ mod span_stamping;
 pub use dictionary::{Attr, AttrValue, Dictionary};
 pub use error::TranslateError;
 pub use from_bytes::{
-    InputError, SentryParts, decode_otlp, ndjson_lines, otlp_bytes_to_chunks, sentry_bytes_to_otlp,
+    InputError, SentryParts, decode_otlp, ndjson_chunk, ndjson_lines, otlp_bytes_to_chunks,
+    sentry_bytes_to_otlp,
 };
 pub use linking::{
     ExactLinks, LinkIds, LinkSource, NoLinks, SpanInterval, ThreadLinks, TransactionLinks,
@@ -44,7 +45,10 @@ pub use span_stamping::{SpanThread, SpanThreads, StampStats, resource_profiler_i
 #[doc(hidden)]
 pub mod testing {
     //! The link rule as a plain linear scan, the oracle the crate's tests and fuzz targets
-    //! check [`TransactionLinks`](crate::TransactionLinks) against. Not part of the API
+    //! check [`TransactionLinks`](crate::TransactionLinks) against; and the OTLP -> Sentry
+    //! translation holding each session whole (every observation read, then sorted and cut),
+    //! the oracle the window-by-window translation is checked against. Not part of the API
     //! (hidden from the docs, may change with any release).
     pub use crate::linking::link_sample;
+    pub use crate::otlp_to_sentry::to_chunks_whole;
 }

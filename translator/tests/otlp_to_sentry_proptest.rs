@@ -1,7 +1,8 @@
 //! Random valid requests -> chunks that pass the chunk checks and keep every observation; some
 //! resources carry another producer's `sentry.*` marks (valid or invalid ids, on the profile or
 //! the resource). Every emitted chunk passes the chunk validator (none is removed as invalid),
-//! and, when the Python `vroomrs` (Sentry's chunk library) is installed, vroomrs reads them.
+//! the window-by-window translation equals the whole-session oracle, and, when the Python
+//! `vroomrs` (Sentry's chunk library) is installed, vroomrs reads them.
 
 mod otlp_to_sentry_support;
 
@@ -12,6 +13,7 @@ use otlp_to_sentry_support::{
 use profilink_proto::otlp::Sample;
 use profilink_proto::validate::validate_chunk_errors;
 use profilink_translator::otlp_to_sentry::{ChunkOptions, SparseThreadGrouping, request_to_chunks};
+use profilink_translator::testing::to_chunks_whole;
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
@@ -230,6 +232,11 @@ proptest! {
                 ..ChunkOptions::default()
             };
             let t = request_to_chunks(&req, &opts);
+            // One window at a time, exactly as the whole session (issue #33).
+            let whole = to_chunks_whole(req.dictionary.as_ref(), &req.resource_profiles, &opts);
+            prop_assert_eq!(&t.chunks, &whole.chunks);
+            prop_assert_eq!(&t.links, &whole.links);
+            prop_assert_eq!(t.stats, whole.stats);
             prop_assert!(t.rejected.is_empty(), "{:?}", t.rejected);
             // Strict out never had to remove a chunk of valid input.
             prop_assert!(t.invalid_chunks.is_empty(), "{:?}", t.invalid_chunks);

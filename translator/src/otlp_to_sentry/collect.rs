@@ -1,17 +1,27 @@
-//! Per-profile collection: OTLP samples into session observations.
+//! Per-profile collection: OTLP samples resolved into sessions, threads, stacks and links.
 //!
-//! A profile is translated completely or not at all: its observations are appended to their
-//! sessions and removed again (the sessions truncated to their previous length) when any index
-//! in the profile turns out invalid, so the rejected profile leaves nothing behind in the
-//! output.
+//! Observations are not made here: each sample is resolved once (a [`SampleRef`]), counted
+//! in its session (observations, runtimes, linked threads) and placed in a [`Block`] of its
+//! session, so that splitting can make a session's observations one window at a time (see
+//! [`super::window`]). Blocks are runs of consecutive samples of one session spanning at most
+//! the block span (a quarter of the chunk duration); a longer sample is cut into blocks by
+//! index: of its timestamps or aggregated values when their times never decrease, else of a
+//! sorted copy of its timestamps (no producer known to us sends such samples).
+//!
+//! A profile is translated completely or not at all: its sample refs, blocks and counts are
+//! removed again (the sessions restored to their previous state) when any index in the profile
+//! turns out invalid, so the rejected profile leaves nothing behind in the output.
 
 use super::frames::FrameTable;
 use super::ids::digest64;
-use super::observations::{LinkedObs, Obs, Session, ThreadInfo};
+use super::observations::{Block, Part, SampleRef, Session, ThreadInfo};
 use super::options::{ChunkOptions, NonCpuPolicy};
+use super::platform::Runtime;
 use super::platform::{hint_from_runtime_name, hint_from_sdk_language};
 use super::restore_hook::{self, CHUNK_ID_KEY, Restore};
-use super::samples::{classify, expansion_count, scaled, spread, thread_id_text, value_sum};
+use super::samples::{
+    PerValue, classify, expansion_count, scaled, spread, thread_id_text, value_sum,
+};
 use super::session::{PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
 use super::stacks::StackTable;
 use crate::dictionary::{Attr, AttrValue, Dictionary};
@@ -24,8 +34,50 @@ use std::collections::HashMap;
 
 const UNRESOLVED: u32 = u32::MAX;
 
-/// At most this many expanded observations are reserved for ahead of a profile.
-const EXPANSION_RESERVE: usize = 1 << 20;
+/// A translated profile, as splitting reads its observations.
+pub(crate) struct ProfileSource<'a> {
+    /// The profile.
+    pub profile: &'a Profile,
+    /// Where its samples' [`SampleRef`]s start in [`Collector::refs`].
+    pub refs: usize,
+    /// Expansion rule of its aggregated values.
+    pub per_value: PerValue,
+    /// The expansion cap and the profile's requested total (for [`scaled`]).
+    pub cap: u128,
+    /// Requested expansions of the whole profile.
+    pub total: u128,
+}
+
+impl ProfileSource<'_> {
+    /// Observations of sample `s` made from aggregated values (its timestamps are empty).
+    #[inline]
+    pub(crate) fn expansions(&self, s: &Sample) -> u64 {
+        scaled(
+            expansion_count(self.per_value, value_sum(&s.values)),
+            self.cap,
+            self.total,
+        )
+    }
+
+    /// The window aggregated observations are spread over: start and duration.
+    #[inline]
+    pub(crate) fn spread_window(&self) -> (u64, u64) {
+        (
+            self.profile.time_unix_nano,
+            self.profile
+                .duration_nano
+                .min(super::samples::MAX_SPREAD_NS),
+        )
+    }
+}
+
+/// A session's state before a profile first touched it, restored when the profile is rejected.
+struct Touched {
+    session: u32,
+    observations: u64,
+    runtimes: [u64; Runtime::COUNT],
+    blocks: usize,
+}
 
 /// What became of one profile.
 pub(crate) enum Outcome {
@@ -66,8 +118,19 @@ pub(crate) struct Collector<'a> {
     link_slot: Vec<u32>,
     /// Usable links; link id `i` is `links[i - 1]`.
     pub links: Vec<([u8; 16], [u8; 8])>,
+    /// Translated profiles, in input order.
+    pub profiles: Vec<ProfileSource<'a>>,
+    /// The resolved samples of the translated profiles.
+    pub refs: Vec<SampleRef>,
+    /// Sorted copies of the timestamps of long samples whose timestamps are out of order.
+    pub sorted: Vec<Vec<u64>>,
+    /// Longest span of a block of several samples (see the module docs).
+    block_span: u64,
     touch_gen: Vec<u32>,
-    touched: Vec<(u32, usize, usize)>,
+    touched: Vec<Touched>,
+    /// (session, thread) of the linked observations of the profile being collected, marked
+    /// once it is translated.
+    linked_marks: Vec<(u32, u32)>,
     profile_gen: u32,
     /// Per attribute-table index: [`ATTR_UNKNOWN`], [`ATTR_IDENTITY`] (the key can change a
     /// sample's process or thread) or [`ATTR_OTHER`]; an index is validated when classified.
@@ -144,8 +207,13 @@ impl<'a> Collector<'a> {
             producer_chunk_id: None,
             link_slot: vec![UNRESOLVED; links],
             links: Vec::new(),
+            profiles: Vec::new(),
+            refs: Vec::new(),
+            sorted: Vec::new(),
+            block_span: block_span(opts),
             touch_gen: Vec::new(),
             touched: Vec::new(),
+            linked_marks: Vec::new(),
             profile_gen: 0,
             attr_class: vec![ATTR_UNKNOWN; attrs],
             identity_cache: hashbrown::HashMap::new(),
@@ -219,9 +287,8 @@ impl<'a> Collector<'a> {
             return Ok(Outcome::SkippedNonCpu);
         }
 
-        // Pass 1: shape checks, the requested expansion total and the number of timestamps.
+        // Pass 1: shape checks and the requested expansion total.
         let mut total: u128 = 0;
-        let mut timestamps: usize = 0;
         for (i, s) in profile.samples.iter().enumerate() {
             let (nv, nt) = (s.values.len(), s.timestamps_unix_nano.len());
             if nv != 0 && nt != 0 && nv != nt {
@@ -232,7 +299,6 @@ impl<'a> Collector<'a> {
             if nt == 0 {
                 total += u128::from(expansion_count(kind.per_value, value_sum(&s.values)));
             }
-            timestamps = timestamps.saturating_add(nt);
         }
         // A claim no profiler can make is refused, not scaled: scaling it would count a
         // fictitious drop of up to 2^64 observations (see `claims::MAX_PLAUSIBLE_CLAIM`).
@@ -242,36 +308,47 @@ impl<'a> Collector<'a> {
                 super::claims::MAX_PLAUSIBLE_CLAIM
             )));
         }
-        // Observations to reserve room for: the timestamps (backed by the input) and the
-        // capped expansions, these only up to `EXPANSION_RESERVE` (the rest, if any, grows on
-        // demand), so a profile rejected later cannot make us reserve much more than its size.
-        let cap = u128::from(self.opts.effective_max_expanded_samples());
-        let expansions = total.min(cap).min(EXPANSION_RESERVE as u128) as usize;
-        let expected = timestamps.saturating_add(expansions);
 
         // Pass 2, undone on error.
         self.profile_gen = self.profile_gen.wrapping_add(1);
         self.touched.clear();
-        let result = self.collect(
-            resource_id,
-            resource,
+        self.linked_marks.clear();
+        let refs = self.refs.len();
+        let sorted = self.sorted.len();
+        self.profiles.push(ProfileSource {
             profile,
-            kind.per_value,
+            refs,
+            per_value: kind.per_value,
+            cap: u128::from(self.opts.effective_max_expanded_samples()),
             total,
-            expected,
-        );
+        });
+        let result = self.collect(resource_id, resource, profile);
         match result {
-            Ok((observations, dropped_expansion, unusable_links)) => Ok(Outcome::Translated {
-                observations,
-                dropped_expansion,
-                unusable_links,
-                restore_fallback,
-            }),
+            Ok((observations, dropped_expansion, unusable_links)) => {
+                for &(session, thread) in &self.linked_marks {
+                    let linked = &mut self.sessions[session as usize].linked_threads;
+                    let t = thread as usize;
+                    if linked.len() <= t {
+                        linked.resize(t + 1, false);
+                    }
+                    linked[t] = true;
+                }
+                Ok(Outcome::Translated {
+                    observations,
+                    dropped_expansion,
+                    unusable_links,
+                    restore_fallback,
+                })
+            }
             Err(e) => {
-                for &(s, obs, linked) in &self.touched {
-                    let sess = &mut self.sessions[s as usize];
-                    sess.obs.truncate(obs);
-                    sess.linked.truncate(linked);
+                self.profiles.pop();
+                self.refs.truncate(refs);
+                self.sorted.truncate(sorted);
+                for t in &self.touched {
+                    let sess = &mut self.sessions[t.session as usize];
+                    sess.observations = t.observations;
+                    sess.runtimes = t.runtimes;
+                    sess.blocks.truncate(t.blocks);
                 }
                 Err(e)
             }
@@ -283,15 +360,21 @@ impl<'a> Collector<'a> {
         resource_id: usize,
         resource: &[Attr<'a>],
         profile: &'a Profile,
-        per_value: super::samples::PerValue,
-        total: u128,
-        expected: usize,
     ) -> Result<(u64, u64, u64), TranslateError> {
-        let cap = u128::from(self.opts.effective_max_expanded_samples());
+        let p = self.profiles.len() - 1;
+        let source = &self.profiles[p];
+        let (cap, total, per_value) = (source.cap, source.total, source.per_value);
+        let (start, dur) = source.spread_window();
+        let block_span = self.block_span;
         let (mut observations, mut dropped, mut unusable) = (0u64, 0u64, 0u64);
+        self.refs.reserve(profile.samples.len());
         // Consecutive samples often share their attribute list: skip the lookup then.
         let mut last: Option<(&'a [i32], (u32, u32))> = None;
-        for s in &profile.samples {
+        // The block the previous sample went to: (session, index in its blocks).
+        let mut open: Option<(u32, usize)> = None;
+        // The session last recorded as touched by this profile.
+        let mut touched: Option<u32> = None;
+        for (i, s) in profile.samples.iter().enumerate() {
             let key = s.attribute_indices.as_slice();
             let (session, thread) = match last {
                 Some((k, v)) if k == key => v,
@@ -303,25 +386,21 @@ impl<'a> Collector<'a> {
             };
             let stack = self.st.resolve(&mut self.ft, s.stack_index)?;
             let (link, link_unusable) = self.link(s.link_index)?;
-            if self.touch(session) && self.touched.len() == 1 {
-                // The first session of the profile usually takes all of its observations:
-                // size it once instead of growing it by doubling (a copy of everything so far
-                // each time). Later sessions of the same profile grow as usual, so memory stays
-                // within the profile's observation count.
-                self.sessions[session as usize].obs.reserve(expected);
-            }
-            let sess = &mut self.sessions[session as usize];
-            let before = sess.obs.len();
-            let produced = if !s.timestamps_unix_nano.is_empty() {
-                let n = s.timestamps_unix_nano.len() as u64;
+            self.refs.push(SampleRef {
+                thread,
+                stack,
+                link,
+            });
+            // The sample's observations: how many, their time range, and whether their times
+            // never decrease.
+            let ts = &s.timestamps_unix_nano;
+            let (n, min, max) = if !ts.is_empty() {
+                let n = ts.len() as u64;
                 observations = observations.saturating_add(n);
-                sess.obs.reserve(s.timestamps_unix_nano.len());
-                sess.obs.extend(
-                    s.timestamps_unix_nano
-                        .iter()
-                        .map(|&ts| Obs { ts, thread, stack }),
-                );
-                n
+                let (min, max) = ts
+                    .iter()
+                    .fold((u64::MAX, 0), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+                (n, min, max)
             } else {
                 let requested = expansion_count(per_value, value_sum(&s.values));
                 let n = scaled(requested, cap, total);
@@ -329,35 +408,107 @@ impl<'a> Collector<'a> {
                 // saturate rather than overflow (they are statistics, not data).
                 observations = observations.saturating_add(requested);
                 dropped = dropped.saturating_add(requested - n);
-                let (start, dur) = (
-                    profile.time_unix_nano,
-                    profile.duration_nano.min(super::samples::MAX_SPREAD_NS),
-                );
-                sess.obs.reserve(usize::try_from(n).unwrap_or(0));
-                sess.obs.extend((0..n).map(|i| Obs {
-                    ts: spread(start, dur, i, n),
-                    thread,
-                    stack,
-                }));
-                n
+                let last = n.saturating_sub(1);
+                (n, spread(start, dur, 0, n), spread(start, dur, last, n))
             };
-            if link != 0 {
-                let Session { obs, linked, .. } = sess;
-                linked.extend(
-                    obs[before..]
-                        .iter()
-                        .map(|o| LinkedObs { key: o.key(), link }),
-                );
-            }
             if link_unusable {
-                unusable += produced;
+                unusable += n;
+            }
+            if n == 0 {
+                continue;
+            }
+            if touched != Some(session) {
+                self.touch(session);
+                touched = Some(session);
+            }
+            if link != 0 {
+                self.linked_marks.push((session, thread));
+            }
+            let primary = self.st.stacks[stack as usize].primary;
+            let sess = &mut self.sessions[session as usize];
+            sess.observations = sess.observations.saturating_add(n);
+            let r = &mut sess.runtimes[primary.index()];
+            *r = r.saturating_add(n);
+            let i = i as u32;
+            if max - min <= block_span {
+                if let Some((bs, bi)) = open
+                    && bs == session
+                {
+                    let b = &mut sess.blocks[bi];
+                    let (lo, hi) = (b.min_ts.min(min), b.max_ts.max(max));
+                    if b.end == i && hi - lo <= block_span {
+                        b.end = i + 1;
+                        b.min_ts = lo;
+                        b.max_ts = hi;
+                        continue;
+                    }
+                }
+                open = Some((session, sess.blocks.len()));
+                sess.blocks.push(Block {
+                    profile: p as u32,
+                    start: i,
+                    end: i + 1,
+                    part: Part::Whole,
+                    min_ts: min,
+                    max_ts: max,
+                });
+                continue;
+            }
+            open = None;
+            // Long: blocks of at most `block_span` each, by index (of a sorted copy of the
+            // timestamps when they are out of order).
+            let ordered = ts.is_empty() || ts.windows(2).all(|w| w[0] <= w[1]);
+            let copy = if ordered {
+                None
+            } else {
+                let mut v = ts.clone();
+                v.sort_unstable();
+                self.sorted.push(v);
+                Some(self.sorted.len() - 1)
+            };
+            let sess = &mut self.sessions[session as usize];
+            let at = |k: u64| match copy {
+                Some(c) => self.sorted[c][k as usize],
+                None if ts.is_empty() => spread(start, dur, k, n),
+                None => ts[k as usize],
+            };
+            let mut lo = 0u64;
+            while lo < n {
+                let first = at(lo);
+                let limit = first.saturating_add(block_span);
+                // The first index past `limit` (times never decrease): binary search.
+                let (mut a, mut b) = (lo + 1, n);
+                while a < b {
+                    let mid = a + (b - a) / 2;
+                    if at(mid) <= limit {
+                        a = mid + 1;
+                    } else {
+                        b = mid;
+                    }
+                }
+                sess.blocks.push(Block {
+                    profile: p as u32,
+                    start: i,
+                    end: i + 1,
+                    part: match copy {
+                        Some(c) => Part::Sorted {
+                            sorted: c as u32,
+                            lo,
+                            hi: a,
+                        },
+                        None => Part::Range(lo, a),
+                    },
+                    min_ts: first,
+                    max_ts: at(a - 1),
+                });
+                lo = a;
             }
         }
         Ok((observations, dropped, unusable))
     }
 
-    /// Records the session's lengths before its first change in this profile; true then.
-    fn touch(&mut self, session: u32) -> bool {
+    /// Records the session's state before its first change in this profile.
+    fn touch(&mut self, session: u32) {
         let i = session as usize;
         if self.touch_gen.len() <= i {
             self.touch_gen.resize(i + 1, 0);
@@ -365,11 +516,13 @@ impl<'a> Collector<'a> {
         if self.touch_gen[i] != self.profile_gen {
             self.touch_gen[i] = self.profile_gen;
             let sess = &self.sessions[i];
-            self.touched
-                .push((session, sess.obs.len(), sess.linked.len()));
-            return true;
+            self.touched.push(Touched {
+                session,
+                observations: sess.observations,
+                runtimes: sess.runtimes,
+                blocks: sess.blocks.len(),
+            });
         }
-        false
     }
 
     /// Whether attribute `index` can change a sample's process or thread (validating the
@@ -517,6 +670,12 @@ impl<'a> Collector<'a> {
         }
         Ok((id, id == 0))
     }
+}
+
+/// The longest span of a block of several samples: a quarter of the chunk duration (at least
+/// 1 ns), so that a session's window holds little more than the chunk being cut.
+pub(crate) fn block_span(opts: &ChunkOptions) -> u64 {
+    (opts.effective_max_chunk_duration_ns() / 4).max(1)
 }
 
 /// The Sentry thread id of a sample (see [`super::samples`]).

@@ -22,17 +22,33 @@
 //!    ([`Stats::restore_fallbacks`]), keeping the producer's valid ids (see *Sessions and ids*).
 //! 3. Non-CPU profiles follow [`NonCpuPolicy`].
 //! 4. Each sample is assigned to a *session* (one profiled process, one `profiler_id`) and a
-//!    thread from its resource and sample attributes, and becomes observations (one per
-//!    timestamp, or an expansion of aggregated values); see *Sessions*, *Threads*,
-//!    *Observations* below.
-//! 5. Each session's observations are sorted by time and cut into chunks of at most
-//!    `max_chunk_duration_ns` and `max_chunk_bytes`; see *Chunks*.
+//!    thread from its resource and sample attributes; its observations (one per timestamp, or
+//!    an expansion of aggregated values) are counted, not made yet; see *Sessions*,
+//!    *Threads*, *Observations* below.
+//! 5. Sessions are cut one after the other: each session's observations are made one window
+//!    at a time, sorted by time and cut into chunks of at most `max_chunk_duration_ns` and
+//!    `max_chunk_bytes`; see *Windows* and *Chunks*.
 //! 6. Strict out: every emitted chunk passes profilink's chunk validator; see *Strict out*.
 //!
-//! Work and memory are linear in the input (each location, stack, mapping and link is resolved
-//! once, in `Vec`s indexed by wire index), plus at most `max_expanded_samples` observations per
-//! profile from aggregated values and `max_links` links; stacks are capped at
-//! `max_stack_depth` frames.
+//! Work is linear in the input (each location, stack, mapping and link is resolved once, in
+//! `Vec`s indexed by wire index), plus at most `max_expanded_samples` observations per profile
+//! from aggregated values; stacks are capped at `max_stack_depth` frames.
+//!
+//! # Windows
+//!
+//! Memory holds the request's tables, 12 bytes per OTLP sample (its resolved thread, stack and
+//! link; and 8 per timestamp of long samples whose timestamps are out of order) and one window
+//! of one session, whatever the number of profiles per session or their
+//! order in the request: a session's samples are indexed in *blocks* (runs of consecutive
+//! samples spanning at most a quarter of the chunk duration; a longer sample whose times never
+//! decrease is cut into blocks by index, one with timestamps out of order by index of a sorted
+//! copy of them), and before a chunk starting at `t` is cut, the blocks starting by
+//! `t + max_chunk_duration_ns` are read, so the window holds the observations of at most the
+//! chunk duration plus a quarter of it.
+//! [`ChunkTranslation::held`] reports what was held at most. Chunks go out as they are cut
+//! ([`to_chunks_with`], [`to_chunks_streamed`]); [`to_chunks`] collects them, and the links
+//! (at most `max_links`) are collected unless [`to_chunks_streamed`] hands them out per chunk.
+//! The output is the same as cutting each session whole.
 //!
 //! # Sessions and ids
 //!
@@ -195,6 +211,7 @@ mod sort;
 mod split;
 mod stacks;
 mod strict;
+mod window;
 
 pub use claims::{ExpansionClaims, MAX_PLAUSIBLE_CLAIM, expansion_claims};
 pub use debug_images::{BUILD_ID_GNU_KEY, debug_id_from_build_id};
@@ -208,6 +225,7 @@ pub use session::{
     IDENTITY_KEYS, PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id, resource_profiler_id,
 };
 pub use strict::blocking_error;
+pub use window::Held;
 
 /// The result of [`to_chunks`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -225,6 +243,9 @@ pub struct ChunkTranslation {
     pub invalid_chunks: Vec<InvalidChunk>,
     /// Counters.
     pub stats: Stats,
+    /// What the translation held at most at once while cutting chunks (one window of one
+    /// session; not part of the output).
+    pub held: Held,
 }
 
 /// A chunk the translation produced but did not emit, because profilink's chunk validator
@@ -365,17 +386,67 @@ pub fn to_chunks(
 /// [`to_chunks`] that hands each chunk to `emit` as soon as it is cut, in the order
 /// [`to_chunks`] lists them, instead of keeping them: the returned [`ChunkTranslation`] has empty
 /// `chunks` (its links, rejections and counters are complete). Memory then holds the request's
-/// tables and observations and one chunk at a time, not the whole output.
+/// tables, one window of one session and one chunk at a time, not the whole output (but the
+/// links, see [`to_chunks_streamed`]).
 pub fn to_chunks_with(
     dictionary: Option<&ProfilesDictionary>,
     resource_profiles: &[ResourceProfiles],
     options: &ChunkOptions,
     emit: &mut dyn FnMut(ProfileChunk),
 ) -> ChunkTranslation {
+    let mut links = Vec::new();
+    let mut t = to_chunks_streamed(dictionary, resource_profiles, options, &mut |c, l| {
+        links.extend(l);
+        emit(c)
+    });
+    t.links = links;
+    t
+}
+
+/// [`to_chunks_with`] that hands each chunk out with the trace links of its samples (in sample
+/// order; what [`ChunkTranslation::links`] would list for it) and keeps neither: the returned
+/// [`ChunkTranslation`] has empty `chunks` and `links` (its rejections and counters are
+/// complete, `max_links` counts the links handed out). Memory holds the request's tables, one
+/// window of one session (see [`ChunkTranslation::held`]) and one chunk at a time, whatever the
+/// number of profiles per session or their order in the request.
+pub fn to_chunks_streamed(
+    dictionary: Option<&ProfilesDictionary>,
+    resource_profiles: &[ResourceProfiles],
+    options: &ChunkOptions,
+    emit: &mut dyn FnMut(ProfileChunk, Vec<SampleLink>),
+) -> ChunkTranslation {
+    translate(dictionary, resource_profiles, options, false, emit)
+}
+
+/// [`to_chunks`] holding each session whole (every observation of it read, then sorted and
+/// cut) instead of one window at a time: the oracle the tests compare the windows against.
+#[doc(hidden)]
+pub fn to_chunks_whole(
+    dictionary: Option<&ProfilesDictionary>,
+    resource_profiles: &[ResourceProfiles],
+    options: &ChunkOptions,
+) -> ChunkTranslation {
+    let (mut chunks, mut links) = (Vec::new(), Vec::new());
+    let mut t = translate(dictionary, resource_profiles, options, true, &mut |c, l| {
+        chunks.push(c);
+        links.extend(l);
+    });
+    t.chunks = chunks;
+    t.links = links;
+    t
+}
+
+/// The translation: sessions cut one window at a time, or each `whole`.
+fn translate(
+    dictionary: Option<&ProfilesDictionary>,
+    resource_profiles: &[ResourceProfiles],
+    options: &ChunkOptions,
+    whole: bool,
+    emit: &mut dyn FnMut(ProfileChunk, Vec<SampleLink>),
+) -> ChunkTranslation {
     let dict = Dictionary::new(dictionary);
     let mut c = collect::Collector::new(dict, options);
     let mut t = ChunkTranslation::default();
-    let mut restored_links = Vec::new();
     for (ri, rp) in resource_profiles.iter().enumerate() {
         let resource: Result<Vec<Attr<'_>>, TranslateError> = match &rp.resource {
             Some(r) => dict.key_values(&r.attributes),
@@ -407,14 +478,19 @@ pub fn to_chunks_with(
                         t.stats.restore_fallbacks += u64::from(restore_fallback);
                     }
                     Ok(collect::Outcome::SkippedNonCpu) => t.stats.profiles_skipped_non_cpu += 1,
-                    Ok(collect::Outcome::Restored(chunk, links)) => {
+                    Ok(collect::Outcome::Restored(chunk, mut links)) => {
                         let n = chunk.profile.samples.len() as u64;
                         t.stats.profiles_restored += 1;
                         t.stats.samples_in = t.stats.samples_in.saturating_add(n);
                         t.stats.samples_out += n;
                         t.stats.chunks += 1;
-                        emit(*chunk);
-                        restored_links.extend(links);
+                        // The first `max_links` links of the request are kept.
+                        let room = options.max_links.saturating_sub(t.stats.links as usize);
+                        let keep = room.min(links.len());
+                        t.stats.links_dropped += (links.len() - keep) as u64;
+                        t.stats.links += keep as u64;
+                        links.truncate(keep);
+                        emit(*chunk, links);
                     }
                     Err(error) => {
                         t.stats.profiles_rejected += 1;
@@ -429,107 +505,123 @@ pub fn to_chunks_with(
             }
         }
     }
-    let keep = options.max_links.min(restored_links.len());
-    t.stats.links_dropped += (restored_links.len() - keep) as u64;
-    restored_links.truncate(keep);
-    t.stats.links += keep as u64;
-    t.links = restored_links;
 
     let collect::Collector {
         ft,
         st,
-        mut sessions,
+        sessions,
         chunk_ids,
         links,
+        profiles,
+        refs,
+        sorted,
         ..
     } = c;
     t.stats.stacks_truncated = st.truncated;
+    let src = window::Sources {
+        profiles: &profiles,
+        refs: &refs,
+        sorted: &sorted,
+    };
     let mut splitter = split::Splitter::new(&ft, &st, &links, options);
-    for (s, producer_chunk_id) in sessions.iter_mut().zip(chunk_ids) {
-        if s.obs.is_empty() {
+    let mut w = window::Window::new(whole);
+    let mut chunk_links = Vec::new();
+    let mut invalid = Vec::new();
+    for (s, producer_chunk_id) in sessions.iter().zip(chunk_ids) {
+        if s.observations == 0 {
             continue;
         }
         t.stats.sessions += 1;
-        let links_from = t.links.len();
         // Strict out: each chunk is validated as it is cut and only valid ones are emitted. A
         // session that carries another producer's chunk id keeps it when it makes exactly one
-        // chunk, so its chunks wait for the end of the session.
-        let mut held: Vec<ProfileChunk> = Vec::new();
-        let mut bad: Vec<(ProfileChunk, profilink_proto::validate::Finding)> = Vec::new();
+        // chunk, so its first chunk waits for a second one or for the end of the session.
+        let mut out = Outbox {
+            emit: &mut *emit,
+            options,
+            producer_chunk_id,
+            held: None,
+            invalid: &mut invalid,
+        };
         {
-            let mut pass = |chunk: ProfileChunk| {
-                if producer_chunk_id.is_some() {
-                    held.push(chunk);
-                } else {
-                    match strict::blocking_error(&chunk, options) {
-                        None => emit(chunk),
-                        Some(finding) => bad.push((chunk, finding)),
-                    }
-                }
+            let mut pass = |chunk: ProfileChunk, links: &mut Vec<SampleLink>, stats: &mut Stats| {
+                out.cut(chunk, std::mem::take(links), stats)
             };
             let mut sink = split::Sink {
                 emit: &mut pass,
-                links: &mut t.links,
+                links: &mut chunk_links,
                 stats: &mut t.stats,
             };
-            splitter.split_session(s, &mut sink);
+            splitter.split_session(s, &src, &mut w, &mut sink);
         }
-        if let Some(id) = producer_chunk_id {
-            if let [only] = held.as_mut_slice() {
-                only.chunk_id = id;
-            }
-            for chunk in held {
-                match strict::blocking_error(&chunk, options) {
-                    None => emit(chunk),
-                    Some(finding) => bad.push((chunk, finding)),
-                }
-            }
-        }
-        reject_invalid(&mut t, links_from, bad);
+        out.end_of_session(&mut t.stats);
     }
+    t.invalid_chunks = invalid;
+    t.held = w.held;
     t
 }
 
-/// Strict out: counts and reports chunks that failed the validator (they were not emitted),
-/// and removes the links of their observations (among the links from `links_from` on).
-fn reject_invalid(
-    t: &mut ChunkTranslation,
-    links_from: usize,
-    bad: Vec<(ProfileChunk, profilink_proto::validate::Finding)>,
-) {
-    if bad.is_empty() {
-        return;
-    }
-    let mut gone: std::collections::HashSet<(String, String, u64)> = Default::default();
-    for (chunk, finding) in bad {
-        let samples = chunk.profile.samples.len() as u64;
-        t.stats.chunks -= 1;
-        t.stats.chunks_invalid += 1;
-        t.stats.samples_out -= samples;
-        t.stats.samples_dropped_invalid += samples;
-        for s in &chunk.profile.samples {
-            if let Some(ns) = profilink_proto::sentry::secs_to_nanos(s.timestamp) {
-                gone.insert((chunk.profiler_id.clone(), s.thread_id.to_string(), ns));
+/// Where a session's chunks go: validated and emitted with their links (see *Strict out* in
+/// the module docs), the first one held while the session's producer chunk id may still name
+/// it.
+struct Outbox<'e, 'o> {
+    emit: &'e mut dyn FnMut(ProfileChunk, Vec<SampleLink>),
+    options: &'o ChunkOptions,
+    /// The producer's chunk id of the session, until it has more than one chunk.
+    producer_chunk_id: Option<String>,
+    /// The session's first chunk, while it may be the only one.
+    held: Option<(ProfileChunk, Vec<SampleLink>)>,
+    invalid: &'o mut Vec<InvalidChunk>,
+}
+
+impl Outbox<'_, '_> {
+    /// A chunk the splitter cut, with the links of its samples.
+    fn cut(&mut self, chunk: ProfileChunk, links: Vec<SampleLink>, stats: &mut Stats) {
+        if self.producer_chunk_id.is_some() {
+            match self.held.take() {
+                None => {
+                    self.held = Some((chunk, links));
+                    return;
+                }
+                Some((first, first_links)) => {
+                    // More than one chunk: all get derived ids.
+                    self.producer_chunk_id = None;
+                    self.pass(first, first_links, stats);
+                }
             }
         }
-        t.invalid_chunks.push(InvalidChunk {
-            chunk_id: chunk.chunk_id.clone(),
-            profiler_id: chunk.profiler_id.clone(),
+        self.pass(chunk, links, stats);
+    }
+
+    /// The end of the session: a held chunk was its only one and takes the producer's id.
+    fn end_of_session(&mut self, stats: &mut Stats) {
+        if let (Some((mut chunk, links)), Some(id)) =
+            (self.held.take(), self.producer_chunk_id.take())
+        {
+            chunk.chunk_id = id;
+            self.pass(chunk, links, stats);
+        }
+    }
+
+    /// Emits a valid chunk with its links; counts and reports an invalid one, and drops its
+    /// links.
+    fn pass(&mut self, chunk: ProfileChunk, links: Vec<SampleLink>, stats: &mut Stats) {
+        let Some(finding) = strict::blocking_error(&chunk, self.options) else {
+            (self.emit)(chunk, links);
+            return;
+        };
+        let samples = chunk.profile.samples.len() as u64;
+        stats.chunks -= 1;
+        stats.chunks_invalid += 1;
+        stats.samples_out -= samples;
+        stats.samples_dropped_invalid += samples;
+        stats.links -= links.len() as u64;
+        self.invalid.push(InvalidChunk {
+            chunk_id: chunk.chunk_id,
+            profiler_id: chunk.profiler_id,
             samples,
             finding,
         });
     }
-    let mut kept = t.links.split_off(links_from);
-    let before = kept.len();
-    kept.retain(|l| {
-        !gone.contains(&(
-            l.profiler_id.to_string(),
-            l.thread_id.to_string(),
-            l.timestamp_ns,
-        ))
-    });
-    t.stats.links -= (before - kept.len()) as u64;
-    t.links.extend(kept);
 }
 
 /// [`to_chunks`] over an export request.

@@ -1,4 +1,5 @@
-//! Sorting a session's observations by (timestamp, thread, stack).
+//! Sorting a window's observations by (timestamp, thread, stack), and its linked observations
+//! by (timestamp, thread, stack, link).
 //!
 //! Observations arrive nearly in time order (profilers report in windows of a few seconds), so
 //! one pass finds the time range and whether they are already sorted (then nothing else is
@@ -8,9 +9,43 @@
 //! Linear-ish time with one reused scratch buffer, which matters at a million observations per
 //! request. Small inputs use the standard library's sort directly.
 
-use super::observations::Obs;
+use super::observations::{LinkedObs, Obs};
 
-const SMALL: usize = 4096;
+/// What the bucket sort sorts: a time to bucket by and a full key to order by.
+pub(crate) trait Timed: Copy + Default {
+    /// The full sort key.
+    type Key: Ord + Copy;
+    /// Unix nanoseconds (the key's most significant part).
+    fn ts(&self) -> u64;
+    /// The full sort key.
+    fn key(&self) -> Self::Key;
+}
+
+impl Timed for Obs {
+    type Key = u128;
+    #[inline]
+    fn ts(&self) -> u64 {
+        self.ts
+    }
+    #[inline]
+    fn key(&self) -> u128 {
+        Obs::key(self)
+    }
+}
+
+impl Timed for LinkedObs {
+    type Key = (u128, u32);
+    #[inline]
+    fn ts(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+    #[inline]
+    fn key(&self) -> (u128, u32) {
+        (self.key, self.link)
+    }
+}
+
+const SMALL: usize = 256;
 /// Observations per bucket: about `2^PER_BUCKET_BITS`.
 const PER_BUCKET_BITS: u32 = 2;
 /// At most `2^MAX_BUCKET_BITS` buckets (4 bytes each).
@@ -18,18 +53,18 @@ const MAX_BUCKET_BITS: u32 = 22;
 /// Buckets up to this size are insertion-sorted.
 const INSERTION_MAX: usize = 24;
 
-/// Sorts `v` by [`Obs::key`]; `scratch` is a reusable buffer (its contents are replaced).
-/// `inspect` sees every observation once (in the first pass, before sorting), which saves
-/// callers a pass of their own.
-pub(crate) fn sort_observations(
-    v: &mut Vec<Obs>,
-    scratch: &mut Vec<Obs>,
-    inspect: impl FnMut(&Obs),
+/// Sorts `v` by its key ([`Obs::key`], or `(key, link)`); `scratch` is a reusable buffer (its
+/// contents are replaced). `inspect` sees every element once (in the first pass, before
+/// sorting), which saves callers a pass of their own.
+pub(crate) fn sort_observations<T: Timed>(
+    v: &mut Vec<T>,
+    scratch: &mut Vec<T>,
+    inspect: impl FnMut(&T),
 ) {
     sort_with(v, scratch, PER_BUCKET_BITS, inspect)
 }
 
-fn insertion_sort(b: &mut [Obs]) {
+fn insertion_sort<T: Timed>(b: &mut [T]) {
     for i in 1..b.len() {
         let x = b[i];
         let k = x.key();
@@ -42,25 +77,26 @@ fn insertion_sort(b: &mut [Obs]) {
     }
 }
 
-fn sort_with(
-    v: &mut Vec<Obs>,
-    scratch: &mut Vec<Obs>,
+fn sort_with<T: Timed>(
+    v: &mut Vec<T>,
+    scratch: &mut Vec<T>,
     per_bucket_bits: u32,
-    mut inspect: impl FnMut(&Obs),
+    mut inspect: impl FnMut(&T),
 ) {
     let n = v.len();
     if n <= SMALL || u32::try_from(n).is_err() {
         v.iter().for_each(&mut inspect);
-        v.sort_unstable_by_key(Obs::key);
+        v.sort_unstable_by_key(T::key);
         return;
     }
     let (mut min, mut max) = (u64::MAX, 0u64);
     let mut sorted = true;
-    let mut prev = 0u128;
+    let mut prev = v[0].key();
     for o in v.iter() {
         inspect(o);
-        min = min.min(o.ts);
-        max = max.max(o.ts);
+        let ts = o.ts();
+        min = min.min(ts);
+        max = max.max(ts);
         let k = o.key();
         sorted &= prev <= k;
         prev = k;
@@ -73,7 +109,7 @@ fn sort_with(
     let bucket_bits = want_bits.min(span_bits);
     let shift = span_bits - bucket_bits;
     let buckets = 1usize << bucket_bits;
-    let bucket = |o: &Obs| ((o.ts - min) >> shift) as usize & (buckets - 1);
+    let bucket = |o: &T| ((o.ts() - min) >> shift) as usize & (buckets - 1);
     // `next[b]`: where the next observation of bucket `b` goes; after the scatter, the end of
     // bucket `b` (and the start of `b + 1`); `n` fits in u32 (checked above).
     let mut next = vec![0u32; buckets];
@@ -87,7 +123,7 @@ fn sort_with(
         sum += here;
     }
     // Every slot is overwritten below; only a longer buffer needs new (zeroed) slots.
-    scratch.resize(n, Obs::default());
+    scratch.resize(n, T::default());
     for o in v.iter() {
         let b = bucket(o);
         scratch[next[b] as usize] = *o;
@@ -101,7 +137,7 @@ fn sort_with(
             if b.len() <= INSERTION_MAX {
                 insertion_sort(b);
             } else {
-                b.sort_unstable_by_key(Obs::key);
+                b.sort_unstable_by_key(T::key);
             }
         }
         start = end;

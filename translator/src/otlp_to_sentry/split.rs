@@ -1,7 +1,7 @@
 //! Sessions to chunks: sorting, splitting by duration and size, sparse threads, assembly.
 //!
-//! A session's observations are sorted by (timestamp, thread, stack). Chunks are then cut
-//! greedily from the earliest sample: a chunk takes samples while the span from its first
+//! A session's observations are read one window at a time ([`super::window`]), sorted by
+//! (timestamp, thread, stack). Chunks are cut greedily from the earliest sample: a chunk takes samples while the span from its first
 //! sample stays within `max_chunk_duration_ns` (capped at 66 s) and an upper-bound estimate of
 //! its serialized size stays within `max_chunk_bytes` (capped at 50 MiB). The estimate is exact
 //! for metadata, frames, debug images and thread names (measured once each) and bounds each
@@ -34,8 +34,8 @@ use super::ids::{chunk_id, sample_checksum};
 use super::observations::{LinkedObs, Obs, Session};
 use super::options::{ChunkOptions, SparseThreadGrouping, SparseThreadPolicy};
 use super::platform::{Runtime, choose_platform, frame_platform};
-use super::sort::sort_observations;
 use super::stacks::{EMPTY_STACK, StackTable};
+use super::window::{Sources, Window};
 use super::{Stats, json_len};
 use crate::sample_link::SampleLink;
 use profilink_proto::sentry::CHUNK_VERSION;
@@ -121,7 +121,7 @@ struct SessionCtx {
 }
 
 /// The chunk's content checksum and time range, accumulated over its samples.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Digest {
     checksum: u64,
     first: u64,
@@ -132,9 +132,10 @@ struct Digest {
 
 /// Outputs of splitting.
 pub(crate) struct Sink<'o> {
-    /// Receives each chunk as it is cut.
-    pub emit: &'o mut dyn FnMut(ProfileChunk),
-    /// Links.
+    /// Receives each chunk as it is cut, with the links of its samples (taken from `links`)
+    /// and the counters.
+    pub emit: &'o mut dyn FnMut(ProfileChunk, &mut Vec<SampleLink>, &mut Stats),
+    /// The links of the chunk being cut.
     pub links: &'o mut Vec<SampleLink>,
     /// Counters.
     pub stats: &'o mut Stats,
@@ -162,10 +163,6 @@ pub(crate) struct Splitter<'r, 'a> {
     shared: Vec<SharedFrames>,
     /// Index into `shared` of the current session's chunk platform.
     current: usize,
-    /// Reused sort buffer.
-    sort_scratch: Vec<Obs>,
-    /// Samples of each stack in the current session.
-    stack_count: Vec<u64>,
     /// Chunk stack id of each kept sample (when sparse threads are dropped).
     sample_stacks: Vec<u32>,
     /// Frame ids of the chunk being assembled, in order of first use.
@@ -206,8 +203,6 @@ impl<'r, 'a> Splitter<'r, 'a> {
             },
             shared: Vec::new(),
             current: 0,
-            sort_scratch: Vec::new(),
-            stack_count: Vec::new(),
             sample_stacks: Vec::new(),
             new_frames: Vec::new(),
             new_images: Vec::new(),
@@ -266,29 +261,19 @@ impl<'r, 'a> Splitter<'r, 'a> {
         (m != NONE).then_some(m)
     }
 
-    /// Splits one session into chunks.
-    pub(crate) fn split_session(&mut self, s: &mut Session, sink: &mut Sink<'_>) {
-        if s.obs.is_empty() {
+    /// Splits one session into chunks, reading its observations window by window (see
+    /// [`super::window`]).
+    pub(crate) fn split_session(
+        &mut self,
+        s: &Session,
+        src: &Sources<'_, '_>,
+        w: &mut Window,
+        sink: &mut Sink<'_>,
+    ) {
+        if s.observations == 0 {
             return;
         }
-        // Samples per stack, counted in the sort's first pass, then per primary runtime (for
-        // the platform). Counting per stack keeps consecutive increments mostly on different
-        // counters (one counter per runtime would make each increment wait for the previous).
-        let stack_count = &mut self.stack_count;
-        stack_count.clear();
-        stack_count.resize(self.st.stacks.len(), 0);
-        sort_observations(&mut s.obs, &mut self.sort_scratch, |o| {
-            if let Some(c) = stack_count.get_mut(o.stack as usize) {
-                *c += 1;
-            }
-        });
-        let mut counts = [0u64; Runtime::COUNT];
-        for (info, &c) in self.st.stacks.iter().zip(stack_count.iter()) {
-            counts[info.primary.index()] += c;
-        }
-        s.linked.sort_unstable();
-        let mut link_cursor = 0usize;
-        let platform = choose_platform(&counts, s.platform_hint);
+        let platform = choose_platform(&s.runtimes, s.platform_hint);
         self.select_platform(platform);
         let template = ProfileChunk {
             chunk_id: "0".repeat(32),
@@ -317,30 +302,23 @@ impl<'r, 'a> Splitter<'r, 'a> {
         let mut th = ThreadMarks::new(s.threads.len());
         let drop = self.opts.sparse_thread_policy == SparseThreadPolicy::Drop;
         let grouping = self.opts.sparse_thread_grouping == SparseThreadGrouping::Group;
+        let max_dur = self.opts.effective_max_chunk_duration_ns();
         // Threads with a linked observation anywhere in the session: spans may reference
         // them, so they are never grouped.
-        let mut linked = vec![
-            false;
-            if s.linked.is_empty() {
-                0
-            } else {
-                s.threads.len()
-            }
-        ];
-        for l in &s.linked {
-            if let Some(t) = linked.get_mut(((l.key >> 32) as u32) as usize) {
-                *t = true;
-            }
-        }
+        let linked = &s.linked_threads;
 
-        let mut i = 0;
-        while i < s.obs.len() {
+        w.start(s);
+        while let Some(first) = w.next_time(s) {
+            // The chunk starting at `first` takes observations up to `first + max_dur`.
+            w.fill_to(first.saturating_add(max_dur), s, src);
             let mut chunk = template.clone();
-            let (range, digest) = self.fill(s, i, &ctx, &mut th, &mut chunk, sink.stats);
-            i = range.end;
+            let (range, digest) =
+                self.fill(s, &w.ready, w.cursor, &ctx, &mut th, &mut chunk, sink.stats);
+            w.cursor = range.end;
             if range.is_empty() {
                 continue;
             }
+            let obs = &w.ready[range];
             // Threads Relay would drop: fewer than two non-empty-stack samples in the chunk.
             let sparse = th
                 .in_chunk
@@ -349,7 +327,7 @@ impl<'r, 'a> Splitter<'r, 'a> {
                 .count();
             sink.stats.sparse_threads += sparse as u64;
             self.groups = if grouping && sparse > 0 {
-                self.plan_groups(s, &th, &linked, digest.est)
+                self.plan_groups(s, &th, linked, digest.est)
             } else {
                 ThreadGroups::default()
             };
@@ -368,24 +346,18 @@ impl<'r, 'a> Splitter<'r, 'a> {
                     }
                 }
             }
+            let links = (&w.ready_linked[..], &mut w.link_cursor);
             if any_dropped {
                 // Rare (only under `SparseThreadPolicy::Drop`): rebuild the chunk without the
                 // dropped threads' samples, numbering stacks and frames by first use among
                 // the samples that stay.
                 let mut chunk = template.clone();
-                self.assemble_dropping(
-                    s,
-                    &range,
-                    &mut chunk,
-                    &th,
-                    dropped_gen,
-                    &mut link_cursor,
-                    sink,
-                );
+                self.assemble_dropping(s, obs, &mut chunk, &th, dropped_gen, links, sink);
             } else {
-                self.finish(s, &range, chunk, digest, &mut link_cursor, sink);
+                self.finish(s, obs, chunk, digest, links, sink);
             }
         }
+        w.finish();
     }
 
     /// Fills `chunk` (a copy of the session's template) from observation `i` on, in one pass:
@@ -393,10 +365,12 @@ impl<'r, 'a> Splitter<'r, 'a> {
     /// cannot fit even alone are dropped and counted), and builds its stacks (frames and
     /// images are listed in `new_frames`/`new_images`, `thread_metadata` and the samples
     /// filled). Returns the range taken (empty at the end) and its digest.
+    #[allow(clippy::too_many_arguments)]
     fn fill(
         &mut self,
         s: &Session,
-        mut i: usize,
+        obs: &[Obs],
+        i: usize,
         ctx: &SessionCtx,
         th: &mut ThreadMarks,
         chunk: &mut ProfileChunk,
@@ -404,146 +378,135 @@ impl<'r, 'a> Splitter<'r, 'a> {
     ) -> (std::ops::Range<usize>, Digest) {
         let max_dur = self.opts.effective_max_chunk_duration_ns();
         let max_bytes = self.opts.effective_max_chunk_bytes();
-        let n = s.obs.len();
+        let n = obs.len();
         let profile = &mut chunk.profile;
-        'restart: while i < n {
-            let g = self.next_gen();
-            let tg = th.next_gen();
-            th.in_chunk.clear();
-            self.new_frames.clear();
-            self.new_images.clear();
-            let first = s.obs[i].ts;
-            // Room for every sample within the duration limit (observations are sorted; the
-            // size limit may cut earlier, see `finish`).
-            let within = s.obs[i..].partition_point(|o| o.ts - first <= max_dur);
-            profile.samples.reserve_exact(within);
-            let mut est = ctx.base;
-            let mut stack_digits = 1;
-            let (mut any_thread, mut any_image) = (false, false);
-            let mut checksum = 0u64;
-            let mut j = i;
-            while j < n {
-                let o = s.obs[j];
-                if o.ts - first > max_dur {
-                    break;
-                }
-                let thread = o.thread as usize;
-                let mut delta = SAMPLE_FIXED + stack_digits + s.threads[thread].id.len();
-                let new_stack = self.stack_seen[o.stack as usize] != g;
-                let (frames_before, images_before) = (self.new_frames.len(), self.new_images.len());
-                if new_stack {
-                    let frames = self.st.frames_of(o.stack);
-                    delta += 3 + frames.len() * (digits(frames_before + frames.len()) + 1);
-                    for &f in frames {
-                        let fi = f as usize;
-                        if self.frame_seen[fi] != g {
-                            self.frame_seen[fi] = g;
-                            self.frame_out[fi] = self.new_frames.len() as u32;
-                            self.new_frames.push(f);
-                            let info = &self.ft.frames[fi];
-                            delta += info.json_len
-                                + self.shared[self.current].platform_extra[info.runtime.index()]
-                                + 1;
-                            if let Some(m) = self.image_of(f)
-                                && self.map_seen[m as usize] != g
-                            {
-                                self.map_seen[m as usize] = g;
-                                delta += self.ft.mappings[m as usize].image_json_len + 1;
-                                if !any_image && self.new_images.len() == images_before {
-                                    delta += DEBUG_META_WRAPPER;
-                                }
-                                self.new_images.push(m);
+        let g = self.next_gen();
+        let tg = th.next_gen();
+        th.in_chunk.clear();
+        self.new_frames.clear();
+        self.new_images.clear();
+        let first = obs[i].ts;
+        // Room for every sample within the duration limit (observations are sorted; the size
+        // limit may cut earlier, see `finish`).
+        let within = obs[i..].partition_point(|o| o.ts - first <= max_dur);
+        profile.samples.reserve_exact(within);
+        let mut est = ctx.base;
+        let mut stack_digits = 1;
+        let (mut any_thread, mut any_image) = (false, false);
+        let mut checksum = 0u64;
+        let mut j = i;
+        while j < n {
+            let o = obs[j];
+            if o.ts - first > max_dur {
+                break;
+            }
+            let thread = o.thread as usize;
+            let mut delta = SAMPLE_FIXED + stack_digits + s.threads[thread].id.len();
+            let new_stack = self.stack_seen[o.stack as usize] != g;
+            let (frames_before, images_before) = (self.new_frames.len(), self.new_images.len());
+            if new_stack {
+                let frames = self.st.frames_of(o.stack);
+                delta += 3 + frames.len() * (digits(frames_before + frames.len()) + 1);
+                for &f in frames {
+                    let fi = f as usize;
+                    if self.frame_seen[fi] != g {
+                        self.frame_seen[fi] = g;
+                        self.frame_out[fi] = self.new_frames.len() as u32;
+                        self.new_frames.push(f);
+                        let info = &self.ft.frames[fi];
+                        delta += info.json_len
+                            + self.shared[self.current].platform_extra[info.runtime.index()]
+                            + 1;
+                        if let Some(m) = self.image_of(f)
+                            && self.map_seen[m as usize] != g
+                        {
+                            self.map_seen[m as usize] = g;
+                            delta += self.ft.mappings[m as usize].image_json_len + 1;
+                            if !any_image && self.new_images.len() == images_before {
+                                delta += DEBUG_META_WRAPPER;
                             }
+                            self.new_images.push(m);
                         }
                     }
                 }
-                let new_thread = th.mark[thread] != tg;
-                if new_thread {
-                    delta += ctx.meta_len[thread]
-                        + 1
-                        + if any_thread {
-                            0
-                        } else {
-                            THREAD_METADATA_WRAPPER
-                        };
-                }
-                if est + delta > max_bytes {
-                    // Frames and images this sample would have added are not the chunk's
-                    // (their marks are stale once the generation moves on).
-                    self.new_frames.truncate(frames_before);
-                    self.new_images.truncate(images_before);
-                    if j == i {
-                        stats.samples_dropped_size += 1;
-                        i += 1;
-                        continue 'restart;
-                    }
-                    break;
-                }
-                // The sample is in the chunk.
-                est += delta;
-                any_image |= self.new_images.len() > images_before;
-                let info = &s.threads[thread];
-                if new_thread {
-                    th.mark[thread] = tg;
-                    th.count[thread] = 0;
-                    th.total[thread] = 0;
-                    th.in_chunk.push(o.thread);
-                    any_thread = true;
-                    profile.thread_metadata.insert(
-                        info.id.clone(),
-                        ThreadMetadata {
-                            name: info.name.clone(),
-                            priority: None,
-                        },
-                    );
-                }
-                th.count[thread] += u32::from(o.stack != EMPTY_STACK);
-                th.total[thread] += 1;
-                let stack_id = if new_stack {
-                    let id = profile.stacks.len() as u32;
-                    profile.stacks.push(
-                        self.st
-                            .frames_of(o.stack)
-                            .iter()
-                            .map(|&f| self.frame_out[f as usize] as usize)
-                            .collect(),
-                    );
-                    self.stack_seen[o.stack as usize] = g;
-                    self.stack_out[o.stack as usize] = id;
-                    stack_digits = digits(profile.stacks.len());
-                    id
-                } else {
-                    self.stack_out[o.stack as usize]
-                };
-                profile.samples.push(Sample {
-                    timestamp: nanos_to_secs(o.ts),
-                    stack_id: stack_id as usize,
-                    thread_id: info.sample_id.clone(),
-                });
-                checksum = checksum.wrapping_add(sample_checksum(
-                    o.ts,
-                    self.st.stacks[o.stack as usize].digest,
-                    info.digest,
-                ));
-                j += 1;
             }
-            let digest = Digest {
-                checksum,
-                first,
-                last: s.obs[j - 1].ts,
-                est,
+            let new_thread = th.mark[thread] != tg;
+            if new_thread {
+                delta += ctx.meta_len[thread]
+                    + 1
+                    + if any_thread {
+                        0
+                    } else {
+                        THREAD_METADATA_WRAPPER
+                    };
+            }
+            if est + delta > max_bytes {
+                // Frames and images this sample would have added are not the chunk's (their
+                // marks are stale once the generation moves on).
+                self.new_frames.truncate(frames_before);
+                self.new_images.truncate(images_before);
+                if j == i {
+                    // It cannot fit even alone: dropped; the next chunk starts after it.
+                    stats.samples_dropped_size += 1;
+                    return (i + 1..i + 1, Digest::default());
+                }
+                break;
+            }
+            // The sample is in the chunk.
+            est += delta;
+            any_image |= self.new_images.len() > images_before;
+            let info = &s.threads[thread];
+            if new_thread {
+                th.mark[thread] = tg;
+                th.count[thread] = 0;
+                th.total[thread] = 0;
+                th.in_chunk.push(o.thread);
+                any_thread = true;
+                profile.thread_metadata.insert(
+                    info.id.clone(),
+                    ThreadMetadata {
+                        name: info.name.clone(),
+                        priority: None,
+                    },
+                );
+            }
+            th.count[thread] += u32::from(o.stack != EMPTY_STACK);
+            th.total[thread] += 1;
+            let stack_id = if new_stack {
+                let id = profile.stacks.len() as u32;
+                profile.stacks.push(
+                    self.st
+                        .frames_of(o.stack)
+                        .iter()
+                        .map(|&f| self.frame_out[f as usize] as usize)
+                        .collect(),
+                );
+                self.stack_seen[o.stack as usize] = g;
+                self.stack_out[o.stack as usize] = id;
+                stack_digits = digits(profile.stacks.len());
+                id
+            } else {
+                self.stack_out[o.stack as usize]
             };
-            return (i..j, digest);
+            profile.samples.push(Sample {
+                timestamp: nanos_to_secs(o.ts),
+                stack_id: stack_id as usize,
+                thread_id: info.sample_id.clone(),
+            });
+            checksum = checksum.wrapping_add(sample_checksum(
+                o.ts,
+                self.st.stacks[o.stack as usize].digest,
+                info.digest,
+            ));
+            j += 1;
         }
-        (
-            i..i,
-            Digest {
-                checksum: 0,
-                first: 0,
-                last: 0,
-                est: 0,
-            },
-        )
+        let digest = Digest {
+            checksum,
+            first,
+            last: obs[j - 1].ts,
+            est,
+        };
+        (i..j, digest)
     }
 }
 

@@ -171,44 +171,91 @@ fn profile_shell(
 }
 
 /// Translates everything that can be; collects the rest in [`OtlpTranslation::rejected`].
+///
+/// The chunks, then the V1 profiles, through an [`OtlpBuilder`].
 pub fn to_otlp(
     input: &SentryInput<'_>,
     links: &dyn LinkSource,
     options: &OtlpOptions,
 ) -> OtlpTranslation {
-    let mut b = DictionaryBuilder::new();
-    let mut resources = Resources::default();
-    let mut rejected = Vec::new();
-    for (i, c) in input.chunks.iter().enumerate() {
+    let mut b = OtlpBuilder::new(links, options);
+    input.chunks.iter().for_each(|c| b.add_chunk(c));
+    input.v1_profiles.iter().for_each(|v| b.add_v1(v));
+    b.finish()
+}
+
+/// [`to_otlp`] one item at a time: each chunk or V1 profile added is translated at once, so
+/// the caller need not hold them all (e.g. chunks parsed from NDJSON as they come). Items are
+/// laid out in the order they are added (see the module docs); a rejected item is named by its
+/// position among the items of its kind added so far.
+pub struct OtlpBuilder<'l, 'o> {
+    links: &'l dyn LinkSource,
+    options: &'o OtlpOptions,
+    dictionary: DictionaryBuilder,
+    resources: Resources,
+    rejected: Vec<Rejected>,
+    chunks: usize,
+    v1_profiles: usize,
+}
+
+impl<'l, 'o> OtlpBuilder<'l, 'o> {
+    /// An empty request, linking observations through `links`.
+    pub fn new(links: &'l dyn LinkSource, options: &'o OtlpOptions) -> Self {
+        OtlpBuilder {
+            links,
+            options,
+            dictionary: DictionaryBuilder::new(),
+            resources: Resources::default(),
+            rejected: Vec::new(),
+            chunks: 0,
+            v1_profiles: 0,
+        }
+    }
+
+    /// Adds a V2 chunk (or records why it cannot be translated).
+    pub fn add_chunk(&mut self, c: &ProfileChunk) {
+        let i = self.chunks;
+        self.chunks += 1;
         match chunk::prepare(c) {
             Ok(times) => {
-                let profile = chunk::to_profile(&mut b, c, &times, links, options);
-                resources.add(resource::chunk_resource(c), profile);
+                let b = &mut self.dictionary;
+                let profile = chunk::to_profile(b, c, &times, self.links, self.options);
+                self.resources.add(resource::chunk_resource(c), profile);
             }
-            Err(error) => rejected.push(Rejected {
+            Err(error) => self.rejected.push(Rejected {
                 item: format!("chunk[{i}] {}", c.chunk_id),
                 error,
             }),
         }
     }
-    for (i, v) in input.v1_profiles.iter().enumerate() {
+
+    /// Adds a V1 profile with its transaction (or records why it cannot be translated).
+    pub fn add_v1(&mut self, v: &V1WithTransaction) {
+        let i = self.v1_profiles;
+        self.v1_profiles += 1;
         match v1::prepare(v) {
             Ok(times) => {
-                let profile = v1::to_profile(&mut b, v, &times, links, options);
-                resources.add(resource::v1_resource(&v.profile), profile);
+                let b = &mut self.dictionary;
+                let profile = v1::to_profile(b, v, &times, self.links, self.options);
+                self.resources
+                    .add(resource::v1_resource(&v.profile), profile);
             }
-            Err(error) => rejected.push(Rejected {
+            Err(error) => self.rejected.push(Rejected {
                 item: format!("v1[{i}] {}", v.profile.event_id.as_deref().unwrap_or("")),
                 error,
             }),
         }
     }
-    OtlpTranslation {
-        request: ExportProfilesServiceRequest {
-            resource_profiles: resources.finish(),
-            dictionary: Some(b.finish()),
-        },
-        rejected,
+
+    /// The request of everything added, and what was rejected.
+    pub fn finish(self) -> OtlpTranslation {
+        OtlpTranslation {
+            request: ExportProfilesServiceRequest {
+                resource_profiles: self.resources.finish(),
+                dictionary: Some(self.dictionary.finish()),
+            },
+            rejected: self.rejected,
+        }
     }
 }
 

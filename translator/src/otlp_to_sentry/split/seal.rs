@@ -53,22 +53,21 @@ impl Splitter<'_, '_> {
     pub(super) fn finish(
         &mut self,
         s: &Session,
-        range: &std::ops::Range<usize>,
+        range: &[Obs],
         mut chunk: ProfileChunk,
         digest: Digest,
-        link_cursor: &mut usize,
+        (linked, link_cursor): (&[LinkedObs], &mut usize),
         sink: &mut Sink<'_>,
     ) {
-        let range = &s.obs[range.clone()];
         self.push_frames(&mut chunk.profile);
         let samples = &mut chunk.profile.samples;
         if samples.capacity() > 2 * samples.len() {
             // The size limit cut the chunk well before its duration limit.
             samples.shrink_to_fit();
         }
-        if !s.linked.is_empty() {
+        if !linked.is_empty() {
             for o in range {
-                let link = next_link(&s.linked, link_cursor, o.key());
+                let link = next_link(linked, link_cursor, o.key());
                 self.emit_link(s, o, link, sink);
             }
         }
@@ -123,7 +122,7 @@ impl Splitter<'_, '_> {
         );
         sink.stats.samples_out += n;
         sink.stats.chunks += 1;
-        (sink.emit)(chunk);
+        (sink.emit)(chunk, sink.links, sink.stats);
     }
 
     /// Emits the trace link of an emitted sample (link id 0: none).
@@ -134,7 +133,8 @@ impl Splitter<'_, '_> {
         let Some((trace_id, span_id)) = self.links.get(link as usize - 1) else {
             return;
         };
-        if sink.links.len() < self.opts.max_links {
+        // The first `max_links` links of the request are kept (`stats.links` counts them).
+        if (sink.stats.links as usize) < self.opts.max_links {
             sink.links.push(SampleLink {
                 profiler_id: s.profiler_id.clone(),
                 thread_id: s.threads[o.thread as usize].id.clone(),
@@ -156,14 +156,13 @@ impl Splitter<'_, '_> {
     pub(super) fn assemble_dropping(
         &mut self,
         s: &Session,
-        range: &std::ops::Range<usize>,
+        range: &[Obs],
         chunk: &mut ProfileChunk,
         th: &ThreadMarks,
         dropped_gen: u32,
-        link_cursor: &mut usize,
+        (linked, link_cursor): (&[LinkedObs], &mut usize),
         sink: &mut Sink<'_>,
     ) {
-        let range = &s.obs[range.clone()];
         let g = self.next_gen();
         let profile = &mut chunk.profile;
         self.sample_stacks.clear();
@@ -177,10 +176,10 @@ impl Splitter<'_, '_> {
         };
         for o in range {
             let t = o.thread as usize;
-            let link = if s.linked.is_empty() {
+            let link = if linked.is_empty() {
                 0
             } else {
-                next_link(&s.linked, link_cursor, o.key())
+                next_link(linked, link_cursor, o.key())
             };
             if th.mark[t] == dropped_gen {
                 sink.stats.samples_dropped_sparse += 1;
@@ -262,7 +261,7 @@ fn make_sample(s: &Session, o: &Obs, stack_id: u32) -> Sample {
 }
 
 /// The link id of the observation with key `key` (0: none), advancing `cursor` through the
-/// session's sorted linked observations (skipping those of samples dropped for size).
+/// window's sorted linked observations (skipping those of samples dropped for size).
 fn next_link(linked: &[LinkedObs], cursor: &mut usize, key: u128) -> u32 {
     while let Some(l) = linked.get(*cursor) {
         if l.key < key {
