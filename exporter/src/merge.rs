@@ -94,8 +94,10 @@ const DIGEST_CACHE_FRAMES: usize = 1 << 18;
 /// [`frame_hash`], equality on the frame): a producer sends the same frames again and again,
 /// so most merged chunks find every digest here instead of serializing and hashing each
 /// frame (once the most expensive step of finishing a chunk of named native frames).
-static DIGESTS: std::sync::Mutex<Option<HashTable<(u64, Arc<Frame>, u64)>>> =
-    std::sync::Mutex::new(None);
+static DIGESTS: std::sync::Mutex<Option<DigestTable>> = std::sync::Mutex::new(None);
+
+/// Remembered digests: ([`frame_hash`], the frame, its digest).
+type DigestTable = HashTable<(u64, Arc<Frame>, u64)>;
 
 /// [`content_checksum`] with the [`frame_hash`] of each frame known (`hashes[i]` for frame
 /// `i`), the frame digests taken from [`DIGESTS`] where present. Same value.
