@@ -71,6 +71,40 @@ fn log_lines_with(needle: &str) -> Vec<String> {
         .collect()
 }
 
+/// Serves a free loopback port on its own thread and runtime, handing each accepted
+/// connection to `serve` (a task per connection) until the returned sender is dropped.
+fn serve_loopback<F, Fut>(serve: F) -> (String, tokio::sync::oneshot::Sender<()>)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let (tcp, _) = tokio::select! {
+                    _ = &mut stopped => return,
+                    accepted = listener.accept() => match accepted {
+                        Ok(a) => a,
+                        Err(_) => continue,
+                    },
+                };
+                tokio::spawn(serve(tcp));
+            }
+        });
+    });
+    (address, stop)
+}
+
 /// A TLS-terminating front on a free loopback port forwarding each connection's bytes to
 /// `target`, on its own thread; stopped on drop.
 struct TlsFront {
@@ -87,46 +121,24 @@ impl TlsFront {
     fn start(tls: &ServerTlsConfig, target: String) -> TlsFront {
         let config = tls.rustls_config(&[]).expect("front TLS config");
         let acceptor = TlsAcceptor::from(Arc::new(config));
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let address = listener.local_addr().unwrap().to_string();
         let handshakes = Arc::new(AtomicU64::new(0));
         let refused = Arc::new(AtomicU64::new(0));
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let (h, r) = (handshakes.clone(), refused.clone());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                loop {
-                    let (tcp, _) = tokio::select! {
-                        _ = &mut stopped => return,
-                        accepted = listener.accept() => match accepted {
-                            Ok(a) => a,
-                            Err(_) => continue,
-                        },
-                    };
-                    let (acceptor, target, h, r) =
-                        (acceptor.clone(), target.clone(), h.clone(), r.clone());
-                    tokio::spawn(async move {
-                        let mut tls = match acceptor.accept(tcp).await {
-                            Ok(tls) => tls,
-                            Err(_) => {
-                                r.fetch_add(1, Ordering::SeqCst);
-                                return;
-                            }
-                        };
-                        h.fetch_add(1, Ordering::SeqCst);
-                        if let Ok(mut broker) = tokio::net::TcpStream::connect(&target).await {
-                            let _ = tokio::io::copy_bidirectional(&mut tls, &mut broker).await;
-                        }
-                    });
+        let (address, stop) = serve_loopback(move |tcp| {
+            let (acceptor, target, h, r) = (acceptor.clone(), target.clone(), h.clone(), r.clone());
+            async move {
+                let mut tls = match acceptor.accept(tcp).await {
+                    Ok(tls) => tls,
+                    Err(_) => {
+                        r.fetch_add(1, Ordering::SeqCst);
+                        return;
+                    }
+                };
+                h.fetch_add(1, Ordering::SeqCst);
+                if let Ok(mut broker) = tokio::net::TcpStream::connect(&target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut broker).await;
                 }
-            });
+            }
         });
         TlsFront {
             address,
@@ -688,36 +700,15 @@ struct SaslFront {
 
 impl SaslFront {
     fn start(account: SaslAccount, target: String) -> SaslFront {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let address = listener.local_addr().unwrap().to_string();
         let authenticated = Arc::new(AtomicU64::new(0));
         let refused = Arc::new(AtomicU64::new(0));
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let (ok, no) = (authenticated.clone(), refused.clone());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                loop {
-                    let (client, _) = tokio::select! {
-                        _ = &mut stopped => return,
-                        accepted = listener.accept() => match accepted {
-                            Ok(a) => a,
-                            Err(_) => continue,
-                        },
-                    };
-                    let (account, target, ok, no) =
-                        (account.clone(), target.clone(), ok.clone(), no.clone());
-                    tokio::spawn(async move {
-                        let _ = Self::serve(client, account, target, ok, no).await;
-                    });
-                }
-            });
+        let (address, stop) = serve_loopback(move |client| {
+            let (account, target, ok, no) =
+                (account.clone(), target.clone(), ok.clone(), no.clone());
+            async move {
+                let _ = Self::serve(client, account, target, ok, no).await;
+            }
         });
         SaslFront {
             address,
