@@ -88,12 +88,7 @@ impl Window {
 
     /// Opens the window on a session: nothing read yet.
     pub(crate) fn start(&mut self, s: &Session) {
-        self.ready.clear();
-        self.ready_linked.clear();
-        self.pending.clear();
-        self.pending_linked.clear();
-        self.cursor = 0;
-        self.link_cursor = 0;
+        self.finish();
         self.next = 0;
         self.bound = None;
         self.order.clear();
