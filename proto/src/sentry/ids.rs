@@ -34,7 +34,24 @@ pub fn parse_instruction_addr(s: &str) -> Option<u64> {
         if h.is_empty() || h.len() > 16 {
             return None;
         }
-        u64::from_str_radix(h, 16).ok()
+        // By hand: every frame of every chunk is checked (twice), and `from_str_radix` was
+        // a noticeable part of validating a chunk. 16 digits at most cannot overflow.
+        // `from_str_radix` took one leading `+`: so does this.
+        let digits = h.strip_prefix('+').unwrap_or(h);
+        if digits.is_empty() {
+            return None;
+        }
+        let mut v = 0u64;
+        for b in digits.bytes() {
+            let d = match b {
+                b'0'..=b'9' => b - b'0',
+                b'a'..=b'f' => b - b'a' + 10,
+                b'A'..=b'F' => b - b'A' + 10,
+                _ => return None,
+            };
+            v = (v << 4) | u64::from(d);
+        }
+        Some(v)
     } else if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         s.parse().ok()
     } else {
@@ -69,6 +86,18 @@ mod tests {
         assert_eq!(parse_instruction_addr("26"), Some(26));
         assert_eq!(parse_instruction_addr("1a"), None);
         assert_eq!(parse_instruction_addr("0x"), None);
+        assert_eq!(parse_instruction_addr("0X1A"), Some(26));
+        assert_eq!(parse_instruction_addr("0xffffffffffffffff"), Some(u64::MAX));
+        assert_eq!(parse_instruction_addr("0x1ffffffffffffffff"), None);
+        assert_eq!(parse_instruction_addr("0x1g"), None);
+        assert_eq!(parse_instruction_addr("0x+1a"), Some(26));
+        assert_eq!(parse_instruction_addr("0x+"), None);
+        assert_eq!(parse_instruction_addr("0x-1"), None);
+        // The same answer as the standard parser on every short hex-like string.
+        for s in ["0", "9", "a", "F", "00", "7f", "+0", "++1", "-", " 1", "1 "] {
+            let expected = u64::from_str_radix(s, 16).ok();
+            assert_eq!(parse_instruction_addr(&format!("0x{s}")), expected, "{s:?}");
+        }
         assert_eq!(format_instruction_addr(26), "0x1a");
     }
 }
