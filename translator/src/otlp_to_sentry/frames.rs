@@ -43,7 +43,7 @@ use hashbrown::HashMap;
 use hashbrown::hash_map::Entry;
 use profilink_proto::sentry::Frame;
 use profilink_proto::sentry::format_instruction_addr;
-use sha2::{Digest, Sha256};
+use super::ids::mix64;
 use std::sync::Arc;
 
 /// Location attribute naming the frame's runtime.
@@ -62,7 +62,7 @@ pub(crate) struct FrameInfo {
     pub mapping: u32,
     /// Serialized JSON length of `frame`.
     pub json_len: usize,
-    /// 64-bit content digest (of the JSON, runtime and mapping).
+    /// 64-bit content digest (of the JSON's digest, runtime and mapping).
     pub digest: u64,
 }
 
@@ -284,19 +284,20 @@ impl<'a> FrameTable<'a> {
             Entry::Occupied(e) => return *e.get(),
             Entry::Vacant(v) => v,
         };
-        let frame = &entry.key().0;
-        let json = serde_json::to_vec(&frame).unwrap_or_default();
-        let mut h = Sha256::new();
-        h.update(&json);
-        h.update([runtime as u8]);
-        h.update(mapping.to_be_bytes());
-        let digest = super::ids::first8(&h.finalize());
+        let facts = super::frame_cache::facts(&entry.key().0);
+        // The JSON's digest is the frame's own (remembered across requests); runtime and
+        // mapping are this request's, mixed in.
+        let digest = mix64(
+            facts
+                .json_digest
+                .wrapping_add(mix64((u64::from(runtime as u8) << 32) | u64::from(mapping))),
+        );
         let id = self.frames.len() as u32;
         self.frames.push(FrameInfo {
-            frame: frame.clone(),
+            frame: facts.frame,
             runtime,
             mapping,
-            json_len: json.len(),
+            json_len: facts.json_len,
             digest,
         });
         entry.insert(id);

@@ -198,6 +198,7 @@ use profilink_proto::sentry::ProfileChunk;
 mod claims;
 mod collect;
 mod debug_images;
+mod frame_cache;
 mod frames;
 mod ids;
 mod in_app;
