@@ -132,20 +132,26 @@ pub(crate) struct Collector<'a> {
     /// once it is translated.
     linked_marks: Vec<(u32, u32)>,
     profile_gen: u32,
-    /// Per attribute-table index: [`ATTR_UNKNOWN`], [`ATTR_IDENTITY`] (the key can change a
-    /// sample's process or thread) or [`ATTR_OTHER`]; an index is validated when classified.
+    /// Per attribute-table index: [`ATTR_UNKNOWN`], [`ATTR_PROCESS`] (the key can change a
+    /// sample's process), [`ATTR_THREAD`] (its thread) or [`ATTR_OTHER`]; an index is
+    /// validated when classified.
     attr_class: Vec<u8>,
     /// (resource, the sample's identity and thread attribute indices) -> (session, thread).
     identity_cache: hashbrown::HashMap<AttrKey, (u32, u32)>,
+    /// (resource, the sample's identity attribute indices) -> session: the threads of one
+    /// process find its session without deriving its profiler id again.
+    session_cache: hashbrown::HashMap<AttrKey, u32>,
     key_scratch: Vec<i32>,
+    process_scratch: Vec<i32>,
 }
 
 /// A resource (by address, stable during a translation) and attribute indices.
 type AttrKey = (usize, Box<[i32]>);
 
 const ATTR_UNKNOWN: u8 = 0;
-const ATTR_IDENTITY: u8 = 1;
-const ATTR_OTHER: u8 = 2;
+const ATTR_PROCESS: u8 = 1;
+const ATTR_THREAD: u8 = 2;
+const ATTR_OTHER: u8 = 3;
 
 /// A borrowed key of [`Collector::identity_cache`] (hashes like the owned key).
 #[derive(Hash)]
@@ -217,7 +223,9 @@ impl<'a> Collector<'a> {
             profile_gen: 0,
             attr_class: vec![ATTR_UNKNOWN; attrs],
             identity_cache: hashbrown::HashMap::new(),
+            session_cache: hashbrown::HashMap::new(),
             key_scratch: Vec::new(),
+            process_scratch: Vec::new(),
         }
     }
 
@@ -525,26 +533,26 @@ impl<'a> Collector<'a> {
         }
     }
 
-    /// Whether attribute `index` can change a sample's process or thread (validating the
-    /// entry the first time it is seen).
-    fn is_identity_attribute(&mut self, index: i32) -> Result<bool, TranslateError> {
+    /// How an attribute counts for a sample's identity ([`ATTR_PROCESS`], [`ATTR_THREAD`]
+    /// or [`ATTR_OTHER`]), remembered per attribute-table index.
+    fn attribute_class(&mut self, index: i32) -> Result<u8, TranslateError> {
         let slot = usize::try_from(index)
             .ok()
             .filter(|&i| i < self.attr_class.len());
         if let Some(i) = slot
             && self.attr_class[i] != ATTR_UNKNOWN
         {
-            return Ok(self.attr_class[i] == ATTR_IDENTITY);
+            return Ok(self.attr_class[i]);
         }
-        let identity = self.dict.attribute(index)?.is_some_and(|a| {
-            ProcessIdentity::is_identity_key(a.key)
-                || a.key == "thread.id"
-                || a.key == "thread.name"
-        });
+        let class = match self.dict.attribute(index)? {
+            Some(a) if ProcessIdentity::is_identity_key(a.key) => ATTR_PROCESS,
+            Some(a) if a.key == "thread.id" || a.key == "thread.name" => ATTR_THREAD,
+            _ => ATTR_OTHER,
+        };
         if let Some(i) = slot {
-            self.attr_class[i] = if identity { ATTR_IDENTITY } else { ATTR_OTHER };
+            self.attr_class[i] = class;
         }
-        Ok(identity)
+        Ok(class)
     }
 
     /// The session and thread of a sample, computed once per resource and distinct list of
@@ -558,7 +566,7 @@ impl<'a> Collector<'a> {
         let mut key = std::mem::take(&mut self.key_scratch);
         key.clear();
         for &i in &s.attribute_indices {
-            if self.is_identity_attribute(i)? {
+            if self.attribute_class(i)? != ATTR_OTHER {
                 key.push(i);
             }
         }
@@ -566,7 +574,24 @@ impl<'a> Collector<'a> {
             Some(&v) => v,
             None => {
                 let attrs = self.dict.attributes(&s.attribute_indices)?;
-                let session = self.session_of(resource, &attrs);
+                // The process's attributes alone decide the session.
+                let mut process = std::mem::take(&mut self.process_scratch);
+                process.clear();
+                for &i in &key {
+                    if self.attribute_class(i)? == ATTR_PROCESS {
+                        process.push(i);
+                    }
+                }
+                let session = match self.session_cache.get(&IdentityKey(resource_id, &process)) {
+                    Some(&session) => session,
+                    None => {
+                        let session = self.session_of(resource, &attrs);
+                        self.session_cache
+                            .insert((resource_id, process.as_slice().into()), session);
+                        session
+                    }
+                };
+                self.process_scratch = process;
                 let v = (session, self.thread_of(session, resource, &attrs));
                 self.identity_cache
                     .insert((resource_id, key.as_slice().into()), v);
