@@ -24,7 +24,9 @@ fn attempt_outcome(delivery: &Delivery) -> AttemptOutcome {
 }
 
 impl<S: Sink> Core<S> {
-    pub(super) fn add_ready(&mut self, meta: ReadyMeta) {
+    /// A chunk of the ready log to deliver, with its JSON when it is still in memory.
+    pub(super) fn add_ready(&mut self, meta: ReadyMeta, json: Option<Vec<u8>>) {
+        let json = json.and_then(|j| self.held.hold(j));
         self.ready.insert(
             meta.id,
             ReadyItem {
@@ -32,6 +34,7 @@ impl<S: Sink> Core<S> {
                 next_attempt: None,
                 backoff: Backoff::new(&self.cfg.retry),
                 in_flight: false,
+                json,
             },
         );
     }
@@ -68,14 +71,23 @@ impl<S: Sink> Core<S> {
                 continue;
             };
             item.in_flight = true;
+            let held = item.json.take();
             let meta = item.meta.clone();
             let queue = self.queue.clone();
             let sink = self.sink.clone();
             let metrics = self.metrics.clone();
             let handle = self.inflight.spawn(async move {
-                let read = tokio::task::spawn_blocking(move || queue.read_ready(id)).await;
+                let read = match held {
+                    Some(json) => Ok(Ok(Some(json.take()))),
+                    None => {
+                        tokio::task::spawn_blocking(move || {
+                            queue.read_ready(id).map(|r| r.map(|(_, json)| json))
+                        })
+                        .await
+                    }
+                };
                 let outcome = match read {
-                    Ok(Ok(Some((_, json)))) => {
+                    Ok(Ok(Some(json))) => {
                         let started = Instant::now();
                         let delivery = sink.deliver(meta, json).await;
                         metrics

@@ -25,6 +25,7 @@
 
 mod dispatch;
 mod event_loop;
+mod held_json;
 mod persist;
 mod recover;
 mod sink;

@@ -91,9 +91,9 @@ impl<S: Sink> Core<S> {
                 }
                 self.unpersisted_bytes = self.unpersisted_bytes.saturating_sub(done.est_bytes);
                 ExporterMetrics::add(&self.metrics.merged_chunks, metas.len() as u64);
-                for m in metas {
+                for (m, json) in metas {
                     tracing::debug!(chunk_id = %m.chunk_id, route = %m.route, "merged chunk queued");
-                    self.add_ready(m);
+                    self.add_ready(m, Some(json));
                 }
                 for ids in done.inputs {
                     let released = self.acc.release(&ids);
@@ -205,7 +205,7 @@ fn persist_group(
             (meta, json)
         })
         .collect();
-    match queue.append_ready(items) {
+    match queue.append_ready_keep(items) {
         Ok(metas) => {
             let consumption_records = record_consumed(queue, &taken);
             if observer.0.is_some() {

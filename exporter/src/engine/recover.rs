@@ -55,7 +55,7 @@ impl<S: Sink> Core<S> {
         }
         for meta in recovery.ready {
             ExporterMetrics::add(&self.metrics.replayed_samples, meta.samples);
-            self.add_ready(meta);
+            self.add_ready(meta, None);
         }
         let count = inputs.len();
         let now = self.clock.now();

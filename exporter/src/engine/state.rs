@@ -3,6 +3,7 @@
 //! and their deliveries, acknowledgements to record) and the reports of its jobs. The other
 //! files add behaviour to [`Core`]; they import from here, never from each other's types.
 
+use super::held_json::{HeldBytes, HeldJson};
 use super::sink::{Delivery, Sink};
 use crate::accumulate::{ChunkAccumulator, Emitted};
 use crate::clock::SharedClock;
@@ -63,6 +64,8 @@ pub(super) struct ReadyItem {
     pub(super) next_attempt: Option<Instant>,
     pub(super) backoff: Backoff,
     pub(super) in_flight: bool,
+    /// Its JSON, still in memory from the persist job (first delivery only).
+    pub(super) json: Option<HeldJson>,
 }
 
 /// What a delivery task reports.
@@ -75,7 +78,7 @@ pub(super) enum Outcome {
 /// What a persist job reports.
 pub(super) struct Persisted {
     /// The ready records written, or why not (with the chunks, to try again).
-    pub(super) result: Result<Vec<ReadyMeta>, (String, Vec<Emitted>)>,
+    pub(super) result: Result<Vec<(ReadyMeta, Vec<u8>)>, (String, Vec<Emitted>)>,
     /// The inputs of each chunk of the group.
     pub(super) inputs: Vec<Vec<u64>>,
     /// Size estimate of the group.
@@ -120,6 +123,8 @@ pub(super) struct Core<S: Sink> {
     pub(super) keep_open_windows: bool,
     /// When ready chunks were last checked for long rate limits (real time).
     pub(super) last_drop_sweep: Option<std::time::Instant>,
+    /// The JSON held by the ready chunks' [`ReadyItem::json`].
+    pub(super) held: HeldBytes,
 }
 
 /// Waits for an optional job; never ready when there is none.
@@ -161,6 +166,7 @@ impl<S: Sink> Core<S> {
             consumption_records: HashMap::new(),
             keep_open_windows: false,
             last_drop_sweep: None,
+            held: HeldBytes::default(),
         }
     }
 }

@@ -373,12 +373,29 @@ impl Queue {
         self.append_to_input(lock(&self.input), bodies)
     }
 
-    /// Durably appends merged chunks; fills in and returns their metadata.
+    /// Durably appends merged chunks; fills in and returns their metadata (the tests' form of
+    /// [`Queue::append_ready_keep`]).
+    #[cfg(test)]
     pub fn append_ready(
         &self,
         items: Vec<(ReadyMeta, Vec<u8>)>,
     ) -> Result<Vec<ReadyMeta>, QueueError> {
+        Ok(self
+            .append_ready_keep(items)?
+            .into_iter()
+            .map(|(meta, _)| meta)
+            .collect())
+    }
+
+    /// Durably appends merged chunks; fills in their metadata and hands each back with the
+    /// chunk's JSON (so a sender can deliver it without reading the record it was just
+    /// written to).
+    pub fn append_ready_keep(
+        &self,
+        items: Vec<(ReadyMeta, Vec<u8>)>,
+    ) -> Result<Vec<(ReadyMeta, Vec<u8>)>, QueueError> {
         let mut metas = Vec::with_capacity(items.len());
+        let mut jsons = Vec::with_capacity(items.len());
         let mut bodies = Vec::with_capacity(items.len());
         let first = self.ids(items.len());
         for (i, (mut meta, json)) in items.into_iter().enumerate() {
@@ -387,6 +404,7 @@ impl Queue {
             meta.id = first + i as u64;
             meta.bytes = record_size(body.len());
             metas.push(meta);
+            jsons.push(json);
             bodies.push(body);
         }
         let records: Vec<(u64, &[u8])> = metas
@@ -405,7 +423,7 @@ impl Queue {
         drop(index);
         drop(ready);
         self.update_size();
-        Ok(metas)
+        Ok(metas.into_iter().zip(jsons).collect())
     }
 
     /// Marks a ready record as being sent (so `drop_oldest` leaves it alone). False when the
