@@ -75,10 +75,13 @@ pub(super) enum Outcome {
     Unreadable(String),
 }
 
+/// A chunk written to the ready log, with its JSON.
+pub(super) type ReadyJson = (ReadyMeta, Vec<u8>);
+
 /// What a persist job reports.
 pub(super) struct Persisted {
     /// The ready records written, or why not (with the chunks, to try again).
-    pub(super) result: Result<Vec<(ReadyMeta, Vec<u8>)>, (String, Vec<Emitted>)>,
+    pub(super) result: Result<Vec<ReadyJson>, (String, Vec<Emitted>)>,
     /// The inputs of each chunk of the group.
     pub(super) inputs: Vec<Vec<u64>>,
     /// Size estimate of the group.
