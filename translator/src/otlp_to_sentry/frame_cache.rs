@@ -91,7 +91,10 @@ mod tests {
         assert_eq!((a.json_len, a.json_digest), compute(&frame("memcpy")));
         assert_eq!((b.json_len, b.json_digest), (a.json_len, a.json_digest));
         let (fa, fb) = (a.frame.function.unwrap(), b.frame.function.unwrap());
-        assert!(Arc::ptr_eq(&fa, &fb), "the second copy shares the first one's string");
+        assert!(
+            Arc::ptr_eq(&fa, &fb),
+            "the second copy shares the first one's string"
+        );
         let c = facts(&frame("memmove"));
         assert_ne!(c.json_digest, a.json_digest);
         assert_eq!(c.json_len, a.json_len + 1);

@@ -35,6 +35,7 @@
 //! truncated anyway; the extra lines' function indices are still bounds-checked).
 
 use super::debug_images::{MappingInfo, resolve_mapping};
+use super::ids::mix64;
 use super::in_app::{basename, go_package, is_in_app, jvm_class};
 use super::platform::Runtime;
 use crate::dictionary::Dictionary;
@@ -43,7 +44,6 @@ use hashbrown::HashMap;
 use hashbrown::hash_map::Entry;
 use profilink_proto::sentry::Frame;
 use profilink_proto::sentry::format_instruction_addr;
-use super::ids::mix64;
 use std::sync::Arc;
 
 /// Location attribute naming the frame's runtime.
