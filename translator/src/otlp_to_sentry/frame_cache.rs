@@ -15,10 +15,9 @@
 //! The values are pure functions of the frame, so what the cache holds never changes an
 //! output, only how fast it is computed.
 
-use super::ids::first8;
+use super::ids::digest64;
 use hashbrown::HashMap;
 use profilink_proto::sentry::Frame;
-use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 
 /// At most this many frames are remembered per thread (a few MiB with their strings); past
@@ -68,7 +67,7 @@ pub(crate) fn facts(frame: &Frame) -> FrameFacts {
 fn compute(frame: &Frame) -> (usize, u64) {
     // Plain data with string keys always serializes.
     let json = serde_json::to_vec(frame).unwrap_or_default();
-    (json.len(), first8(&Sha256::digest(&json)))
+    (json.len(), digest64(&json))
 }
 
 #[cfg(test)]
