@@ -19,6 +19,7 @@
 
 pub mod auth;
 mod client;
+mod closing;
 pub mod config;
 mod contract;
 pub mod decode;

@@ -28,6 +28,7 @@
 //! committed offset). No message of a revoked partition is handed over after its revoke
 //! returned. The default strategy is `cooperative-sticky`, so only moving partitions stop.
 
+use crate::closing::Closing;
 use crate::config::KafkaReceiverConfig;
 use crate::decode::{Permanent, WithResources, decode_message};
 use crate::metrics::KafkaReceiverMetrics;
@@ -174,7 +175,7 @@ enum Outcome {
 
 struct Loop<C> {
     cfg: KafkaReceiverConfig,
-    consumer: StreamConsumer<Context>,
+    consumer: Closing<StreamConsumer<Context>>,
     pipeline: Arc<C>,
     stats: Arc<Stats>,
     metrics: Arc<KafkaReceiverMetrics>,
@@ -432,13 +433,23 @@ impl<C: Consumer> Loop<C> {
             }
         }
         // Stop: what was marked is committed; pending messages are released (read again by
-        // the partitions' next owner).
-        let left = self.pending.len() as u64;
+        // the partitions' next owner). The commit and the close run on a thread of their own
+        // (`closing`): with the brokers gone they may never end.
+        let Loop {
+            consumer,
+            metrics,
+            pending,
+            ..
+        } = self;
+        let left = pending.len() as u64;
         if left > 0 {
-            KafkaReceiverMetrics::add(&self.metrics.released, left);
+            KafkaReceiverMetrics::add(&metrics.released, left);
         }
-        commit(&self.consumer, &self.metrics, "shutdown");
-        self.consumer.unsubscribe();
+        let closed = consumer.close(move |c| {
+            commit(c, &metrics, "shutdown");
+            c.unsubscribe();
+        });
+        let _ = closed.await;
         tracing::info!(released = left, "Kafka receiver stopped");
     }
 }
@@ -543,7 +554,7 @@ impl KafkaReceiver {
         let error_wait = cfg.error_backoff.initial_interval;
         let l = Loop {
             cfg,
-            consumer,
+            consumer: Closing::new(consumer),
             pipeline,
             stats,
             metrics: metrics.clone(),
@@ -572,6 +583,12 @@ impl KafkaReceiver {
         let mut task = self.task;
         if tokio::time::timeout(deadline, &mut task).await.is_err() {
             task.abort();
+            tracing::warn!(
+                ?deadline,
+                "Kafka receiver: the final commit and leaving the group did not end within the \
+                 shutdown deadline (brokers unreachable?); abandoned. Messages marked since the \
+                 last commit are read again by the partitions' next owner"
+            );
         }
     }
 }

@@ -207,6 +207,73 @@ async fn every_message_once_through_backpressure_and_a_bad_message() {
     assert_eq!(partitions.values().map(|p| p.messages).sum::<u64>(), 31);
 }
 
+/// The brokers vanish under a running receiver holding marked, uncommitted offsets: its
+/// shutdown still ends within the deadline, and so does the runtime it ran on. The final
+/// commit and the close wait for a broker (the commit for about 20 s; the close, polling
+/// librdkafka's close queue in the consumer's drop, possibly forever), and on a runtime worker
+/// they held the shutdown past its deadline. The runtime runs on a thread of its own so that
+/// a hang fails this test instead of hanging the suite.
+#[test]
+fn a_receiver_whose_broker_vanished_still_stops() {
+    let Some(broker) = Broker::start() else {
+        return;
+    };
+    let topic = "vanishing";
+    broker.create_topic(topic, 2);
+    let mut cfg = receiver_config(&broker, topic, "g-vanish");
+    cfg.autocommit.interval = Duration::from_secs(3600);
+    let payload = fixture("ebpf-k8s-0.pb").encode_to_vec();
+    for _ in 0..4 {
+        broker.produce_raw(topic, &payload);
+    }
+    let recorder = Arc::new(Recorder::default());
+    let rec = recorder.clone();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let (assigned_tx, assigned_rx) = std::sync::mpsc::channel();
+    let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let took = rt.block_on(async move {
+            let metrics = Arc::new(KafkaReceiverMetrics::default());
+            let r = KafkaReceiver::start(
+                cfg,
+                rec.clone(),
+                Arc::new(Stats::default()),
+                metrics.clone(),
+            )
+            .unwrap();
+            wait_for("the messages taken", Duration::from_secs(30), || {
+                rec.batches.load(Ordering::SeqCst) >= 4
+            })
+            .await;
+            assigned_tx.send(()).unwrap();
+            // The broker is killed now.
+            tokio::task::spawn_blocking(move || kill_rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            let started = Instant::now();
+            r.shutdown(Duration::from_secs(3)).await;
+            started.elapsed()
+        });
+        drop(rt);
+        let _ = done_tx.send(took);
+    });
+    assigned_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("assigned");
+    drop(broker);
+    kill_tx.send(()).unwrap();
+    let took = done_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the receiver and its runtime ended after the broker vanished");
+    assert!(took < Duration::from_secs(10), "shutdown took {took:?}");
+}
+
 /// A third member joins mid-stream: the group rebalances (cooperative-sticky: only the moving
 /// partitions stop), nothing is lost, and the only messages delivered twice are re-deliveries
 /// of messages not yet committed when their partition moved (counted and printed).
