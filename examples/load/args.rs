@@ -30,7 +30,25 @@ pub struct Args {
     pub messages: usize,
 }
 
-/// Reads the flags; panics on unknown ones or bad values.
+/// What `--help` prints (the module docs of `main.rs` say more).
+const USAGE: &str = "\
+usage: load [OPTIONS]   (throughput of a fresh profilink under OTLP/gRPC load)
+  --clients N          concurrent clients (4)
+  --seconds T          length of the measured load (20)
+  --sessions K         resource copies per request (16)
+  --binary PATH        the profilink to measure (beside this example's directory)
+  --overload           10x the clients against a slow Sentry stand-in
+  --no-fsync           the queue without fsync
+  --budget-mib M       memory for pre-built requests (1024)
+  --sample-rate R      profile_sampling rate (1.0; 0 measures receiving and translating)
+  --compression C      the exporter's compression: gzip, zstd or none (gzip)
+  --target ADDR        send to a running OTLP/gRPC endpoint instead
+  --pprof DIR          write profilink's CPU profile of each run into DIR
+  --symbolize          the symbolize processor off, cold and warm (--repeat N, --new-addresses P)
+  --kafka              the kafka receiver against OTLP/gRPC (--messages N, 3000)
+";
+
+/// Reads the flags; exits with the usage on unknown ones, panics on bad values.
 pub fn args() -> Args {
     let mut a = Args {
         clients: 4,
@@ -73,7 +91,14 @@ pub fn args() -> Args {
             "--pprof" => a.pprof = Some(PathBuf::from(val())),
             "--kafka" => a.kafka = true,
             "--messages" => a.messages = val().parse().expect("--messages N"),
-            other => panic!("unknown flag {other}"),
+            "--help" | "-h" => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => {
+                eprint!("unknown flag {other}\n\n{USAGE}");
+                std::process::exit(2);
+            }
         }
     }
     if a.overload {
