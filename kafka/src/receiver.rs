@@ -439,8 +439,12 @@ impl<C: Consumer> Loop<C> {
             consumer,
             metrics,
             pending,
+            pipeline,
             ..
         } = self;
+        // The pipeline is let go before the close is waited for: the exporters behind it can
+        // only be flushed once nothing else holds it.
+        drop(pipeline);
         let left = pending.len() as u64;
         if left > 0 {
             KafkaReceiverMetrics::add(&metrics.released, left);

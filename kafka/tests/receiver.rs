@@ -257,8 +257,21 @@ fn a_receiver_whose_broker_vanished_still_stops() {
                 .unwrap()
                 .unwrap();
             let started = Instant::now();
-            r.shutdown(Duration::from_secs(3)).await;
-            started.elapsed()
+            let stopping = tokio::spawn(r.shutdown(Duration::from_secs(3)));
+            // The pipeline is let go at once, while the close still waits for a broker (the
+            // service flushes the exporters behind it only once nothing else holds it).
+            let released_at = {
+                let deadline = Instant::now() + Duration::from_secs(2);
+                loop {
+                    // This thread's `rec` and the test's `recorder` are the only others.
+                    if Arc::strong_count(&rec) == 2 || Instant::now() > deadline {
+                        break started.elapsed();
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            stopping.await.unwrap();
+            (started.elapsed(), released_at, Arc::strong_count(&rec))
         });
         drop(rt);
         let _ = done_tx.send(took);
@@ -268,10 +281,15 @@ fn a_receiver_whose_broker_vanished_still_stops() {
         .expect("assigned");
     drop(broker);
     kill_tx.send(()).unwrap();
-    let took = done_rx
+    let (took, released_at, holders) = done_rx
         .recv_timeout(Duration::from_secs(30))
         .expect("the receiver and its runtime ended after the broker vanished");
     assert!(took < Duration::from_secs(10), "shutdown took {took:?}");
+    assert!(
+        released_at < Duration::from_secs(2) && holders == 2,
+        "the pipeline was held {released_at:?} into the shutdown ({holders} holders)"
+    );
+    drop(recorder);
 }
 
 /// A third member joins mid-stream: the group rebalances (cooperative-sticky: only the moving
