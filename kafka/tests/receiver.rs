@@ -322,12 +322,18 @@ async fn a_third_member_joins_mid_stream_nothing_lost() {
             .all(|(_, m)| KafkaReceiverMetrics::get(&m.partition_start) > 0)
     })
     .await;
-    let total = 60;
+    // Messages go on until the third member has had partitions for 30 more messages (at
+    // least 60 in all): the group takes ~20 s to settle with Tansu, and a fixed count ended
+    // before that, leaving the newcomer nothing to take.
+    let mut total = 0;
     let mut joined_at = None;
     let mut rebalance_time = None;
-    for i in 0..total {
+    let mut assigned_at_message = None;
+    loop {
+        let i = total;
         let payload = tagged(&base, &format!("m{i}")).encode_to_vec();
         produce(&broker, topic, &[(format!("k{i}"), payload)]).await;
+        total += 1;
         if i == 20 {
             members.push(start_member(&recorders[2]));
             joined_at = Some(Instant::now());
@@ -337,7 +343,15 @@ async fn a_third_member_joins_mid_stream_nothing_lost() {
             && KafkaReceiverMetrics::get(&m.partition_start) > 0
         {
             rebalance_time = Some(at.elapsed());
+            assigned_at_message = Some(total);
         }
+        if total >= 60 && assigned_at_message.is_some_and(|a| total >= a + 30) {
+            break;
+        }
+        assert!(
+            total < 1200,
+            "the third member got no partitions in 2 minutes"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let seen = || -> BTreeMap<String, u64> {
