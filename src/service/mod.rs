@@ -113,7 +113,7 @@ async fn start(
         &kafka,
         &forwarders,
         &auths,
-        receivers_rx,
+        (receivers_rx, options.shutdown_timeout),
     )
     .await?;
     Ok(Running {

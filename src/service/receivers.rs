@@ -14,6 +14,7 @@ use profilink_receiver::{
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// The counters of each receiver id (shared by its listeners), created before the receivers
@@ -50,14 +51,14 @@ pub fn transports(spec: &ReceiverSpec) -> Vec<&'static str> {
 }
 
 /// Starts a `kafka` receiver feeding `fanout`; it stops (committing what it marked and
-/// leaving its group) once `stop` says stop.
+/// leaving its group, within `close_within`) once `stop` says stop.
 fn start_kafka(
     id: &str,
     cfg: &profilink_kafka::KafkaReceiverConfig,
     fanout: &Arc<Fanout>,
     stats: &Arc<Stats>,
     metrics: Arc<KafkaReceiverMetrics>,
-    stop: &watch::Receiver<bool>,
+    (stop, close_within): (&watch::Receiver<bool>, Duration),
 ) -> Result<ServerHandle, ServiceError> {
     let r =
         profilink_kafka::KafkaReceiver::start(cfg.clone(), fanout.clone(), stats.clone(), metrics)
@@ -69,14 +70,15 @@ fn start_kafka(
     let stopped = waiter(stop);
     Ok(ServerHandle::without_listener(tokio::spawn(async move {
         stopped.await;
-        r.shutdown(std::time::Duration::from_secs(10)).await;
+        r.shutdown(close_within).await;
         Ok(())
     })))
 }
 
 /// Starts every receiver (a Sentry receiver with its upstream forwarder from `forwarders`, an
 /// OTLP listener with the authenticator its `auth` names from `auths`); they stop accepting
-/// once `stop` says stop.
+/// once `stop` says stop (a `kafka` receiver then has `shutdown_timeout` to commit and leave
+/// its group).
 pub async fn build_receivers(
     plan: &Plan,
     fanouts: &[(String, Arc<Fanout>)],
@@ -84,7 +86,7 @@ pub async fn build_receivers(
     kafka: &BTreeMap<String, Arc<KafkaReceiverMetrics>>,
     forwarders: &BTreeMap<String, Arc<Forwarder>>,
     auths: &Authenticators,
-    stop: &watch::Receiver<bool>,
+    (stop, shutdown_timeout): (&watch::Receiver<bool>, Duration),
 ) -> Result<Vec<(String, ServerHandle)>, ServiceError> {
     let mut receivers = Vec::new();
     for (id, fanout) in fanouts {
@@ -108,7 +110,7 @@ pub async fn build_receivers(
             }
             ReceiverSpec::Kafka(c) => {
                 let metrics = kafka.get(id).cloned().unwrap_or_default();
-                let h = start_kafka(id, c, fanout, &s, metrics, stop)?;
+                let h = start_kafka(id, c, fanout, &s, metrics, (stop, shutdown_timeout))?;
                 receivers.push((id.clone(), h));
             }
             ReceiverSpec::Sentry(c) => {
