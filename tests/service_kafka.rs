@@ -7,7 +7,8 @@
 //! input), one chunk id never names two contents, and the group's committed offsets reach the
 //! end of every partition. Duplicates (re-deliveries of messages the killed replica had not
 //! committed) are counted and printed. The second test puts a message that does not decode in
-//! the stream: it is skipped and counted, and blocks nothing.
+//! the stream: it is skipped and counted, and blocks nothing. The third kills the broker under
+//! a running profilink: it still stops within its drain deadline.
 //!
 //! Needs the broker binary (`scripts/setup-test-tools.sh`); skipped without it unless
 //! `PROFILINK_REQUIRE_KAFKA=1`.
@@ -379,4 +380,74 @@ async fn a_group_of_two_replicas_loses_nothing_when_one_is_killed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_that_does_not_decode_is_skipped_and_counted() {
     group_of_two(true).await;
+}
+
+/// The broker vanishes under a running profilink holding marked, uncommitted offsets: on
+/// SIGTERM it still drains and exits within its drain deadline (`PROFILINK_SHUTDOWN_TIMEOUT`,
+/// 3 s here), logging that the Kafka close was abandoned (the final commit and the consumer's
+/// close both wait for a broker, so neither can complete).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profilink_stops_in_time_when_its_broker_is_gone() {
+    let Some(broker) = Broker::start() else {
+        return;
+    };
+    broker.create_topic(TOPIC, 2);
+    let standin = SentryStandIn::start(None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = free_addr();
+    let config = write_config(
+        dir.path(),
+        "profilink.yaml",
+        &to_sentry_config(
+            &format!(
+                r#"kafka:
+    brokers: ["{broker}"]
+    group_id: vanishing
+    initial_offset: earliest
+    autocommit: {{ interval: 1h }}"#,
+                broker = broker.address
+            ),
+            "kafka",
+            &metrics,
+        ),
+    );
+    let dsn = standin.dsn();
+    let mut p = Profilink::start(
+        dir.path(),
+        &["run", "--config", config.to_str().unwrap()],
+        &[
+            ("TEST_SENTRY_DSN", Some(&dsn)),
+            ("PROFILINK_SHUTDOWN_TIMEOUT", Some("3s")),
+        ],
+    );
+    p.wait_port(&metrics, Duration::from_secs(20));
+    let payload = prost::Message::encode_to_vec(&fixture("ebpf-k8s-1.pb"));
+    for _ in 0..3 {
+        broker.produce_raw(TOPIC, &payload);
+    }
+    wait_until("the messages taken", Duration::from_secs(60), async || {
+        service_support::metric(
+            &metrics,
+            "profilink_receiver_accepted_samples_total",
+            &[("receiver", "kafka")],
+        )
+        .await
+            > 0
+    })
+    .await;
+    drop(broker);
+    let started = Instant::now();
+    p.signal("TERM");
+    let status = p.wait_exit(Duration::from_secs(30));
+    let took = started.elapsed();
+    let stderr = p.stderr();
+    assert!(status.success(), "{status:?}\n{stderr}");
+    assert!(
+        took < Duration::from_secs(8),
+        "exit took {took:?}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("did not end within the shutdown deadline"),
+        "the abandoned close is logged:\n{stderr}"
+    );
 }
