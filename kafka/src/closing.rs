@@ -13,6 +13,7 @@
 //! its shutdown deadline; past it, the thread is left behind (it holds no lock and stops with
 //! the process) and the stop is logged.
 
+use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use tokio::sync::oneshot;
 
@@ -33,11 +34,10 @@ impl<C: Send + 'static> Closing<C> {
     /// receiver completes when both are done (or with an error when the thread could not be
     /// started, in which case the consumer is leaked rather than dropped here).
     pub(crate) fn close(mut self, last: impl FnOnce(&C) + Send + 'static) -> oneshot::Receiver<()> {
-        let (done, closed) = oneshot::channel();
-        if let Some(c) = self.inner.take() {
-            spawn_close(c, last, Some(done));
+        match self.inner.take() {
+            Some(c) => spawn_close(c, last),
+            None => oneshot::channel().1,
         }
-        closed
     }
 }
 
@@ -53,39 +53,33 @@ impl<C: Send + 'static> Deref for Closing<C> {
 impl<C: Send + 'static> Drop for Closing<C> {
     fn drop(&mut self) {
         if let Some(c) = self.inner.take() {
-            spawn_close(c, |_| {}, None);
+            spawn_close(c, |_| {});
         }
     }
 }
 
+/// Runs `last` and the drop of `consumer` on a new `kafka-close` thread; the receiver
+/// completes once both are done.
 fn spawn_close<C: Send + 'static>(
     consumer: C,
     last: impl FnOnce(&C) + Send + 'static,
-    done: Option<oneshot::Sender<()>>,
-) {
-    // The consumer travels in a slot the thread empties: if the thread cannot be started, the
-    // closure (and the slot) come back to this thread, which leaks the consumer instead of
-    // blocking in its drop.
-    let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(consumer)));
-    let theirs = slot.clone();
+) -> oneshot::Receiver<()> {
+    let (done, closed) = oneshot::channel();
+    // If the thread cannot be started, the closure is dropped here, and with it this
+    // `ManuallyDrop`: the consumer is leaked instead of blocking this thread in its drop.
+    let consumer = ManuallyDrop::new(consumer);
     let started = std::thread::Builder::new()
         .name("kafka-close".into())
         .spawn(move || {
-            let c = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(c) = c {
-                last(&c);
-                drop(c);
-            }
-            if let Some(done) = done {
-                let _ = done.send(());
-            }
+            let c = ManuallyDrop::into_inner(consumer);
+            last(&c);
+            drop(c);
+            let _ = done.send(());
         });
     if let Err(e) = started {
         tracing::error!(error = %e, "Kafka consumer: no thread to close it on; it is abandoned");
-        if let Some(c) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            std::mem::forget(c);
-        }
     }
+    closed
 }
 
 #[cfg(test)]
