@@ -50,29 +50,45 @@ struct Replica {
     process: Option<Profilink>,
 }
 
+/// Writes `dir/profilink.yaml`: a `kafka` receiver reading from `broker` with `settings` (its
+/// YAML lines after `brokers`, indented by 4), into the Sentry stand-in, metrics on `metrics`.
+fn kafka_config(
+    dir: &std::path::Path,
+    broker: &Broker,
+    settings: &str,
+    metrics: &str,
+) -> std::path::PathBuf {
+    write_config(
+        dir,
+        "profilink.yaml",
+        &to_sentry_config(
+            &format!(
+                "kafka:\n    brokers: [\"{}\"]\n    {settings}",
+                broker.address
+            ),
+            "kafka",
+            metrics,
+        ),
+    )
+}
+
 impl Replica {
     fn new(i: usize, broker: &Broker, standin: &SentryStandIn) -> Replica {
         let dir = tempfile::tempdir().unwrap();
         let metrics = free_addr();
-        let config = write_config(
+        let config = kafka_config(
             dir.path(),
-            "profilink.yaml",
-            &to_sentry_config(
-                &format!(
-                    r#"kafka:
-    brokers: ["{broker}"]
-    client_id: replica-{i}
+            broker,
+            &format!(
+                r#"client_id: replica-{i}
     group_id: {GROUP}
     initial_offset: earliest
     autocommit: {{ interval: 200ms }}
     session_timeout: 6s
     heartbeat_interval: 1s
-    message_marking: {{ on_permanent_error: true }}"#,
-                    broker = broker.address
-                ),
-                "kafka",
-                &metrics,
+    message_marking: {{ on_permanent_error: true }}"#
             ),
+            &metrics,
         );
         // The project id says which replica sent a chunk.
         let dsn = standin.dsn().replace("/42", &format!("/{}", 100 + i));
@@ -395,21 +411,13 @@ async fn profilink_stops_in_time_when_its_broker_is_gone() {
     let standin = SentryStandIn::start(None).await;
     let dir = tempfile::tempdir().unwrap();
     let metrics = free_addr();
-    let config = write_config(
+    let config = kafka_config(
         dir.path(),
-        "profilink.yaml",
-        &to_sentry_config(
-            &format!(
-                r#"kafka:
-    brokers: ["{broker}"]
-    group_id: vanishing
+        &broker,
+        r#"group_id: vanishing
     initial_offset: earliest
-    autocommit: {{ interval: 1h }}"#,
-                broker = broker.address
-            ),
-            "kafka",
-            &metrics,
-        ),
+    autocommit: { interval: 1h }"#,
+        &metrics,
     );
     let dsn = standin.dsn();
     let mut p = Profilink::start(
