@@ -400,8 +400,8 @@ async fn a_message_that_does_not_decode_is_skipped_and_counted() {
 
 /// The broker vanishes under a running profilink holding marked, uncommitted offsets: on
 /// SIGTERM it still drains and exits within its drain deadline (`PROFILINK_SHUTDOWN_TIMEOUT`,
-/// 3 s here), logging that the Kafka close was abandoned (the final commit and the consumer's
-/// close both wait for a broker, so neither can complete).
+/// 3 s here), logging how the Kafka close ended (the final commit and the consumer's close
+/// both wait for a broker; usually they are abandoned at the deadline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profilink_stops_in_time_when_its_broker_is_gone() {
     let Some(broker) = Broker::start() else {
@@ -454,8 +454,11 @@ async fn profilink_stops_in_time_when_its_broker_is_gone() {
         took < Duration::from_secs(8),
         "exit took {took:?}\n{stderr}"
     );
+    // Without a broker the close usually cannot complete and is abandoned; when librdkafka
+    // does give up on the broker within the deadline it completes. Either way it is logged.
     assert!(
-        stderr.contains("did not end within the shutdown deadline"),
-        "the abandoned close is logged:\n{stderr}"
+        stderr.contains("did not end within the shutdown deadline")
+            || stderr.contains("Kafka receiver stopped"),
+        "how the Kafka close ended is logged:\n{stderr}"
     );
 }
