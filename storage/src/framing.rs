@@ -34,16 +34,28 @@ pub(super) fn u64_at(buf: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
-/// Frames one record.
-pub(super) fn frame(id: u64, body: &[u8], out: &mut Vec<u8>) {
-    let len = (8 + body.len()) as u32;
+/// The header of one record (magic, length, CRC, id) whose body is `parts` concatenated: the
+/// frame is this header followed by the parts, so the body is never copied to be framed.
+pub(super) fn header(id: u64, parts: &[&[u8]]) -> [u8; HEADER + 8] {
+    let body_len: usize = parts.iter().map(|p| p.len()).sum();
+    let len = (8 + body_len) as u32;
     let mut h = crc32fast::Hasher::new();
     h.update(&id.to_le_bytes());
-    h.update(body);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&h.finalize().to_le_bytes());
-    out.extend_from_slice(&id.to_le_bytes());
+    for p in parts {
+        h.update(p);
+    }
+    let mut out = [0u8; HEADER + 8];
+    out[..4].copy_from_slice(&MAGIC);
+    out[4..8].copy_from_slice(&len.to_le_bytes());
+    out[8..12].copy_from_slice(&h.finalize().to_le_bytes());
+    out[12..].copy_from_slice(&id.to_le_bytes());
+    out
+}
+
+/// Frames one record into `out` (its [`header`], then its body).
+#[cfg(test)]
+pub(super) fn frame(id: u64, body: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&header(id, &[body]));
     out.extend_from_slice(body);
 }
 

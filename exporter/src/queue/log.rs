@@ -38,6 +38,21 @@ impl Log {
             }
         }
     }
+    /// [`Log::append`] with each body given as parts to concatenate (written as they are on
+    /// disk: [`SegmentLog::append_parts`]).
+    pub(super) fn append_parts(&mut self, records: &[(u64, &[&[u8]])]) -> io::Result<()> {
+        match self {
+            Log::Disk(l) => l.append_parts(records),
+            Log::Mem(m) => {
+                for (id, parts) in records {
+                    let body = parts.concat();
+                    m.bytes += record_size(body.len());
+                    m.records.insert(*id, body);
+                }
+                Ok(())
+            }
+        }
+    }
     pub(super) fn locate(&self, id: u64) -> Option<Located> {
         match self {
             Log::Disk(l) => l.locate(id).map(Located::Disk),

@@ -62,7 +62,7 @@ pub use ready::{ReadyMeta, decode_ready};
 use crate::config::{Overflow, QueueConfig};
 use crate::metrics::ExporterMetrics;
 use log::{InputLog, Located, Log, MemLog, record_size};
-use ready::encode_with_prefix;
+use ready::{prefix_len, record_parts};
 use segment::SegmentLog;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
@@ -396,24 +396,30 @@ impl Queue {
     ) -> Result<Vec<(ReadyMeta, Vec<u8>)>, QueueError> {
         let mut metas = Vec::with_capacity(items.len());
         let mut jsons = Vec::with_capacity(items.len());
-        let mut bodies = Vec::with_capacity(items.len());
+        let mut prefixes = Vec::with_capacity(items.len());
         let first = self.ids(items.len());
         for (i, (mut meta, json)) in items.into_iter().enumerate() {
             let prefix = serde_json::to_vec(&meta).map_err(io::Error::other)?;
-            let body = encode_with_prefix(&prefix, &json);
+            let len = prefix_len(&prefix);
             meta.id = first + i as u64;
-            meta.bytes = record_size(body.len());
+            meta.bytes = record_size(len.len() + prefix.len() + json.len());
             metas.push(meta);
             jsons.push(json);
-            bodies.push(body);
+            prefixes.push((len, prefix));
         }
-        let records: Vec<(u64, &[u8])> = metas
+        // Written from its parts, so the chunk JSON is not copied.
+        let parts: Vec<[&[u8]; 3]> = prefixes
+            .iter()
+            .zip(&jsons)
+            .map(|((len, prefix), json)| record_parts(len, prefix, json))
+            .collect();
+        let records: Vec<(u64, &[&[u8]])> = metas
             .iter()
             .map(|m| m.id)
-            .zip(bodies.iter().map(Vec::as_slice))
+            .zip(parts.iter().map(|p| &p[..]))
             .collect();
         let mut ready = lock(&self.ready);
-        ready.append(&records)?;
+        ready.append_parts(&records)?;
         self.ready_bytes
             .store(ready.live_bytes(), Ordering::Release);
         let mut index = self.index();

@@ -29,13 +29,19 @@ pub struct ReadyMeta {
     pub consumed: Vec<consumed::Consumed>,
 }
 
-/// A ready record: `prefix` (the metadata JSON) with its length, then the chunk JSON.
-pub(super) fn encode_with_prefix(prefix: &[u8], json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + prefix.len() + json.len());
-    out.extend_from_slice(&(prefix.len() as u32).to_le_bytes());
-    out.extend_from_slice(prefix);
-    out.extend_from_slice(json);
-    out
+/// A ready record's body in its three parts: `prefix` (the metadata JSON)'s length (u32 LE),
+/// `prefix`, then the chunk JSON. Given as parts so the log writes them without a copy.
+pub(super) fn record_parts<'a>(
+    len: &'a [u8; 4],
+    prefix: &'a [u8],
+    json: &'a [u8],
+) -> [&'a [u8]; 3] {
+    [len, prefix, json]
+}
+
+/// The length field of a ready record with this `prefix` (see [`record_parts`]).
+pub(super) fn prefix_len(prefix: &[u8]) -> [u8; 4] {
+    (prefix.len() as u32).to_le_bytes()
 }
 
 /// The metadata JSON and the chunk JSON of a ready record; `None` when the record is corrupt.
