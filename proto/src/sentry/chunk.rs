@@ -246,21 +246,35 @@ impl ProfileData {
             thread_metadata,
             ..
         } = self;
-        // Samples with a non-empty stack per thread; every sampled thread has an entry.
-        let mut active: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        // Samples with a non-empty stack per thread; every sampled thread has an entry. One
+        // fast (foldhash) look-up per sample, none while a thread's samples come in a row.
+        let mut active: hashbrown::HashMap<&str, usize> = hashbrown::HashMap::new();
+        let mut run: Option<(&str, usize)> = None;
         for s in samples.iter() {
-            let n = active.entry(s.thread_id.as_str()).or_insert(0);
-            if stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()) {
-                *n += 1;
+            let tid = s.thread_id.as_str();
+            let counted = usize::from(stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()));
+            match &mut run {
+                Some((t, n)) if *t == tid => *n += counted,
+                _ => {
+                    if let Some((t, n)) = run.take() {
+                        *active.entry(t).or_insert(0) += n;
+                    }
+                    run = Some((tid, counted));
+                }
             }
+        }
+        if let Some((t, n)) = run {
+            *active.entry(t).or_insert(0) += n;
         }
         // A thread keeps its metadata exactly when it keeps its samples.
         thread_metadata.retain(|tid, _| active.get(tid.as_str()).is_some_and(|n| *n >= 2));
-        let sparse: std::collections::HashSet<CompactString> = active
+        let sparse: hashbrown::HashSet<CompactString> = active
             .iter()
             .filter(|(_, n)| **n < 2)
             .map(|(t, _)| CompactString::from(*t))
             .collect();
+        // Its keys borrow the samples (and hashbrown's map may use them when dropped).
+        drop(active);
         let before = samples.len();
         if !sparse.is_empty() {
             samples.retain(|s| !sparse.contains(&s.thread_id));
@@ -310,5 +324,28 @@ mod tests {
         assert_eq!(p.drop_sparse_threads(), (2, 3));
         assert!(p.samples.iter().all(|s| s.thread_id == "1"));
         assert_eq!(p.thread_metadata.keys().collect::<Vec<_>>(), ["1"]);
+    }
+
+    #[test]
+    fn a_thread_is_counted_over_all_its_runs_of_samples() {
+        // "1" has two samples with a stack, in two runs; "2" has two, one run; "3" has one
+        // with a stack in a run of two (the other's stack is empty).
+        let mut p = ProfileData {
+            stacks: vec![vec![], vec![0]],
+            frames: vec![Arc::new(Frame::default())],
+            samples: vec![
+                sample(1.0, 1, "1"),
+                sample(1.0, 1, "2"),
+                sample(2.0, 1, "2"),
+                sample(2.0, 0, "1"),
+                sample(3.0, 1, "1"),
+                sample(3.0, 1, "3"),
+                sample(4.0, 0, "3"),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(p.drop_sparse_threads(), (1, 2));
+        assert!(p.samples.iter().all(|s| s.thread_id != "3"));
+        assert_eq!(p.samples.len(), 5);
     }
 }

@@ -247,10 +247,21 @@ impl ProfileData {
     /// are (apply [`ProfileData::drop_sparse_threads`] next to send only what Relay keeps).
     pub fn group_sparse_threads(&mut self, is_linked: impl Fn(&str) -> bool) -> GroupOutcome {
         let groups = {
-            let mut index: HashMap<&str, usize> = HashMap::new();
+            // One fast (foldhash) look-up per sample, none while a thread's samples come in
+            // a row.
+            let mut index: hashbrown::HashMap<&str, usize> = hashbrown::HashMap::new();
             let mut stats: Vec<ThreadStat<'_>> = Vec::new();
+            let mut last: Option<(&str, usize)> = None;
             for s in &self.samples {
                 let tid = s.thread_id.as_str();
+                if let Some((t, i)) = last
+                    && t == tid
+                {
+                    if self.stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()) {
+                        stats[i].active += 1;
+                    }
+                    continue;
+                }
                 let i = *index.entry(tid).or_insert_with(|| {
                     stats.push(ThreadStat {
                         id: tid,
@@ -263,6 +274,7 @@ impl ProfileData {
                     });
                     stats.len() - 1
                 });
+                last = Some((tid, i));
                 if self.stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()) {
                     stats[i].active += 1;
                 }
