@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 /// What to run.
+#[derive(Clone)]
 pub struct Args {
     pub clients: usize,
     pub seconds: u64,
@@ -20,8 +21,12 @@ pub struct Args {
     /// locations whose address is new (the others keep their address of the client's first
     /// request).
     pub new_addresses: u64,
-    /// `--repeat N`: with `--symbolize`, run the three phases N times (medians reported).
+    /// `--repeat N`: with `--symbolize`, run the three phases N times; with `--against`, run
+    /// every binary N times, interleaved (medians reported).
     pub repeat: usize,
+    /// `--against PATH` (repeatable): other binaries measured under the same load, interleaved
+    /// with `--binary` (see `compare`).
+    pub against: Vec<PathBuf>,
     /// `--pprof DIR`: profilink writes a CPU profile of each run into DIR.
     pub pprof: Option<PathBuf>,
     /// `--kafka`: the Kafka consumer against the OTLP/gRPC receiver (`kafka.rs`).
@@ -37,6 +42,7 @@ usage: load [OPTIONS]   (throughput of a fresh profilink under OTLP/gRPC load)
   --seconds T          length of the measured load (20)
   --sessions K         resource copies per request (16)
   --binary PATH        the profilink to measure (beside this example's directory)
+  --against PATH       also measure this binary, interleaved (repeatable; --repeat N rounds)
   --overload           10x the clients against a slow Sentry stand-in
   --no-fsync           the queue without fsync
   --budget-mib M       memory for pre-built requests (1024)
@@ -67,6 +73,7 @@ pub fn args() -> Args {
         symbolize: false,
         new_addresses: 50,
         repeat: 1,
+        against: Vec::new(),
         pprof: None,
         kafka: false,
         messages: 3000,
@@ -79,6 +86,7 @@ pub fn args() -> Args {
             "--seconds" => a.seconds = val().parse().expect("--seconds T"),
             "--sessions" => a.sessions = val().parse().expect("--sessions K"),
             "--binary" => a.binary = PathBuf::from(val()),
+            "--against" => a.against.push(PathBuf::from(val())),
             "--budget-mib" => a.budget_mib = val().parse().expect("--budget-mib M"),
             "--overload" => a.overload = true,
             "--no-fsync" => a.fsync = false,

@@ -20,6 +20,9 @@
 //!
 //! Options: `--clients N` (4), `--seconds T` (20), `--sessions K` (16 resource copies per
 //! request), `--binary PATH` (default: `profilink` beside this example's directory),
+//! `--against PATH` (repeatable: the same load against these binaries too, interleaved with
+//! `--binary` over `--repeat N` rounds, each a fresh process; prints every run, then per
+//! binary the median and range of samples per CPU-second, samples/s and peak RSS),
 //! `--overload` (10x clients, Sentry answering after 100 ms with 4 senders, 64 MiB queue),
 //! `--no-fsync`, `--budget-mib M` (memory for pre-built requests, 1024), `--sample-rate R`
 //! (`profile_sampling` rate; 0 measures receiving and translating alone), `--compression C`
@@ -28,7 +31,8 @@
 //! `examples/scale-out/run.sh` starts them, instead of starting profilink and a stand-in; each
 //! client sends the header `x-agent-id: load-<client>`; reports what was accepted only),
 //! `--pprof DIR` (profilink runs its `pprof` extension and a CPU profile of each measured
-//! load is written to `DIR/<run>.pb.gz`: `load`, or `off`, `cold`, `warm`), `--symbolize`
+//! load is written to `DIR/<run>.pb.gz`: `load`, or `off`, `cold`, `warm`, or
+//! `binary<I>-round<R>` with `--against`), `--symbolize`
 //! and `--kafka` (below).
 //!
 //! **`--symbolize`** measures the `symbolize` processor under this load, in one invocation:
@@ -63,13 +67,15 @@
 //! Modules: `args` (the command line), `clients` (the producers), `standin` (the Sentry
 //! stand-in), `service` (the profilink under test and its `/metrics`), `run` (one run against
 //! a fresh profilink), `process` (CPU and memory from `/proc`), `delivery` (delivery latency,
-//! sampled chunks), `report` (what is printed), `symbolize` (the `--symbolize` phases) with
+//! sampled chunks), `report` (what is printed), `compare` (`--against`), `symbolize` (the
+//! `--symbolize` phases) with
 //! `native_source` (the generated programs), `native` (compiling them, the build-id
 //! directory) and `native_frames` (the fixture's native frames pointed into them), `kafka`
 //! (the `--kafka` comparison).
 
 mod args;
 mod clients;
+mod compare;
 mod delivery;
 mod kafka;
 #[path = "../support/load_request.rs"]
@@ -164,6 +170,17 @@ async fn main() {
         .map(|c| load_request::replicated(&fixture, &format!("load-{c}"), a.sessions))
         .collect();
     let load = prepare(&a, &fixture, templates, &|_, _, _| {});
+    if !a.against.is_empty() {
+        assert!(
+            a.target.is_none(),
+            "--against measures binaries it starts, not --target"
+        );
+        for b in &a.against {
+            assert!(b.exists(), "--against {}: not found", b.display());
+        }
+        compare::run(&a, &load).await;
+        return;
+    }
     if let Some(target) = &a.target {
         // `--target`: the clients against an endpoint already running.
         let start = Instant::now();
