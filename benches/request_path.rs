@@ -98,12 +98,10 @@ fn deliver(emitted: &[Emitted]) -> usize {
     emitted
         .iter()
         .map(|e| {
-            let env = Envelope::for_chunk_json(
-                e.chunk.to_json(),
-                &e.chunk.platform,
-                "profilink",
-                "bench",
-            );
+            // As the exporter serializes merged chunks (persist).
+            let mut json = Vec::new();
+            e.chunk.write_json(&mut json);
+            let env = Envelope::for_chunk_json(json, &e.chunk.platform, "profilink", "bench");
             compress(&env.to_bytes(), Compression::Gzip)
                 .expect("in-memory gzip")
                 .len()

@@ -177,7 +177,7 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
             let mut json = Vec::new();
             emit_chunks(g, &options, &mut |chunk| {
                 json.clear();
-                serde_json::to_writer(&mut json, chunk)?;
+                chunk.write_json(&mut json);
                 let env = Envelope::for_chunk_json(
                     std::mem::take(&mut json),
                     &chunk.platform,
@@ -251,8 +251,13 @@ fn write_ndjson<W: Write + Send>(
             freed,
         };
         let made = emit_chunks(g, options, &mut |chunk| {
-            serde_json::to_writer(&mut out, chunk)?;
-            out.write_all(b"\n")
+            // Straight into the block (a block holds at least one whole line).
+            chunk.write_json(&mut out.block);
+            out.block.push(b'\n');
+            if out.block.len() >= BLOCK {
+                out.send_block()?;
+            }
+            Ok(())
         });
         let made = made.and_then(|m| out.send_block().map(|()| m));
         drop(out);

@@ -200,8 +200,7 @@ fn persist_group(
             // Sized from the estimate (an upper bound, mostly), so the buffer does not grow
             // by doubling.
             let mut json = Vec::with_capacity(e.est_bytes.min(MAX_JSON_PREALLOC) as usize);
-            // Plain data with string keys always serializes.
-            let _ = serde_json::to_writer(&mut json, &e.chunk);
+            e.chunk.write_json(&mut json);
             (meta, json)
         })
         .collect();

@@ -4,6 +4,7 @@
 //! fields, RFC 3339 or float timestamps); writing is exactly what Relay accepts.
 
 mod chunk;
+mod chunk_json;
 mod de;
 mod envelope;
 mod ids;
