@@ -217,18 +217,19 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
 /// Buffer between the NDJSON lines and standard output.
 const STDOUT_BUFFER: usize = 256 * 1024;
 
-/// Size of the blocks [`write_ndjson`] hands to its writing thread.
+/// Size from which [`write_ndjson`] hands a block to its writing thread (a block holds whole
+/// lines, so one may be larger).
 const BLOCK: usize = 256 * 1024;
 
 /// Full blocks waiting for the writing thread, at most (see [`write_ndjson`]).
 const BLOCKS_AHEAD: usize = 2;
 
 /// Writes every chunk of `g` to `w` as one NDJSON line (the bytes of [`ProfileChunk::to_json`]
-/// and `\n`) as [`emit_chunks`] hands them out. The lines are serialized into blocks of
-/// [`BLOCK`] bytes, written to `w` by a third thread, so that the serializing thread, which
-/// bounds the whole, does not also copy the output into the file (a tenth of the time on the
-/// eBPF-shaped benchmark); written blocks come back to be filled again, and at most
-/// [`BLOCKS_AHEAD`] wait.
+/// and `\n`, written by [`ProfileChunk::write_json`]) as [`emit_chunks`] hands them out. The
+/// lines are serialized into blocks of [`BLOCK`] bytes or more, written to `w` by a third
+/// thread, so that the serializing thread, which bounds the whole, does not also copy the
+/// output into the file (a tenth of the time on the eBPF-shaped benchmark); written blocks
+/// come back to be filled again, and at most [`BLOCKS_AHEAD`] wait.
 fn write_ndjson<W: Write + Send>(
     w: &mut W,
     g: Gathered,
