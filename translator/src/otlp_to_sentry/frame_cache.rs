@@ -7,9 +7,9 @@
 //! every frame of every request was the largest single cost of translating a typical agent
 //! request; here a frame's content is hashed once per request (which the per-request dedup
 //! did anyway) and the JSON and SHA-256 are computed once per thread. Sharing the canonical
-//! strings also makes the exporter's frame comparisons pointer comparisons (`Arc<str>`'s
-//! equality checks the pointer first) and keeps one copy of each name in memory instead of
-//! one per request.
+//! strings also keeps one copy of each name in memory instead of one per request. (It does
+//! not make frame comparisons pointer comparisons: `Arc<str>`'s equality compares the bytes
+//! even of one shared string, as measured with rustc 1.95.)
 //!
 //! Per thread, so lookups take no lock; bounded ([`MAX_FRAMES`]): when full it starts over.
 //! The values are pure functions of the frame, so what the cache holds never changes an
