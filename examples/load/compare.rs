@@ -5,7 +5,7 @@
 //! ±15%, so one run of each says little about a change of a few percent.
 
 use crate::args::Args;
-use crate::report::Run;
+use crate::report::{Run, median};
 use crate::run::{self, Load, Setup};
 use std::path::PathBuf;
 
@@ -74,16 +74,11 @@ pub async fn run(a: &Args, load: &Load) {
 }
 
 /// `median (min-max)` of `v`, rounded.
-fn spread(mut v: Vec<f64>) -> String {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return "-".into();
-    }
-    let median = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
-    format!("{median:.0} ({:.0}-{:.0})", v[0], v[n - 1])
+fn spread(v: Vec<f64>) -> String {
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        });
+    format!("{:.0} ({lo:.0}-{hi:.0})", median(v))
 }

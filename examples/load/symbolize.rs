@@ -33,7 +33,7 @@ use crate::args::Args;
 use crate::load_request;
 use crate::native::{self, Objects};
 use crate::native_frames::NativeFrames;
-use crate::report::Run;
+use crate::report::{Run, median};
 use crate::run::{self, Setup};
 use profilink::telemetry::metrics::scrape;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
@@ -234,20 +234,6 @@ impl Phase {
             self.sampled.0,
             self.sampled.1
         );
-    }
-}
-
-/// The median of `v` (NaN when empty).
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 
