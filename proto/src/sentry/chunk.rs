@@ -246,41 +246,56 @@ impl ProfileData {
             thread_metadata,
             ..
         } = self;
-        // Samples with a non-empty stack per thread; every sampled thread has an entry. One
-        // fast (foldhash) look-up per sample, none while a thread's samples come in a row.
-        let mut active: hashbrown::HashMap<&str, usize> = hashbrown::HashMap::new();
-        let mut run: Option<(&str, usize)> = None;
-        for s in samples.iter() {
-            let tid = s.thread_id.as_str();
-            let counted = usize::from(stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()));
-            match &mut run {
-                Some((t, n)) if *t == tid => *n += counted,
-                _ => {
-                    if let Some((t, n)) = run.take() {
-                        *active.entry(t).or_insert(0) += n;
-                    }
-                    run = Some((tid, counted));
-                }
-            }
-        }
-        if let Some((t, n)) = run {
-            *active.entry(t).or_insert(0) += n;
-        }
+        let (active, index) = thread_activity(samples, stacks);
+        let count = |tid: &str| index.get(tid).map(|&i| active[i].1);
         // A thread keeps its metadata exactly when it keeps its samples.
-        thread_metadata.retain(|tid, _| active.get(tid.as_str()).is_some_and(|n| *n >= 2));
+        thread_metadata.retain(|tid, _| count(tid).is_some_and(|n| n >= 2));
         let sparse: hashbrown::HashSet<CompactString> = active
             .iter()
-            .filter(|(_, n)| **n < 2)
+            .filter(|(_, n)| *n < 2)
             .map(|(t, _)| CompactString::from(*t))
             .collect();
-        // Its keys borrow the samples (and hashbrown's map may use them when dropped).
-        drop(active);
+        // They borrow the samples (and hashbrown's map may use its keys when dropped).
+        drop((active, index));
         let before = samples.len();
         if !sparse.is_empty() {
             samples.retain(|s| !sparse.contains(&s.thread_id));
         }
         (sparse.len(), before - samples.len())
     }
+}
+
+/// Each sampled thread, in the order of its first sample, with its samples whose stack is
+/// non-empty (what Relay's sparse-thread rule counts), and each thread's position in that list.
+/// One fast (foldhash) look-up per run of a thread's samples, none within a run.
+pub(crate) type ThreadActivity<'a> = (Vec<(&'a str, usize)>, hashbrown::HashMap<&'a str, usize>);
+
+/// See [`ThreadActivity`].
+pub(crate) fn thread_activity<'a>(
+    samples: &'a [Sample],
+    stacks: &[Vec<usize>],
+) -> ThreadActivity<'a> {
+    let mut active: Vec<(&str, usize)> = Vec::new();
+    let mut index: hashbrown::HashMap<&str, usize> = hashbrown::HashMap::new();
+    let mut last: Option<(&str, usize)> = None;
+    for s in samples {
+        let tid = s.thread_id.as_str();
+        let i = match last {
+            Some((t, i)) if t == tid => i,
+            _ => {
+                let i = *index.entry(tid).or_insert_with(|| {
+                    active.push((tid, 0));
+                    active.len() - 1
+                });
+                last = Some((tid, i));
+                i
+            }
+        };
+        if stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()) {
+            active[i].1 += 1;
+        }
+    }
+    (active, index)
 }
 
 /// Sentry's data category for a chunk of `platform` (Relay's `ProfileType::from_platform`).

@@ -1,7 +1,7 @@
 //! Grouping the threads Relay would drop, so that their samples reach Sentry: the rule is on
 //! [`ThreadGroups`].
 
-use super::chunk::{ProfileData, ThreadMetadata};
+use super::chunk::{ProfileData, ThreadMetadata, thread_activity};
 use compact_str::CompactString;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -247,38 +247,16 @@ impl ProfileData {
     /// are (apply [`ProfileData::drop_sparse_threads`] next to send only what Relay keeps).
     pub fn group_sparse_threads(&mut self, is_linked: impl Fn(&str) -> bool) -> GroupOutcome {
         let groups = {
-            // One fast (foldhash) look-up per sample, none while a thread's samples come in
-            // a row.
-            let mut index: hashbrown::HashMap<&str, usize> = hashbrown::HashMap::new();
-            let mut stats: Vec<ThreadStat<'_>> = Vec::new();
-            let mut last: Option<(&str, usize)> = None;
-            for s in &self.samples {
-                let tid = s.thread_id.as_str();
-                if let Some((t, i)) = last
-                    && t == tid
-                {
-                    if self.stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()) {
-                        stats[i].active += 1;
-                    }
-                    continue;
-                }
-                let i = *index.entry(tid).or_insert_with(|| {
-                    stats.push(ThreadStat {
-                        id: tid,
-                        name: self
-                            .thread_metadata
-                            .get(tid)
-                            .and_then(|m| m.name.as_deref()),
-                        active: 0,
-                        linked: is_linked(tid),
-                    });
-                    stats.len() - 1
-                });
-                last = Some((tid, i));
-                if self.stacks.get(s.stack_id).is_some_and(|st| !st.is_empty()) {
-                    stats[i].active += 1;
-                }
-            }
+            let (active, index) = thread_activity(&self.samples, &self.stacks);
+            let stats: Vec<ThreadStat<'_>> = active
+                .iter()
+                .map(|&(id, active)| ThreadStat {
+                    id,
+                    name: self.thread_metadata.get(id).and_then(|m| m.name.as_deref()),
+                    active,
+                    linked: is_linked(id),
+                })
+                .collect();
             if stats.iter().all(|t| t.active >= 2 || t.linked) {
                 return GroupOutcome::default();
             }
