@@ -13,6 +13,13 @@ pub(super) struct MemLog {
     bytes: u64,
 }
 
+impl MemLog {
+    fn insert(&mut self, id: u64, body: Vec<u8>) {
+        self.bytes += record_size(body.len());
+        self.records.insert(id, body);
+    }
+}
+
 #[derive(Debug)]
 pub(super) enum Log {
     Disk(SegmentLog),
@@ -31,8 +38,7 @@ impl Log {
             Log::Disk(l) => l.append(records),
             Log::Mem(m) => {
                 for (id, body) in records {
-                    m.bytes += record_size(body.len());
-                    m.records.insert(*id, body.to_vec());
+                    m.insert(*id, body.to_vec());
                 }
                 Ok(())
             }
@@ -45,9 +51,7 @@ impl Log {
             Log::Disk(l) => l.append_parts(records),
             Log::Mem(m) => {
                 for (id, parts) in records {
-                    let body = parts.concat();
-                    m.bytes += record_size(body.len());
-                    m.records.insert(*id, body);
+                    m.insert(*id, parts.concat());
                 }
                 Ok(())
             }
