@@ -115,6 +115,39 @@ fn ebpf_fixture_shapes() {
     }
 }
 
+/// A producer sends the same frames request after request; each translation on a thread hands
+/// out the very `Arc`s of the one before, so whoever merges a session's chunks across requests
+/// (the exporter) finds a frame it already holds by pointer, without comparing its strings.
+#[test]
+fn a_second_request_shares_the_first_ones_frames() {
+    let (_, req) = fixtures()
+        .into_iter()
+        .find(|(n, _)| n == "ebpf-profile.pb")
+        .unwrap();
+    let opts = ChunkOptions::default();
+    let first = request_to_chunks(&req, &opts);
+    let second = request_to_chunks(&req, &opts);
+    assert_eq!(first, second);
+    let mut frames = 0;
+    for (a, b) in first.chunks.iter().zip(&second.chunks) {
+        assert_eq!(a.profile.frames.len(), b.profile.frames.len());
+        for (fa, fb) in a.profile.frames.iter().zip(&b.profile.frames) {
+            assert!(std::sync::Arc::ptr_eq(fa, fb), "{fa:?} copied, not shared");
+            frames += 1;
+        }
+    }
+    assert!(frames > 100, "{frames} frames");
+    // Frames of another platform are other frames (a Java process's native frames carry
+    // `platform: native`): shared too, but never mixed up with the platform-less copy.
+    let java = first.chunks.iter().find(|c| c.platform == "java").unwrap();
+    assert!(
+        java.profile
+            .frames
+            .iter()
+            .any(|f| f.platform.as_deref() == Some("native"))
+    );
+}
+
 #[test]
 fn python_fixture_metadata_and_links() {
     let (_, req) = fixtures()

@@ -64,6 +64,8 @@ pub(crate) struct FrameInfo {
     pub json_len: usize,
     /// 64-bit content digest (of the JSON's digest, runtime and mapping).
     pub digest: u64,
+    /// Where this thread's frame cache keeps it (for the shared `Arc<Frame>` chunks hold).
+    pub slot: super::frame_cache::Slot,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -299,6 +301,7 @@ impl<'a> FrameTable<'a> {
             mapping,
             json_len: facts.json_len,
             digest,
+            slot: facts.slot,
         });
         entry.insert(id);
         id

@@ -3,6 +3,7 @@
 //! threads (see the parent module's docs).
 
 use super::*;
+use crate::otlp_to_sentry::frame_cache;
 
 impl Splitter<'_, '_> {
     /// The thread groups of the chunk just filled (see the module docs), or none when the
@@ -86,10 +87,15 @@ impl Splitter<'_, '_> {
             let frame = match slot {
                 Some(frame) => Arc::clone(frame),
                 None => {
+                    // The same `Arc` as in earlier requests' chunks (see `frame_cache`).
                     let info = &self.ft.frames[fi];
-                    let mut frame = info.frame.clone();
-                    frame.platform = shared.frame_platforms[info.runtime.index()].clone();
-                    Arc::clone(slot.insert(Arc::new(frame)))
+                    let platform = shared.frame_platforms[info.runtime.index()].as_ref();
+                    let frame = frame_cache::shared(info.slot, platform, || {
+                        let mut frame = info.frame.clone();
+                        frame.platform = platform.cloned();
+                        frame
+                    });
+                    Arc::clone(slot.insert(frame))
                 }
             };
             profile.frames.push(frame);
