@@ -40,15 +40,6 @@ fn uint(out: &mut Vec<u8>, v: usize) {
     let _ = CompactFormatter.write_u64(out, v as u64);
 }
 
-/// serde_json writes non-finite floats as `null`.
-fn float(out: &mut Vec<u8>, v: f64) {
-    if v.is_finite() {
-        let _ = CompactFormatter.write_f64(out, v);
-    } else {
-        out.extend_from_slice(b"null");
-    }
-}
-
 fn samples(out: &mut Vec<u8>, samples: &[Sample]) {
     out.push(b'[');
     for (i, s) in samples.iter().enumerate() {
@@ -61,7 +52,7 @@ fn samples(out: &mut Vec<u8>, samples: &[Sample]) {
             out.push(b',');
         }
         out.extend_from_slice(b"{\"timestamp\":");
-        float(out, *timestamp);
+        super::write_json_f64(out, *timestamp);
         out.extend_from_slice(b",\"stack_id\":");
         uint(out, *stack_id);
         out.extend_from_slice(b",\"thread_id\":");

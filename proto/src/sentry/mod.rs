@@ -9,6 +9,7 @@ mod de;
 mod envelope;
 mod ids;
 pub mod image_space;
+mod json_f64;
 mod span_item;
 mod thread_groups;
 mod timestamp;
@@ -25,6 +26,7 @@ pub use ids::{
     format_instruction_addr, is_instruction_addr, is_sentry_id, parse_instruction_addr,
     parse_sentry_id, sentry_id_from_bytes,
 };
+pub use json_f64::{json_f64_len, write_json_f64};
 pub use span_item::{
     PROFILER_ID_ATTRIBUTE, SPAN_V2_CONTENT_TYPE, SpanFormat, SpanItem, THREAD_ID_ATTRIBUTE,
     THREAD_NAME_ATTRIBUTE, is_span_container, parse_span_item,

@@ -4,7 +4,7 @@
 
 use profilink_proto::sentry::{
     ClientSdk, DebugImage, DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk,
-    ProfileData, Sample, ThreadMetadata,
+    ProfileData, Sample, ThreadMetadata, json_f64_len,
 };
 use std::io;
 
@@ -39,16 +39,6 @@ pub fn json_str_len(s: &str) -> usize {
         }
     }
     n
-}
-
-fn json_f64_len(v: f64) -> usize {
-    use serde_json::ser::Formatter;
-    if !v.is_finite() {
-        return 4; // null
-    }
-    let mut c = Counter(0);
-    let _ = serde_json::ser::CompactFormatter.write_f64(&mut c, v);
-    c.0
 }
 
 pub(super) fn digits(v: u64) -> usize {
