@@ -16,11 +16,17 @@
 //! already holds without comparing its strings. (`Arc<str>`'s equality has no such shortcut:
 //! `str` is unsized, and rustc 1.95 compares the bytes even of one shared string.)
 //!
+//! Before any of that, a frame has to be built from a location line's strings (copied into
+//! `Arc`s, its `in_app` decided by pattern matching, its address formatted): [`facts_of`]
+//! remembers, per thread, the facts of the frame each distinct line input (a [`LineKey`])
+//! became, so a line seen in an earlier request costs one hash of its strings.
+//!
 //! Per thread, so lookups take no lock; bounded ([`MAX_FRAMES`]): when full it starts over.
 //! The values are pure functions of the frame, so what the cache holds never changes an
 //! output, only how fast it is computed.
 
 use super::ids::digest64;
+use super::platform::Runtime;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use profilink_proto::sentry::Frame;
 use std::cell::RefCell;
@@ -70,47 +76,108 @@ struct Cache {
     hasher: DefaultHashBuilder,
     index: HashTable<u32>,
     entries: Vec<Entry>,
+    /// [`facts_of`]'s memory: line inputs and the entry their frame is.
+    line_index: HashTable<u32>,
+    lines: Vec<(OwnedLineKey, u32)>,
     /// Bumped each time the cache starts over, so an old [`Slot`] finds nothing.
     generation: u64,
+}
+
+/// What a location line's frame is built from (everything `FrameTable::make_frame` reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct LineKey<'s> {
+    /// The location's runtime.
+    pub runtime: Runtime,
+    /// Function name (or system name).
+    pub name: &'s str,
+    /// Function file name.
+    pub file: &'s str,
+    /// Line number as sent.
+    pub line: i64,
+    /// Column as sent.
+    pub column: i64,
+    /// The location's address, placed in its image.
+    pub address: Option<u64>,
+    /// The mapping's file name.
+    pub package: Option<&'s str>,
+}
+
+/// A [`LineKey`] kept by the cache.
+#[derive(Debug)]
+struct OwnedLineKey {
+    runtime: Runtime,
+    name: Box<str>,
+    file: Box<str>,
+    line: i64,
+    column: i64,
+    address: Option<u64>,
+    package: Option<Box<str>>,
+}
+
+impl OwnedLineKey {
+    fn new(k: &LineKey<'_>) -> Self {
+        OwnedLineKey {
+            runtime: k.runtime,
+            name: k.name.into(),
+            file: k.file.into(),
+            line: k.line,
+            column: k.column,
+            address: k.address,
+            package: k.package.map(Into::into),
+        }
+    }
+
+    fn key(&self) -> LineKey<'_> {
+        LineKey {
+            runtime: self.runtime,
+            name: &self.name,
+            file: &self.file,
+            line: self.line,
+            column: self.column,
+            address: self.address,
+            package: self.package.as_deref(),
+        }
+    }
 }
 
 thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
-/// The facts of `frame` (computed now, or remembered from an earlier request on this thread).
-pub(crate) fn facts(frame: &Frame) -> FrameFacts {
-    CACHE.with(|c| {
-        let mut cache = c.borrow_mut();
-        let hash = cache.hasher.hash_one(frame);
-        let entries = &cache.entries;
-        if let Some(&i) = cache
+impl Cache {
+    fn facts_of_entry(&self, i: u32) -> FrameFacts {
+        let e = &self.entries[i as usize];
+        FrameFacts {
+            frame: e.frame.clone(),
+            json_len: e.json_len,
+            json_digest: e.json_digest,
+            slot: Slot {
+                index: i,
+                generation: self.generation,
+            },
+        }
+    }
+
+    /// The entry of `frame`, added if new (the cache starting over first when full).
+    fn entry(&mut self, frame: &Frame) -> u32 {
+        let hash = self.hasher.hash_one(frame);
+        let entries = &self.entries;
+        if let Some(&i) = self
             .index
             .find(hash, |&i| entries[i as usize].frame == *frame)
         {
-            let e = &entries[i as usize];
-            return FrameFacts {
-                frame: e.frame.clone(),
-                json_len: e.json_len,
-                json_digest: e.json_digest,
-                slot: Slot {
-                    index: i,
-                    generation: cache.generation,
-                },
-            };
+            return i;
         }
         let (json_len, json_digest) = compute(frame);
-        if cache.entries.len() >= MAX_FRAMES {
-            cache.entries.clear();
-            cache.index.clear();
-            cache.generation += 1;
+        if self.entries.len() >= MAX_FRAMES {
+            self.start_over();
         }
         let Cache {
             hasher,
             index,
             entries,
-            generation,
-        } = &mut *cache;
+            ..
+        } = self;
         let i = entries.len() as u32;
         entries.push(Entry {
             frame: frame.clone(),
@@ -119,15 +186,56 @@ pub(crate) fn facts(frame: &Frame) -> FrameFacts {
             shared: Vec::new(),
         });
         index.insert_unique(hash, i, |&j| hasher.hash_one(&entries[j as usize].frame));
-        FrameFacts {
-            frame: frame.clone(),
-            json_len,
-            json_digest,
-            slot: Slot {
-                index: i,
-                generation: *generation,
-            },
+        i
+    }
+
+    fn start_over(&mut self) {
+        self.entries.clear();
+        self.index.clear();
+        self.lines.clear();
+        self.line_index.clear();
+        self.generation += 1;
+    }
+}
+
+/// The facts of `frame` (computed now, or remembered from an earlier request on this thread).
+#[cfg(test)]
+fn facts(frame: &Frame) -> FrameFacts {
+    CACHE.with(|c| {
+        let mut cache = c.borrow_mut();
+        let i = cache.entry(frame);
+        cache.facts_of_entry(i)
+    })
+}
+
+/// The facts of the frame location line `key` makes: `make()` (which must be that frame)
+/// is called only when this thread has not seen `key` since the cache last started over.
+pub(crate) fn facts_of(key: &LineKey<'_>, make: impl FnOnce() -> Frame) -> FrameFacts {
+    CACHE.with(|c| {
+        let mut cache = c.borrow_mut();
+        let hash = cache.hasher.hash_one(key);
+        let lines = &cache.lines;
+        if let Some(&l) = cache
+            .line_index
+            .find(hash, |&l| lines[l as usize].0.key() == *key)
+        {
+            let i = cache.lines[l as usize].1;
+            return cache.facts_of_entry(i);
         }
+        if cache.lines.len() >= MAX_FRAMES {
+            cache.start_over();
+        }
+        let i = cache.entry(&make());
+        let Cache {
+            hasher,
+            line_index,
+            lines,
+            ..
+        } = &mut *cache;
+        let l = lines.len() as u32;
+        lines.push((OwnedLineKey::new(key), i));
+        line_index.insert_unique(hash, l, |&m| hasher.hash_one(lines[m as usize].0.key()));
+        cache.facts_of_entry(i)
     })
 }
 
@@ -253,5 +361,53 @@ mod tests {
         assert_eq!(*copy, frame("before"));
         let again = shared(old.slot, None, || old.frame.clone());
         assert!(!Arc::ptr_eq(&copy, &again), "a stale slot shares nothing");
+    }
+
+    fn line(name: &str, line: i64) -> LineKey<'_> {
+        LineKey {
+            runtime: Runtime::CPython,
+            name,
+            file: "app.py",
+            line,
+            column: 0,
+            address: None,
+            package: None,
+        }
+    }
+
+    #[test]
+    fn a_line_seen_before_is_not_built_again() {
+        let built = std::cell::Cell::new(0);
+        let make = |name: &str| {
+            built.set(built.get() + 1);
+            frame(name)
+        };
+        let a = facts_of(&line("handler", 10), || make("handler"));
+        let b = facts_of(&line("handler", 10), || make("handler"));
+        assert_eq!(built.get(), 1, "the second request's line is remembered");
+        assert_eq!(a.frame, b.frame);
+        assert_eq!((a.json_len, a.json_digest), (b.json_len, b.json_digest));
+        assert_eq!((a.json_len, a.json_digest), compute(&frame("handler")));
+        // Another line number is another input, even when it makes the same frame: built, and
+        // then found as the same frame (one shared copy for both).
+        let c = facts_of(&line("handler", 11), || make("handler"));
+        assert_eq!(built.get(), 2);
+        let shared_a = shared(a.slot, None, || a.frame.clone());
+        let shared_c = shared(c.slot, None, || c.frame.clone());
+        assert!(Arc::ptr_eq(&shared_a, &shared_c));
+        // Frame facts looked up by content agree with those found by line.
+        assert_eq!(facts(&frame("handler")).json_digest, a.json_digest);
+    }
+
+    #[test]
+    fn remembered_lines_are_bounded() {
+        for i in 0..MAX_FRAMES as i64 + 10 {
+            let f = facts_of(&line("f", i), || frame("f"));
+            assert_eq!((f.json_len, f.json_digest), compute(&frame("f")));
+        }
+        CACHE.with(|c| {
+            let c = c.borrow();
+            assert!(c.lines.len() <= MAX_FRAMES && c.line_index.len() == c.lines.len());
+        });
     }
 }

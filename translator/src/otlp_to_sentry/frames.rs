@@ -35,6 +35,7 @@
 //! truncated anyway; the extra lines' function indices are still bounds-checked).
 
 use super::debug_images::{MappingInfo, resolve_mapping};
+use super::frame_cache::{self, FrameFacts, LineKey};
 use super::ids::mix64;
 use super::in_app::{basename, go_package, is_in_app, jvm_class};
 use super::platform::Runtime;
@@ -88,6 +89,53 @@ pub(crate) struct FrameTable<'a> {
     map_slot: Vec<u32>,
     /// Resolved mappings (referenced by [`FrameInfo::mapping`]).
     pub mappings: Vec<MappingInfo>,
+}
+
+/// The frame of one location line (see the module docs).
+fn make_frame(key: &LineKey<'_>) -> Frame {
+    let LineKey {
+        runtime,
+        name,
+        file,
+        line,
+        column: col,
+        address,
+        package,
+    } = *key;
+    // Borrowed until the frame is built: each string is copied once, into its `Arc`.
+    let function = (!name.is_empty()).then_some(name);
+    let (abs_path, filename) = if file.is_empty() || file == "<unknown>" {
+        (None, None)
+    } else if is_absolute(file) {
+        (Some(file), Some(basename(file)))
+    } else {
+        (None, Some(file))
+    };
+    let module = match (runtime, function) {
+        (Runtime::Jvm, Some(f)) => jvm_class(f),
+        (Runtime::Go, Some(f)) => go_package(f),
+        _ => None,
+    };
+    let path = abs_path.or(filename);
+    let in_app = is_in_app(runtime, function, path, package);
+    Frame {
+        // Named native frames (symbolized before translation) keep their address too, so
+        // Sentry can symbolicate again with the project's own debug files.
+        instruction_addr: address
+            .filter(|_| function.is_none() || runtime == Runtime::Native)
+            .map(|a| format_instruction_addr(a).into()),
+        abs_path: abs_path.map(Arc::from),
+        colno: positive_u32(col),
+        filename: filename.map(Arc::from),
+        function: function.map(Arc::from),
+        in_app: Some(in_app),
+        lineno: positive_u32(line),
+        module: module.map(Arc::from),
+        package: (runtime.is_native_family() || runtime == Runtime::Unspecified)
+            .then(|| package.map(Arc::from))
+            .flatten(),
+        platform: None,
+    }
 }
 
 fn is_absolute(path: &str) -> bool {
@@ -215,10 +263,18 @@ impl<'a> FrameTable<'a> {
         }
 
         let start = self.loc_frames.len();
-        for (name, file, line, col) in lines {
-            let frame =
-                self.make_frame(runtime, name, file, line, col, address, package.as_deref());
-            let id = self.intern(frame, runtime, mapping);
+        for (name, file, line, column) in lines {
+            let key = LineKey {
+                runtime,
+                name,
+                file,
+                line,
+                column,
+                address,
+                package: package.as_deref(),
+            };
+            let facts = frame_cache::facts_of(&key, || make_frame(&key));
+            let id = self.intern(facts, runtime, mapping);
             self.loc_frames.push(id);
         }
         let span = LocSpan {
@@ -233,60 +289,12 @@ impl<'a> FrameTable<'a> {
         Ok((&self.loc_frames[start..], truncated))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn make_frame(
-        &self,
-        runtime: Runtime,
-        name: &str,
-        file: &str,
-        line: i64,
-        col: i64,
-        address: Option<u64>,
-        package: Option<&str>,
-    ) -> Frame {
-        // Borrowed until the frame is built: each string is copied once, into its `Arc`.
-        let function = (!name.is_empty()).then_some(name);
-        let (abs_path, filename) = if file.is_empty() || file == "<unknown>" {
-            (None, None)
-        } else if is_absolute(file) {
-            (Some(file), Some(basename(file)))
-        } else {
-            (None, Some(file))
-        };
-        let module = match (runtime, function) {
-            (Runtime::Jvm, Some(f)) => jvm_class(f),
-            (Runtime::Go, Some(f)) => go_package(f),
-            _ => None,
-        };
-        let path = abs_path.or(filename);
-        let in_app = is_in_app(runtime, function, path, package);
-        Frame {
-            // Named native frames (symbolized before translation) keep their address too, so
-            // Sentry can symbolicate again with the project's own debug files.
-            instruction_addr: address
-                .filter(|_| function.is_none() || runtime == Runtime::Native)
-                .map(|a| format_instruction_addr(a).into()),
-            abs_path: abs_path.map(Arc::from),
-            colno: positive_u32(col),
-            filename: filename.map(Arc::from),
-            function: function.map(Arc::from),
-            in_app: Some(in_app),
-            lineno: positive_u32(line),
-            module: module.map(Arc::from),
-            package: (runtime.is_native_family() || runtime == Runtime::Unspecified)
-                .then(|| package.map(Arc::from))
-                .flatten(),
-            platform: None,
-        }
-    }
-
-    fn intern(&mut self, frame: Frame, runtime: Runtime, mapping: u32) -> u32 {
+    fn intern(&mut self, facts: FrameFacts, runtime: Runtime, mapping: u32) -> u32 {
         // One hash of the frame (its strings) per location line: look up and insert at once.
-        let entry = match self.frame_ids.entry((frame, runtime, mapping)) {
+        let entry = match self.frame_ids.entry((facts.frame, runtime, mapping)) {
             Entry::Occupied(e) => return *e.get(),
             Entry::Vacant(v) => v,
         };
-        let facts = super::frame_cache::facts(&entry.key().0);
         // The JSON's digest is the frame's own (remembered across requests); runtime and
         // mapping are this request's, mixed in.
         let digest = mix64(
@@ -296,7 +304,7 @@ impl<'a> FrameTable<'a> {
         );
         let id = self.frames.len() as u32;
         self.frames.push(FrameInfo {
-            frame: facts.frame,
+            frame: entry.key().0.clone(),
             runtime,
             mapping,
             json_len: facts.json_len,
