@@ -1,13 +1,14 @@
 //! A chunk's compact JSON written directly ([`ProfileChunk::write_json`]): the bytes serde
-//! writes ([`ProfileChunk::to_json`]), with the samples and stacks, most of a chunk, written
-//! without going through serde. serde_json escapes every field name of every sample and
+//! writes ([`ProfileChunk::to_json`]), with the samples, stacks and frames, most of a chunk,
+//! written without going through serde. serde_json escapes every field name of every sample and
 //! formats each value through its serializer; that was most of the time it took to serialize
 //! a merged chunk. The values are formatted with serde_json's own formatter, so numbers come
 //! out the same, and strings that need escaping are handed to serde_json.
 
-use super::chunk::{ProfileChunk, ProfileData, Sample};
+use super::chunk::{Frame, ProfileChunk, ProfileData, Sample};
 use serde::Serialize;
 use serde_json::ser::{CompactFormatter, Formatter};
+use std::sync::Arc;
 
 /// Appends `v` as serde_json writes it.
 fn value<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
@@ -80,6 +81,63 @@ fn stacks(out: &mut Vec<u8>, stacks: &[Vec<usize>]) {
     out.push(b']');
 }
 
+/// Appends `,"name":"value"` when `v` is set (the first field without its comma).
+fn opt_string(out: &mut Vec<u8>, name: &str, v: &Option<Arc<str>>, first: &mut bool) {
+    if let Some(v) = v {
+        key(out, name, *first);
+        *first = false;
+        string(out, v);
+    }
+}
+
+fn opt_uint(out: &mut Vec<u8>, name: &str, v: Option<u32>, first: &mut bool) {
+    if let Some(v) = v {
+        key(out, name, *first);
+        *first = false;
+        uint(out, v as usize);
+    }
+}
+
+fn frames(out: &mut Vec<u8>, frames: &[Arc<Frame>]) {
+    out.push(b'[');
+    for (i, f) in frames.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // Every field, in declaration order (serde's), each skipped when unset.
+        let Frame {
+            abs_path,
+            colno,
+            filename,
+            function,
+            in_app,
+            instruction_addr,
+            lineno,
+            module,
+            package,
+            platform,
+        } = &**f;
+        let first = &mut true;
+        out.push(b'{');
+        opt_string(out, "abs_path", abs_path, first);
+        opt_uint(out, "colno", *colno, first);
+        opt_string(out, "filename", filename, first);
+        opt_string(out, "function", function, first);
+        if let Some(b) = in_app {
+            key(out, "in_app", *first);
+            *first = false;
+            out.extend_from_slice(if *b { b"true" } else { b"false" });
+        }
+        opt_string(out, "instruction_addr", instruction_addr, first);
+        opt_uint(out, "lineno", *lineno, first);
+        opt_string(out, "module", module, first);
+        opt_string(out, "package", package, first);
+        opt_string(out, "platform", platform, first);
+        out.push(b'}');
+    }
+    out.push(b']');
+}
+
 fn profile(out: &mut Vec<u8>, p: &ProfileData) {
     // Every field, so that a new one does not compile until it is written here too.
     let ProfileData {
@@ -94,7 +152,7 @@ fn profile(out: &mut Vec<u8>, p: &ProfileData) {
     key(out, "stacks", false);
     stacks(out, st);
     key(out, "frames", false);
-    value(out, frames);
+    self::frames(out, frames);
     if !thread_metadata.is_empty() {
         key(out, "thread_metadata", false);
         value(out, thread_metadata);
@@ -104,7 +162,7 @@ fn profile(out: &mut Vec<u8>, p: &ProfileData) {
 
 impl ProfileChunk {
     /// Appends the chunk's compact JSON to `out`: byte for byte what
-    /// [`ProfileChunk::to_json`] writes, in less time (the samples and stacks are written
+    /// [`ProfileChunk::to_json`] writes, in less time (the samples, stacks and frames are written
     /// directly). For the paths that serialize every chunk they send.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         // Every field, in declaration order (serde's), with serde's skip rules.
@@ -236,11 +294,30 @@ mod tests {
                     },
                 ],
                 stacks: vec![vec![0, 1, 2], vec![], vec![usize::MAX]],
-                frames: vec![Arc::new(Frame {
-                    function: Some("main\t\u{7f}".into()),
-                    lineno: Some(3),
-                    ..Default::default()
-                })],
+                frames: vec![
+                    Arc::new(Frame {
+                        function: Some("main\t\u{7f}".into()),
+                        lineno: Some(3),
+                        ..Default::default()
+                    }),
+                    Arc::new(Frame {
+                        abs_path: Some("/src/app \"x\".py".into()),
+                        colno: Some(u32::MAX),
+                        filename: Some("app.py".into()),
+                        function: Some("handler".into()),
+                        in_app: Some(true),
+                        instruction_addr: Some("0x7f00001234".into()),
+                        lineno: Some(0),
+                        module: Some("app\\mod".into()),
+                        package: Some("/usr/lib/libc.so.6".into()),
+                        platform: Some("native".into()),
+                    }),
+                    Arc::new(Frame {
+                        in_app: Some(false),
+                        ..Default::default()
+                    }),
+                    Arc::new(Frame::default()),
+                ],
                 thread_metadata: BTreeMap::from([(
                     "123".to_string(),
                     ThreadMetadata {
@@ -272,7 +349,45 @@ mod tests {
         assert_eq!(direct(&c), c.to_json());
     }
 
+    fn any_frame() -> impl Strategy<Value = Frame> {
+        let s = || proptest::option::of("\\PC{0,6}|[\\x00-\\x7f]{0,6}");
+        let n = || proptest::option::of(any::<u32>());
+        (
+            (s(), n(), s(), s(), proptest::option::of(any::<bool>())),
+            (s(), n(), s(), s(), s()),
+        )
+            .prop_map(
+                |(
+                    (abs_path, colno, filename, function, in_app),
+                    (instruction_addr, lineno, module, package, platform),
+                )| {
+                    let a = |v: Option<String>| v.map(|v| Arc::<str>::from(v.as_str()));
+                    Frame {
+                        abs_path: a(abs_path),
+                        colno,
+                        filename: a(filename),
+                        function: a(function),
+                        in_app,
+                        instruction_addr: a(instruction_addr),
+                        lineno,
+                        module: a(module),
+                        package: a(package),
+                        platform: a(platform),
+                    }
+                },
+            )
+    }
+
     proptest! {
+        #[test]
+        fn writes_what_serde_writes_for_any_frames(
+            frames in proptest::collection::vec(any_frame(), 0..8),
+        ) {
+            let mut c = full();
+            c.profile.frames = frames.into_iter().map(Arc::new).collect();
+            prop_assert_eq!(direct(&c), c.to_json());
+        }
+
         #[test]
         fn writes_what_serde_writes_for_any_samples_and_strings(
             ids in proptest::collection::vec(
