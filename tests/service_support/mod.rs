@@ -29,13 +29,26 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-/// A free loopback port (bound, then released).
+/// A free loopback port (bound, then released), never one handed out before in this process.
+///
+/// The port is free when returned but taken only later, by the process a test starts; the
+/// tests of one file run in parallel, and the kernel may offer a released port again. Two
+/// tests given the same port would then talk to each other's servers (seen as a connection
+/// reset when the other test killed its replica), so each port is handed out once.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// `127.0.0.1:<free port>`.
