@@ -1,7 +1,6 @@
 //! What a frame's content alone decides, remembered across requests on each thread: its
-//! serialized JSON length, the digest of that JSON, one canonical copy of the frame whose
-//! strings later copies share, and the shared `Arc<Frame>` chunks hold, once per frame
-//! `platform`.
+//! serialized JSON length, the digest of that JSON, and one canonical `Arc<Frame>` that chunks
+//! hold (plus one copy per foreign frame `platform`, sharing its strings).
 //!
 //! A producer sends the same frames in request after request, each time with a dictionary of
 //! its own (the eBPF profiler numbers its tables afresh per report). Serializing and hashing
@@ -40,8 +39,8 @@ const MAX_FRAMES: usize = 1 << 16;
 /// What the cache knows of a frame.
 #[derive(Debug, Clone)]
 pub(crate) struct FrameFacts {
-    /// The canonical copy (strings shared with every later copy handed out).
-    pub frame: Frame,
+    /// The canonical copy, `platform` unset (what chunks without a frame platform hold).
+    pub frame: Arc<Frame>,
     /// Length of its JSON.
     pub json_len: usize,
     /// First 8 bytes of the SHA-256 of its JSON.
@@ -59,16 +58,17 @@ pub(crate) struct Slot {
 
 /// One remembered frame.
 struct Entry {
-    frame: Frame,
+    /// The canonical copy, `platform` unset.
+    frame: Arc<Frame>,
     json_len: usize,
     json_digest: u64,
-    /// The shared copies handed out, one per frame `platform` (a handful at most: a frame
+    /// The copies with a `platform` handed out, one per platform (a handful at most: a frame
     /// keeps its runtime, and a runtime's frames take one platform per chunk platform).
-    shared: Vec<Arc<Frame>>,
+    with_platform: Vec<Arc<Frame>>,
 }
 
-/// A frame has at most this many shared copies (one per distinct `platform`); past it, a new
-/// copy is made each time, as without the cache.
+/// A frame has at most this many copies with a `platform`; past it, a new copy is made each
+/// time, as without the cache.
 const MAX_SHARED: usize = 8;
 
 #[derive(Default)]
@@ -148,7 +148,7 @@ impl Cache {
     fn facts_of_entry(&self, i: u32) -> FrameFacts {
         let e = &self.entries[i as usize];
         FrameFacts {
-            frame: e.frame.clone(),
+            frame: Arc::clone(&e.frame),
             json_len: e.json_len,
             json_digest: e.json_digest,
             slot: Slot {
@@ -159,16 +159,16 @@ impl Cache {
     }
 
     /// The entry of `frame`, added if new (the cache starting over first when full).
-    fn entry(&mut self, frame: &Frame) -> u32 {
-        let hash = self.hasher.hash_one(frame);
+    fn entry(&mut self, frame: Frame) -> u32 {
+        let hash = self.hasher.hash_one(&frame);
         let entries = &self.entries;
         if let Some(&i) = self
             .index
-            .find(hash, |&i| entries[i as usize].frame == *frame)
+            .find(hash, |&i| *entries[i as usize].frame == frame)
         {
             return i;
         }
-        let (json_len, json_digest) = compute(frame);
+        let (json_len, json_digest) = compute(&frame);
         if self.entries.len() >= MAX_FRAMES {
             self.start_over();
         }
@@ -180,10 +180,10 @@ impl Cache {
         } = self;
         let i = entries.len() as u32;
         entries.push(Entry {
-            frame: frame.clone(),
+            frame: Arc::new(frame),
             json_len,
             json_digest,
-            shared: Vec::new(),
+            with_platform: Vec::new(),
         });
         index.insert_unique(hash, i, |&j| hasher.hash_one(&entries[j as usize].frame));
         i
@@ -203,7 +203,7 @@ impl Cache {
 fn facts(frame: &Frame) -> FrameFacts {
     CACHE.with(|c| {
         let mut cache = c.borrow_mut();
-        let i = cache.entry(frame);
+        let i = cache.entry(frame.clone());
         cache.facts_of_entry(i)
     })
 }
@@ -225,7 +225,7 @@ pub(crate) fn facts_of(key: &LineKey<'_>, make: impl FnOnce() -> Frame) -> Frame
         if cache.lines.len() >= MAX_FRAMES {
             cache.start_over();
         }
-        let i = cache.entry(&make());
+        let i = cache.entry(make());
         let Cache {
             hasher,
             line_index,
@@ -239,14 +239,20 @@ pub(crate) fn facts_of(key: &LineKey<'_>, make: impl FnOnce() -> Frame) -> Frame
     })
 }
 
-/// The shared copy of the frame at `slot` with `platform` set: the one handed out before on
-/// this thread, else `frame` (that frame with that platform) made the shared one. Without the
-/// slot (the cache started over since), a new copy.
-pub(crate) fn shared(
-    slot: Slot,
-    platform: Option<&Arc<str>>,
-    frame: impl FnOnce() -> Frame,
-) -> Arc<Frame> {
+/// The copy of `frame` (the canonical one of `slot`) that chunks hold, with `platform` set:
+/// `frame` itself without a platform, else the copy with that platform handed out before on
+/// this thread (made now when new). Without the slot (the cache started over since), a new
+/// copy.
+pub(crate) fn shared(slot: Slot, platform: Option<&Arc<str>>, frame: &Arc<Frame>) -> Arc<Frame> {
+    let Some(platform) = platform else {
+        return Arc::clone(frame);
+    };
+    let with_platform = || {
+        Arc::new(Frame {
+            platform: Some(Arc::clone(platform)),
+            ..(**frame).clone()
+        })
+    };
     CACHE.with(|c| {
         let mut cache = c.borrow_mut();
         let generation = cache.generation;
@@ -255,20 +261,18 @@ pub(crate) fn shared(
             .get_mut(slot.index as usize)
             .filter(|_| generation == slot.generation)
         else {
-            return Arc::new(frame());
+            return with_platform();
         };
-        let wanted = platform.map(|p| &**p);
         if let Some(f) = entry
-            .shared
+            .with_platform
             .iter()
-            .find(|f| f.platform.as_deref() == wanted)
+            .find(|f| f.platform.as_deref() == Some(&**platform))
         {
             return Arc::clone(f);
         }
-        let f = Arc::new(frame());
-        debug_assert_eq!(f.platform.as_deref(), wanted);
-        if entry.shared.len() < MAX_SHARED {
-            entry.shared.push(Arc::clone(&f));
+        let f = with_platform();
+        if entry.with_platform.len() < MAX_SHARED {
+            entry.with_platform.push(Arc::clone(&f));
         }
         f
     })
@@ -300,7 +304,10 @@ mod tests {
         let b = facts(&frame("memcpy"));
         assert_eq!((a.json_len, a.json_digest), compute(&frame("memcpy")));
         assert_eq!((b.json_len, b.json_digest), (a.json_len, a.json_digest));
-        let (fa, fb) = (a.frame.function.unwrap(), b.frame.function.unwrap());
+        let (fa, fb) = (
+            a.frame.function.clone().unwrap(),
+            b.frame.function.clone().unwrap(),
+        );
         assert!(
             Arc::ptr_eq(&fa, &fb),
             "the second copy shares the first one's string"
@@ -328,10 +335,7 @@ mod tests {
     fn shared_copy(name: &str, platform: Option<&str>) -> Arc<Frame> {
         let facts = facts(&frame(name));
         let platform: Option<Arc<str>> = platform.map(Arc::from);
-        shared(facts.slot, platform.as_ref(), || Frame {
-            platform: platform.clone(),
-            ..facts.frame.clone()
-        })
+        shared(facts.slot, platform.as_ref(), &facts.frame)
     }
 
     #[test]
@@ -357,9 +361,16 @@ mod tests {
             facts(&frame(&format!("filler{i}")));
         }
         // The cache started over: `old.slot` now names another frame's place, or none.
-        let copy = shared(old.slot, None, || old.frame.clone());
-        assert_eq!(*copy, frame("before"));
-        let again = shared(old.slot, None, || old.frame.clone());
+        let native: Arc<str> = Arc::from("native");
+        let copy = shared(old.slot, Some(&native), &old.frame);
+        assert_eq!(
+            *copy,
+            Frame {
+                platform: Some(native.clone()),
+                ..frame("before")
+            }
+        );
+        let again = shared(old.slot, Some(&native), &old.frame);
         assert!(!Arc::ptr_eq(&copy, &again), "a stale slot shares nothing");
     }
 
@@ -392,8 +403,8 @@ mod tests {
         // then found as the same frame (one shared copy for both).
         let c = facts_of(&line("handler", 11), || make("handler"));
         assert_eq!(built.get(), 2);
-        let shared_a = shared(a.slot, None, || a.frame.clone());
-        let shared_c = shared(c.slot, None, || c.frame.clone());
+        let shared_a = shared(a.slot, None, &a.frame);
+        let shared_c = shared(c.slot, None, &c.frame);
         assert!(Arc::ptr_eq(&shared_a, &shared_c));
         // Frame facts looked up by content agree with those found by line.
         assert_eq!(facts(&frame("handler")).json_digest, a.json_digest);

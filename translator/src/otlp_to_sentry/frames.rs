@@ -55,8 +55,8 @@ const UNRESOLVED: u32 = u32::MAX;
 /// A deduplicated frame with what chunk building needs.
 #[derive(Debug, Clone)]
 pub(crate) struct FrameInfo {
-    /// The frame, `platform` unset.
-    pub frame: Frame,
+    /// The frame, `platform` unset (the frame cache's canonical copy).
+    pub frame: Arc<Frame>,
     /// Its runtime.
     pub runtime: Runtime,
     /// Index into [`FrameTable::mappings`], or `u32::MAX` without a mapping.
@@ -85,7 +85,7 @@ pub(crate) struct FrameTable<'a> {
     loc_frames: Vec<u32>,
     /// Deduplicated frames.
     pub frames: Vec<FrameInfo>,
-    frame_ids: HashMap<(Frame, Runtime, u32), u32>,
+    frame_ids: HashMap<(Arc<Frame>, Runtime, u32), u32>,
     map_slot: Vec<u32>,
     /// Resolved mappings (referenced by [`FrameInfo::mapping`]).
     pub mappings: Vec<MappingInfo>,
@@ -304,7 +304,7 @@ impl<'a> FrameTable<'a> {
         );
         let id = self.frames.len() as u32;
         self.frames.push(FrameInfo {
-            frame: entry.key().0.clone(),
+            frame: Arc::clone(&entry.key().0),
             runtime,
             mapping,
             json_len: facts.json_len,

@@ -90,11 +90,7 @@ impl Splitter<'_, '_> {
                     // The same `Arc` as in earlier requests' chunks (see `frame_cache`).
                     let info = &self.ft.frames[fi];
                     let platform = shared.frame_platforms[info.runtime.index()].as_ref();
-                    let frame = frame_cache::shared(info.slot, platform, || {
-                        let mut frame = info.frame.clone();
-                        frame.platform = platform.cloned();
-                        frame
-                    });
+                    let frame = frame_cache::shared(info.slot, platform, &info.frame);
                     Arc::clone(slot.insert(frame))
                 }
             };
