@@ -70,12 +70,17 @@ fn dropping_sparse_threads_leaves_only_chunks_relay_keeps() {
     }
 }
 
+/// The real eBPF profiler fixture.
+fn ebpf_fixture() -> profilink_proto::otlp::ExportProfilesServiceRequest {
+    fixtures()
+        .into_iter()
+        .find_map(|(n, req)| (n == "ebpf-profile.pb").then_some(req))
+        .unwrap()
+}
+
 #[test]
 fn ebpf_fixture_shapes() {
-    let (_, req) = fixtures()
-        .into_iter()
-        .find(|(n, _)| n == "ebpf-profile.pb")
-        .unwrap();
+    let req = ebpf_fixture();
     let t = request_to_chunks(&req, &ChunkOptions::default());
     let platforms: BTreeSet<&str> = t.chunks.iter().map(|c| c.platform.as_str()).collect();
     // A JVM process, native-only processes, ...
@@ -120,10 +125,7 @@ fn ebpf_fixture_shapes() {
 /// (the exporter) finds a frame it already holds by pointer, without comparing its strings.
 #[test]
 fn a_second_request_shares_the_first_ones_frames() {
-    let (_, req) = fixtures()
-        .into_iter()
-        .find(|(n, _)| n == "ebpf-profile.pb")
-        .unwrap();
+    let req = ebpf_fixture();
     let opts = ChunkOptions::default();
     let first = request_to_chunks(&req, &opts);
     let second = request_to_chunks(&req, &opts);
