@@ -132,14 +132,11 @@ pub fn write_json_f64(out: &mut Vec<u8>, v: f64) {
 
 /// The length of what [`write_json_f64`] writes for `v`.
 pub fn json_f64_len(v: f64) -> usize {
-    if !v.is_finite() {
-        return 4;
-    }
     match decimal(v) {
         Some(d) => digits(d.int) + 1 + d.frac_len.max(1),
         None => {
             let mut buf = Vec::with_capacity(32);
-            let _ = CompactFormatter.write_f64(&mut buf, v);
+            write_json_f64(&mut buf, v);
             buf.len()
         }
     }
