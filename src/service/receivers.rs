@@ -68,11 +68,21 @@ fn start_kafka(
             })?;
     tracing::info!(receiver = %id, brokers = %cfg.brokers.join(","), group = %cfg.group_id, "reading OTLP messages from Kafka");
     let stopped = waiter(stop);
+    // The service waits `close_within` for this task from the moment it says stop; the close
+    // gets a little less, so that when a vanished broker holds it, the receiver's own warning
+    // (what was abandoned and what is read again) is logged before the service stops waiting.
+    let close_within = close_within.saturating_sub(close_margin(close_within));
     Ok(ServerHandle::without_listener(tokio::spawn(async move {
         stopped.await;
         r.shutdown(close_within).await;
         Ok(())
     })))
+}
+
+/// What a `kafka` receiver's close leaves of the service's shutdown deadline: a tenth of it,
+/// at most half a second.
+fn close_margin(deadline: Duration) -> Duration {
+    (deadline / 10).min(Duration::from_millis(500))
 }
 
 /// Starts every receiver (a Sentry receiver with its upstream forwarder from `forwarders`, an
