@@ -120,21 +120,44 @@ fn ebpf_fixture_shapes() {
     }
 }
 
-/// A producer sends the same frames request after request; each translation on a thread hands
-/// out the very `Arc`s of the one before, so whoever merges a session's chunks across requests
-/// (the exporter) finds a frame it already holds by pointer, without comparing its strings.
+/// A producer sends the same frames request after request; each translation, on whichever
+/// thread, hands out the very `Arc`s of the one before, so whoever merges a session's chunks
+/// across requests (the exporter) finds a frame it already holds by pointer, without comparing
+/// its strings.
 #[test]
 fn a_second_request_shares_the_first_ones_frames() {
     let req = ebpf_fixture();
     let opts = ChunkOptions::default();
     let first = request_to_chunks(&req, &opts);
     let second = request_to_chunks(&req, &opts);
+    let elsewhere = {
+        let (req, opts) = (req.clone(), opts.clone());
+        std::thread::spawn(move || request_to_chunks(&req, &opts))
+            .join()
+            .unwrap()
+    };
     assert_eq!(first, second);
+    assert_eq!(first, elsewhere);
     let mut frames = 0;
-    for (a, b) in first.chunks.iter().zip(&second.chunks) {
+    for ((a, b), c) in first
+        .chunks
+        .iter()
+        .zip(&second.chunks)
+        .zip(&elsewhere.chunks)
+    {
         assert_eq!(a.profile.frames.len(), b.profile.frames.len());
-        for (fa, fb) in a.profile.frames.iter().zip(&b.profile.frames) {
+        for ((fa, fb), fc) in a
+            .profile
+            .frames
+            .iter()
+            .zip(&b.profile.frames)
+            .zip(&c.profile.frames)
+        {
             assert!(std::sync::Arc::ptr_eq(fa, fb), "{fa:?} copied, not shared");
+            assert!(
+                std::sync::Arc::ptr_eq(fa, fc),
+                "{fa:?} copied on another thread, not shared"
+            );
             frames += 1;
         }
     }

@@ -195,6 +195,7 @@ use crate::sample_link::SampleLink;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesDictionary, ResourceProfiles};
 use profilink_proto::sentry::ProfileChunk;
 
+mod canonical_frames;
 mod claims;
 mod collect;
 mod debug_images;
