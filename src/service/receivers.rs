@@ -87,8 +87,8 @@ fn close_margin(deadline: Duration) -> Duration {
 
 /// Starts every receiver (a Sentry receiver with its upstream forwarder from `forwarders`, an
 /// OTLP listener with the authenticator its `auth` names from `auths`); they stop accepting
-/// once `stop` says stop (a `kafka` receiver then has `shutdown_timeout` to commit and leave
-/// its group).
+/// once `stop` says stop (a `kafka` receiver then has a little less than `shutdown_timeout`
+/// to commit and leave its group, see [`close_margin`]).
 pub async fn build_receivers(
     plan: &Plan,
     fanouts: &[(String, Arc<Fanout>)],

@@ -95,15 +95,6 @@ fn decimal(v: f64) -> Option<Decimal> {
     nearest_scaled(v, 10_000_000).map(|n| Decimal::new(n, 7))
 }
 
-fn digits(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 10 {
-        v /= 10;
-        n += 1;
-    }
-    n
-}
-
 /// Appends `v` as serde_json writes it (`null` when not finite).
 pub fn write_json_f64(out: &mut Vec<u8>, v: f64) {
     if !v.is_finite() {
@@ -133,7 +124,9 @@ pub fn write_json_f64(out: &mut Vec<u8>, v: f64) {
 /// The length of what [`write_json_f64`] writes for `v`.
 pub fn json_f64_len(v: f64) -> usize {
     match decimal(v) {
-        Some(d) => digits(d.int) + 1 + d.frac_len.max(1),
+        // The integer part's digits (it is at least 1), the point, the fraction (`.0` when
+        // whole).
+        Some(d) => d.int.ilog10() as usize + 1 + 1 + d.frac_len.max(1),
         None => {
             let mut buf = Vec::with_capacity(32);
             write_json_f64(&mut buf, v);
