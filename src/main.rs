@@ -53,6 +53,8 @@ fn main() -> ExitCode {
             debug_dirs,
             debuginfod,
             symbol_cache,
+            debuginfod_timeout,
+            symbol_max_file_size_mib,
             inputs,
         }) => {
             let args = cli::translate::Args {
@@ -62,7 +64,14 @@ fn main() -> ExitCode {
                 transactions: &transactions,
                 sparse_threads,
                 symbolize: symbolize.then(|| {
-                    cli::translate::symbolize_config(debug_dirs, debuginfod, symbol_cache)
+                    let mut cfg =
+                        cli::translate::symbolize_config(debug_dirs, debuginfod, symbol_cache);
+                    cli::translate::symbolize_bounds(
+                        &mut cfg,
+                        debuginfod_timeout,
+                        symbol_max_file_size_mib,
+                    );
+                    cfg
                 }),
                 inputs: &inputs,
             };

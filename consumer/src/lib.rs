@@ -16,12 +16,15 @@
 //! * [`Upstream`]: where the Sentry receiver passes SDK requests on ([`ForwardRequest`]) and
 //!   learns the upstream's rate limits ([`UpstreamLimit`]).
 //! * [`ChunkObserver`]: sees every merged chunk an exporter queued (the profile store).
+//! * [`body`]: bodies read from the network, bounded while they stream ([`body::BodyBound`]):
+//!   every client's reads share it.
 //! * [`telemetry`]: how a stage's counters show at `/metrics` ([`telemetry::Render`]), with
 //!   no exposition format named.
 
 #![warn(missing_docs)]
 
 mod batch;
+pub mod body;
 mod consume;
 mod export;
 mod observer;

@@ -108,6 +108,15 @@ pub enum Command {
         /// $XDG_CACHE_HOME/profilink/debuginfod, else ~/.cache/profilink/debuginfod).
         #[arg(long = "symbol-cache", requires = "symbolize")]
         symbol_cache: Option<PathBuf>,
+        /// Time budget of one debuginfod download, from connecting to the body's last byte
+        /// ("60s", "500ms"; default 60s): the command waits for its downloads this long, plus
+        /// 2 s for the failures to be counted, then writes what it has.
+        #[arg(long = "debuginfod-timeout", requires = "symbolize", value_parser = parse_duration)]
+        debuginfod_timeout: Option<std::time::Duration>,
+        /// Largest debug file read or downloaded, in MiB (default 1024): a download that passes
+        /// it is stopped there (`too_large`).
+        #[arg(long = "symbol-max-file-size-mib", requires = "symbolize", value_parser = clap::value_parser!(u64).range(1..))]
+        symbol_max_file_size_mib: Option<u64>,
         /// Input files (`-` for standard input).
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
@@ -151,6 +160,10 @@ pub enum SparseThreads {
     Group,
     /// Drop them.
     Drop,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime_serde::re::humantime::parse_duration(s).map_err(|e| e.to_string())
 }
 
 fn parse_format(s: &str) -> Result<InputFormat, String> {

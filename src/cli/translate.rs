@@ -10,7 +10,7 @@ use profilink_proto::input::InputFormat;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp_json;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_symbolizer::{Symbolizer, SymbolizerConfig};
+use profilink_symbolizer::{FetchFailure, Symbolizer, SymbolizerConfig};
 use profilink_translator::{
     InputError, SentryParts, TransactionLinks, decode_otlp, ndjson_chunk, ndjson_lines,
     otlp_to_sentry, sentry_to_otlp,
@@ -86,7 +86,8 @@ pub fn run(args: &Args) -> Result<u8> {
 
 /// The symbolizer config of `--symbolize` and its flags: debug directories (default
 /// `/usr/lib/debug`), debuginfod URLs (default `DEBUGINFOD_URLS`), the download cache, and a
-/// wait as long as one download may take (an offline command waits for its downloads).
+/// wait as long as one download may take, plus [`DOWNLOAD_GRACE`] (an offline command waits
+/// for its downloads).
 pub fn symbolize_config(
     debug_dirs: Vec<PathBuf>,
     debuginfod: Vec<String>,
@@ -100,13 +101,41 @@ pub fn symbolize_config(
         cfg.debuginfod.urls = Some(debuginfod);
     }
     cfg.debuginfod.cache_dir = symbol_cache;
-    cfg.wait = cfg.debuginfod.timeout;
+    cfg.wait = cfg.debuginfod.timeout + DOWNLOAD_GRACE;
     cfg
+}
+
+/// How much longer than one download's budget `translate --symbolize` waits: a download that
+/// runs out of its budget is then counted `fetch_failed` with its reason, not `timeout`.
+pub const DOWNLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `--debuginfod-timeout` (the download budget, and the wait with [`DOWNLOAD_GRACE`]) and
+/// `--symbol-max-file-size-mib` over `cfg`.
+pub fn symbolize_bounds(
+    cfg: &mut SymbolizerConfig,
+    timeout: Option<std::time::Duration>,
+    max_file_size_mib: Option<u64>,
+) {
+    if let Some(t) = timeout {
+        cfg.debuginfod.timeout = t;
+        cfg.wait = t + DOWNLOAD_GRACE;
+    }
+    if let Some(m) = max_file_size_mib {
+        cfg.max_file_size_mib = m;
+    }
 }
 
 /// Names the native frames of every OTLP input; says on stderr what was named and why the
 /// rest was not.
 fn symbolize(cfg: &SymbolizerConfig, g: &mut Gathered) {
+    // The symbolizer's warnings (a failed download, once per build id) go to stderr.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
+        .try_init();
     let symbolizer = Symbolizer::new(cfg.clone());
     for (name, req) in &mut g.otlp {
         let s = symbolizer.symbolize_request(req);
@@ -122,6 +151,21 @@ fn symbolize(cfg: &SymbolizerConfig, g: &mut Gathered) {
             format!(", not: {}", rest.join(", "))
         };
         eprintln!("{name}: symbolized {} native frame(s){rest}", s.symbolized);
+    }
+    let m = symbolizer.metrics();
+    let failures: Vec<String> = FetchFailure::ALL
+        .iter()
+        .filter_map(|&r| {
+            let n = m.fetch_errors(r);
+            (n > 0).then(|| format!("{n} {}", r.label()))
+        })
+        .collect();
+    if !failures.is_empty() {
+        eprintln!(
+            "debuginfod: {} download(s) failed: {}",
+            m.fetch_errors_total(),
+            failures.join(", ")
+        );
     }
 }
 

@@ -73,6 +73,16 @@ pub fn gnu_build_id(data: &[u8]) -> Option<Vec<u8>> {
     file.build_id().ok().flatten().map(<[u8]>::to_vec)
 }
 
+/// The GNU build id of the ELF file at `path`, read through a cache of the parts the parser
+/// asks for (the headers and the note), not the whole file.
+pub fn gnu_build_id_of_file(path: &std::path::Path) -> Option<Vec<u8>> {
+    use object::Object;
+    let file = std::fs::File::open(path).ok()?;
+    let cache = object::ReadCache::new(file);
+    let parsed = object::File::parse(&cache).ok()?;
+    parsed.build_id().ok().flatten().map(<[u8]>::to_vec)
+}
+
 /// The eBPF profiler's file id of a whole file's bytes (see the module docs).
 pub fn htlhash(data: &[u8]) -> [u8; 16] {
     let mut h = Sha256::new();

@@ -41,7 +41,7 @@ mod symbols;
 pub mod telemetry;
 
 pub use config::{DebuginfodConfig, SourceKind, SymbolizerConfig};
-pub use metrics::{Outcome, SymbolizerMetrics};
+pub use metrics::{FetchFailure, Outcome, SymbolizerMetrics};
 pub use object::{LoadedObject, ObjectError, SymFrame};
 pub use rewrite::SYMBOLIZED_KEY;
 pub use scan::{FRAME_TYPE_KEY, PID_KEY};

@@ -47,6 +47,59 @@ impl Outcome {
     }
 }
 
+/// Why one debuginfod download failed (the `reason` label of
+/// `profilink_symbolizer_debuginfod_fetch_errors_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FetchFailure {
+    /// The body (declared or as it streamed) went past `max_file_size_mib`.
+    TooLarge,
+    /// The download was still running at the end of its time budget (`debuginfod.timeout`).
+    Timeout,
+    /// The body broke off before its end.
+    Truncated,
+    /// A whole body whose GNU build id is not the one asked for (or not an ELF file).
+    BuildIdMismatch,
+    /// The server answered with a status other than 200 or 404.
+    HttpStatus,
+    /// No answer: connection refused or reset, DNS, TLS.
+    Transport,
+    /// The download could not be written into the cache directory.
+    CacheWrite,
+}
+
+impl FetchFailure {
+    /// Every reason, in metric order.
+    pub const ALL: [FetchFailure; 7] = [
+        FetchFailure::TooLarge,
+        FetchFailure::Timeout,
+        FetchFailure::Truncated,
+        FetchFailure::BuildIdMismatch,
+        FetchFailure::HttpStatus,
+        FetchFailure::Transport,
+        FetchFailure::CacheWrite,
+    ];
+
+    /// The `reason` label value (also what a `.failed` cache entry holds).
+    pub fn label(self) -> &'static str {
+        match self {
+            FetchFailure::TooLarge => "too_large",
+            FetchFailure::Timeout => "timeout",
+            FetchFailure::Truncated => "truncated",
+            FetchFailure::BuildIdMismatch => "build_id_mismatch",
+            FetchFailure::HttpStatus => "http_status",
+            FetchFailure::Transport => "transport",
+            FetchFailure::CacheWrite => "cache_write",
+        }
+    }
+
+    fn index(self) -> usize {
+        FetchFailure::ALL
+            .iter()
+            .position(|r| *r == self)
+            .unwrap_or(0)
+    }
+}
+
 /// The counters (monotonic).
 #[derive(Debug, Default)]
 pub struct SymbolizerMetrics {
@@ -63,6 +116,7 @@ pub struct SymbolizerMetrics {
     pub debuginfod_fetches_failed: AtomicU64,
     /// Bytes of debug files downloaded from debuginfod.
     pub debuginfod_bytes: AtomicU64,
+    fetch_errors: [AtomicU64; 7],
 }
 
 impl SymbolizerMetrics {
@@ -74,6 +128,24 @@ impl SymbolizerMetrics {
     /// Locations counted with `outcome` so far.
     pub fn frames(&self, outcome: Outcome) -> u64 {
         self.frames[outcome.index()].load(Ordering::Relaxed)
+    }
+
+    /// Counts one failed download from one server.
+    pub(crate) fn add_fetch_error(&self, reason: FetchFailure) {
+        self.fetch_errors[reason.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Failed downloads (one per server tried) with `reason` so far.
+    pub fn fetch_errors(&self, reason: FetchFailure) -> u64 {
+        self.fetch_errors[reason.index()].load(Ordering::Relaxed)
+    }
+
+    /// Failed downloads (one per server tried), every reason.
+    pub fn fetch_errors_total(&self) -> u64 {
+        FetchFailure::ALL
+            .iter()
+            .map(|&r| self.fetch_errors(r))
+            .sum()
     }
 
     pub(crate) fn inc(c: &AtomicU64, n: u64) {

@@ -6,9 +6,10 @@
 //! | `profilink_symbolizer_frames_total` | counter | `pipeline`, `outcome` | native locations seen by a `symbolize` processor: `symbolized`, `no_debug_info`, `build_id_mismatch`, `fetch_failed`, `timeout`, `not_native` |
 //! | `profilink_symbolizer_cache_{hits,misses}_total` | counter | `pipeline` | address lookups answered from the (build id, address) cache / from the debug information |
 //! | `profilink_symbolizer_debuginfod_fetches_total` | counter | `pipeline`, `result` | debuginfod lookups: `ok`, `not_found`, `error` |
+//! | `profilink_symbolizer_debuginfod_fetch_errors_total` | counter | `pipeline`, `reason` | failed debuginfod downloads, one per server tried: `too_large`, `timeout`, `truncated`, `build_id_mismatch`, `http_status`, `transport`, `cache_write` |
 //! | `profilink_symbolizer_debuginfod_bytes_total` | counter | `pipeline` | bytes of debug files downloaded |
 
-use crate::{Outcome, SymbolizerMetrics};
+use crate::{FetchFailure, Outcome, SymbolizerMetrics};
 use profilink_consumer::telemetry::{Render, Text};
 use std::sync::Arc;
 
@@ -52,6 +53,21 @@ impl Render for Symbolizers<'_> {
                     name,
                     &[("pipeline", p), ("result", result)],
                     SymbolizerMetrics::get(c),
+                );
+            }
+        }
+        let name = "profilink_symbolizer_debuginfod_fetch_errors_total";
+        f.header(
+            name,
+            "counter",
+            "Failed debuginfod downloads of a symbolize processor (one per server tried), by reason.",
+        );
+        for (p, m) in symbolizers {
+            for r in FetchFailure::ALL {
+                f.sample(
+                    name,
+                    &[("pipeline", p), ("reason", r.label())],
+                    m.fetch_errors(r),
                 );
             }
         }

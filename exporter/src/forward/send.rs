@@ -4,6 +4,9 @@ use super::limits::UpstreamLimits;
 use profilink_consumer::ForwardRequest;
 use std::time::{Duration, Instant, SystemTime};
 
+/// Bytes of an upstream's answer read at most (a 4xx body's start is logged).
+const MAX_REJECTION_BODY: usize = 2048;
+
 /// What to do with a request after one attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -76,7 +79,9 @@ pub async fn send(
             ),
         ),
         400..=499 => {
-            let body = response.text().await.unwrap_or_default();
+            // Only a 4xx body is used (its start, in the log line): bounded while it streams.
+            let answer = crate::http::read_response(response, MAX_REJECTION_BODY).await;
+            let body = String::from_utf8_lossy(&answer.body);
             let body: String = body.chars().take(512).collect();
             Outcome::Drop("rejected", format!("upstream answered {status}: {body}"))
         }

@@ -1,6 +1,8 @@
 //! Reading a response the exporters act on, once: its status, Sentry's rate-limit headers
 //! (`X-Sentry-Rate-Limits`, `Retry-After`), its content type, and the start of its body.
 
+use profilink_consumer::body::BodyBound;
+
 /// What a server answered, as read by [`read_response`].
 #[derive(Debug, Clone)]
 pub struct Response {
@@ -16,9 +18,11 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-/// Reads `resp`: its status and headers, and its body up to `max_body` bytes. A body that
-/// breaks off is kept as far as it came: the status already tells the outcome, a broken body
-/// only loses detail.
+/// Reads `resp`: its status and headers, and its body up to `max_body` bytes, bounded while it
+/// streams ([`BodyBound::keep`]: never more than `max_body` bytes held, and the read stops
+/// there, so an answer that never ends costs `max_body` bytes and no time past the limit). A
+/// body that breaks off is kept as far as it came: the status already tells the outcome, a
+/// broken body only loses detail. The time the body may take is the client's `timeout`.
 pub async fn read_response(mut resp: reqwest::Response, max_body: usize) -> Response {
     let header = |name: &str| {
         resp.headers()
@@ -30,14 +34,14 @@ pub async fn read_response(mut resp: reqwest::Response, max_body: usize) -> Resp
     let rate_limits = header("x-sentry-rate-limits");
     let retry_after = header("retry-after");
     let content_type = header("content-type");
+    let mut bound = BodyBound::new(max_body as u64);
     let mut body = Vec::new();
-    while body.len() < max_body {
+    while !bound.is_full() {
         match resp.chunk().await {
-            Ok(Some(c)) => body.extend_from_slice(&c),
+            Ok(Some(c)) => body.extend_from_slice(bound.keep(&c)),
             Ok(None) | Err(_) => break,
         }
     }
-    body.truncate(max_body);
     Response {
         status,
         rate_limits,

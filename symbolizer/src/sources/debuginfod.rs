@@ -4,24 +4,31 @@
 //! [`Fetcher::status`] answers from the disk cache at once, or queues a download and says
 //! `Pending`; callers wait for their downloads at most their budget ([`Fetcher::wait`]).
 //! Downloads run on at most `max_concurrent_fetches` threads (one build id is fetched once at a
-//! time; at most [`MAX_QUEUED`] wait), each with its timeout and a size bound (a
-//! `Content-Length` above it is refused before the body is read, a longer body is cut and
-//! refused). A body is kept only when its GNU build id is the one requested. Servers are tried
-//! in order; when every server answers 404 a negative entry goes to disk. Transport failures are
-//! remembered in memory for `retry_after`.
+//! time; at most [`MAX_QUEUED`] wait), each bounded while it streams ([`download`]: the size
+//! bound `max_file_size_mib`, the time budget `debuginfod.timeout`, into a temporary part of
+//! the cache, renamed only when whole and of the build id requested). Servers are tried in
+//! order; when every server answers 404 a negative entry goes to disk. A failed download is
+//! counted by reason, logged once per build id (a warning; later ones at debug), remembered in
+//! memory and on disk (a `.failed` entry) for `retry_after`, so neither a later request nor a
+//! restarted process fetches it again at once.
+//!
+//! [`download`]: crate::sources::download
 
 use crate::config::SymbolizerConfig;
-use crate::file_id::ObjectId;
 use crate::metrics::SymbolizerMetrics;
 use crate::sources::disk_cache::DiskCache;
+use crate::sources::download::Downloader;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Downloads waiting for a thread at most; more are not started (counted as failed lookups by
 /// the caller, and asked again by a later request).
 pub(crate) const MAX_QUEUED: usize = 256;
+
+/// Build ids whose failure was logged as a warning at most; past it, failures log at debug.
+const MAX_WARNED: usize = 4096;
 
 /// Where a build id stands with debuginfod.
 #[derive(Debug)]
@@ -39,6 +46,7 @@ struct State {
     queue: VecDeque<Vec<u8>>,
     in_flight: HashSet<Vec<u8>>,
     failed: HashMap<Vec<u8>, Instant>,
+    warned: HashSet<Vec<u8>>,
     threads: usize,
     shutdown: bool,
 }
@@ -46,6 +54,8 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     cond: Condvar,
+    /// Set when the fetcher is dropped: running downloads stop.
+    cancel: AtomicBool,
     urls: Vec<String>,
     cache: DiskCache,
     timeout: Duration,
@@ -60,12 +70,30 @@ pub(crate) struct Fetcher {
     shared: Arc<Shared>,
 }
 
+/// How long dropping a [`Fetcher`] waits for its threads to stop their downloads (and remove
+/// their partial files).
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
 impl Drop for Fetcher {
     fn drop(&mut self) {
-        let mut s = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let sh = &self.shared;
+        let mut s = sh.state.lock().unwrap_or_else(|e| e.into_inner());
         s.shutdown = true;
         s.queue.clear();
-        self.shared.cond.notify_all();
+        sh.cancel.store(true, Ordering::Relaxed);
+        sh.cond.notify_all();
+        let deadline = Instant::now() + STOP_WAIT;
+        while s.threads > 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            s = sh
+                .cond
+                .wait_timeout(s, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 }
 
@@ -76,6 +104,7 @@ impl Fetcher {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 cond: Condvar::new(),
+                cancel: AtomicBool::new(false),
                 urls: d
                     .effective_urls()
                     .into_iter()
@@ -84,8 +113,10 @@ impl Fetcher {
                 cache: DiskCache::new(
                     d.effective_cache_dir(),
                     d.cache_max_size_mib.saturating_mul(1 << 20),
-                    d.negative_ttl,
+                    (d.negative_ttl, cfg.retry_after),
                     cfg.max_file_size(),
+                    // No live download goes this long without writing.
+                    d.timeout + Duration::from_secs(60),
                 ),
                 timeout: d.timeout,
                 max_size: cfg.max_file_size(),
@@ -163,8 +194,8 @@ impl Fetcher {
 
 /// A download thread: takes build ids from the queue until shut down (idle threads wait).
 fn worker(sh: Arc<Shared>) {
-    let client = match client(sh.timeout) {
-        Ok(c) => Some(c),
+    let downloader = match Downloader::new(sh.timeout, sh.max_size) {
+        Ok(d) => Some(d),
         Err(e) => {
             tracing::warn!(error = %e, "symbolize: cannot build the debuginfod HTTP client");
             None
@@ -176,6 +207,7 @@ fn worker(sh: Arc<Shared>) {
             loop {
                 if s.shutdown {
                     s.threads -= 1;
+                    sh.cond.notify_all();
                     return;
                 }
                 if let Some(id) = s.queue.pop_front() {
@@ -184,15 +216,25 @@ fn worker(sh: Arc<Shared>) {
                 s = sh.cond.wait(s).unwrap_or_else(|e| e.into_inner());
             }
         };
-        let result = match &client {
-            Some(c) => fetch(&sh, c, &id),
-            None => Err("no HTTP client".to_owned()),
+        let result = match &downloader {
+            Some(d) => fetch(&sh, d, &id),
+            None => Err(Lookup::Failed("no HTTP client".to_owned())),
         };
         let mut s = sh.state.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok(()) => {}
-            Err(e) => {
-                tracing::debug!(build_id = %hex::encode(&id), error = %e, "symbolize: debuginfod fetch failed");
+            Err(Lookup::Cancelled) => {}
+            Err(Lookup::NotFound) => {
+                s.failed.insert(id.clone(), Instant::now());
+            }
+            Err(Lookup::Failed(e)) => {
+                let first = s.warned.len() < MAX_WARNED && s.warned.insert(id.clone());
+                let build_id = hex::encode(&id);
+                if first {
+                    tracing::warn!(%build_id, error = %e, retry_after = ?sh.retry_after, "symbolize: debuginfod download failed; frames of this build id stay unsymbolized (fetch_failed)");
+                } else {
+                    tracing::debug!(%build_id, error = %e, "symbolize: debuginfod download failed");
+                }
                 s.failed.insert(id.clone(), Instant::now());
             }
         }
@@ -201,76 +243,60 @@ fn worker(sh: Arc<Shared>) {
     }
 }
 
-fn client(timeout: Duration) -> Result<reqwest::blocking::Client, String> {
-    let tls = profilink_tls::ClientTlsConfig::default()
-        .rustls_config(&[b"http/1.1"])
-        .map_err(|e| e.to_string())?;
-    reqwest::blocking::Client::builder()
-        .use_preconfigured_tls(tls)
-        .timeout(timeout)
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .user_agent(concat!("profilink/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| e.to_string())
+/// Why a lookup ended without a file.
+enum Lookup {
+    /// Every server answered 404 (a negative entry is on disk).
+    NotFound,
+    /// A download failed (counted by reason; a `.failed` entry is on disk): the detail.
+    Failed(String),
+    /// The fetcher is shutting down: nothing counted or remembered.
+    Cancelled,
 }
 
-/// Downloads `id` from the servers in order; `Ok` when stored or when every server answered
-/// "not found" (negative entry stored), `Err` for a failure worth retrying later.
-fn fetch(sh: &Shared, client: &reqwest::blocking::Client, id: &[u8]) -> Result<(), String> {
+/// Downloads `id` from the servers in order; `Ok` when stored.
+fn fetch(sh: &Shared, downloader: &Downloader, id: &[u8]) -> Result<(), Lookup> {
     let hex = hex::encode(id);
     let mut errors = Vec::new();
+    let mut last_reason = None;
     for url in &sh.urls {
         let url = format!("{url}/buildid/{hex}/debuginfo");
-        match fetch_one(sh, client, &url, id) {
-            Ok(Some(data)) => {
-                SymbolizerMetrics::inc(&sh.metrics.debuginfod_fetches_ok, 1);
-                SymbolizerMetrics::inc(&sh.metrics.debuginfod_bytes, data.len() as u64);
-                sh.cache
-                    .put(id, &data)
-                    .map_err(|e| format!("cannot write the cache: {e}"))?;
-                return Ok(());
-            }
+        match downloader.get(&sh.cache, &url, id, &sh.cancel) {
+            Ok(Some((part, len))) => match sh.cache.commit(id, part) {
+                Ok(()) => {
+                    SymbolizerMetrics::inc(&sh.metrics.debuginfod_fetches_ok, 1);
+                    SymbolizerMetrics::inc(&sh.metrics.debuginfod_bytes, len);
+                    return Ok(());
+                }
+                Err(e) => {
+                    let reason = crate::metrics::FetchFailure::CacheWrite;
+                    sh.metrics.add_fetch_error(reason);
+                    last_reason = Some(reason);
+                    errors.push(format!(
+                        "{url}: {}: cannot write the cache: {e}",
+                        reason.label()
+                    ));
+                }
+            },
             Ok(None) => {}
-            Err(e) => errors.push(format!("{url}: {e}")),
+            Err(f) => {
+                let Some(reason) = f.reason else {
+                    return Err(Lookup::Cancelled);
+                };
+                sh.metrics.add_fetch_error(reason);
+                last_reason = Some(reason);
+                errors.push(format!("{url}: {}: {}", reason.label(), f.detail));
+            }
         }
     }
-    if errors.is_empty() {
+    let Some(reason) = last_reason else {
         SymbolizerMetrics::inc(&sh.metrics.debuginfod_fetches_not_found, 1);
-        let _ = sh.cache.put_negative(id);
         // Remembered on disk; the in-memory entry makes the caller's next look cheap.
-        return Err("not found on any server".to_owned());
-    }
+        let _ = sh.cache.put_negative(id);
+        return Err(Lookup::NotFound);
+    };
     SymbolizerMetrics::inc(&sh.metrics.debuginfod_fetches_failed, 1);
-    Err(errors.join("; "))
-}
-
-/// One server: `Ok(None)` for 404, the checked body for 200.
-fn fetch_one(
-    sh: &Shared,
-    client: &reqwest::blocking::Client,
-    url: &str,
-    id: &[u8],
-) -> Result<Option<Vec<u8>>, String> {
-    let resp = client.get(url).send().map_err(|e| e.to_string())?;
-    let status = resp.status();
-    if status == reqwest::StatusCode::NOT_FOUND {
-        return Ok(None);
+    if let Err(e) = sh.cache.put_failed(id, reason.label()) {
+        errors.push(format!("cannot write the negative entry: {e}"));
     }
-    if !status.is_success() {
-        return Err(format!("HTTP {status}"));
-    }
-    if resp.content_length().is_some_and(|l| l > sh.max_size) {
-        return Err(format!("larger than {} bytes", sh.max_size));
-    }
-    let mut data = Vec::new();
-    resp.take(sh.max_size + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| e.to_string())?;
-    if data.len() as u64 > sh.max_size {
-        return Err(format!("larger than {} bytes", sh.max_size));
-    }
-    if !ObjectId::Gnu(id.to_vec()).matches(&data) {
-        return Err("the answer's build id is not the one asked for".to_owned());
-    }
-    Ok(Some(data))
+    Err(Lookup::Failed(errors.join("; ")))
 }
