@@ -152,7 +152,10 @@ fn symbolize(cfg: &SymbolizerConfig, g: &mut Gathered) {
         };
         eprintln!("{name}: symbolized {} native frame(s){rest}", s.symbolized);
     }
+    // Dropped first: its downloads stop (their partial files removed), so the counts below
+    // are final and match the negative entries on disk.
     let m = symbolizer.metrics();
+    drop(symbolizer);
     let failures: Vec<String> = FetchFailure::ALL
         .iter()
         .filter_map(|&r| {
