@@ -99,6 +99,64 @@ pub async fn send(
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An upstream on loopback that answers `head` and then a body that never ends (64 KiB
+    /// blocks, for at most 20 s); the bytes it managed to send.
+    async fn endless_upstream(head: &'static str) -> (String, tokio::task::JoinHandle<u64>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = format!("http://{}", l.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let (mut c, _) = l.accept().await.unwrap();
+            let mut buf = vec![0u8; 64 << 10];
+            let mut head_in = Vec::new();
+            while !head_in.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = c.read(&mut buf).await.unwrap();
+                assert!(n > 0);
+                head_in.extend_from_slice(&buf[..n]);
+            }
+            c.write_all(head.as_bytes()).await.unwrap();
+            buf.fill(b'x');
+            let t0 = Instant::now();
+            let mut sent = 0u64;
+            while t0.elapsed() < Duration::from_secs(20) && c.write_all(&buf).await.is_ok() {
+                sent += buf.len() as u64;
+            }
+            sent
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn a_rejection_that_never_ends_is_read_bounded() {
+        let (addr, upstream) =
+            endless_upstream("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n").await;
+        let r = ForwardRequest {
+            project_id: 42,
+            public_key: "k".into(),
+            path: "/api/42/envelope/".into(),
+            query: None,
+            headers: vec![],
+            body: Bytes::from_static(b"{}"),
+        };
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let t0 = Instant::now();
+        let (outcome, _) = send(&client, &addr, r, &UpstreamLimits::default()).await;
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        match outcome {
+            Outcome::Drop("rejected", detail) => {
+                assert!(detail.starts_with("upstream answered 400: xxx"), "{detail}");
+                assert!(detail.len() < 600, "{}", detail.len());
+            }
+            o => panic!("{o:?}"),
+        }
+        // The read stopped: the upstream's writes fail once the answer is dropped.
+        let sent = upstream.await.unwrap();
+        assert!(sent < 64 << 20, "{sent} bytes sent");
+    }
 
     #[test]
     fn urls_keep_path_and_query() {

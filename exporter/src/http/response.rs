@@ -50,3 +50,37 @@ pub async fn read_response(mut resp: reqwest::Response, max_body: usize) -> Resp
         body,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A 200 whose body never ends: `max_body` bytes kept, at once, whatever the chunking.
+    #[tokio::test]
+    async fn an_answer_that_never_ends_costs_max_body() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", l.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut c, _) = l.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let _ = c.read(&mut buf).await;
+            let _ = c
+                .write_all(b"HTTP/1.1 200 OK\r\nX-Sentry-Rate-Limits: 60::organization\r\n\r\n")
+                .await;
+            let t0 = std::time::Instant::now();
+            let block: Vec<u8> = (0..70_001u32).map(|i| (i % 251) as u8).collect();
+            while t0.elapsed() < std::time::Duration::from_secs(20)
+                && c.write_all(&block).await.is_ok()
+            {}
+        });
+        let resp = reqwest::get(&url).await.unwrap();
+        let t0 = std::time::Instant::now();
+        let r = read_response(resp, 100_000).await;
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.rate_limits.as_deref(), Some("60::organization"));
+        assert_eq!(r.body.len(), 100_000);
+        assert_eq!(r.body[70_001], 0, "the second block's start");
+    }
+}
