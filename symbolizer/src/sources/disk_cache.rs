@@ -213,3 +213,68 @@ impl DiskCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn parts_never_take_a_cache_name_and_failures_are_remembered() {
+        let d = tempfile::tempdir().unwrap();
+        let hour = Duration::from_secs(3600);
+        let c = DiskCache::new(d.path().to_path_buf(), 1 << 20, (hour, hour), 1 << 20, hour);
+        let id = [0xab, 0xcd];
+        let mut p = c.part(&id).unwrap();
+        p.write(b"half").unwrap();
+        assert!(names(d.path())[0].ends_with(".part"));
+        drop(p);
+        assert!(names(d.path()).is_empty(), "a dropped part is removed");
+
+        c.put_failed(&id, "too_large").unwrap();
+        assert!(c.is_negative(&id));
+        assert_eq!(
+            fs::read_to_string(d.path().join("abcd.failed")).unwrap(),
+            "too_large"
+        );
+        let mut p = c.part(&id).unwrap();
+        p.write(b"whole").unwrap();
+        c.commit(&id, p).unwrap();
+        assert_eq!(
+            names(d.path()),
+            ["abcd.debug"],
+            "committed; the failure forgotten"
+        );
+
+        // Expired failures are forgotten; stale parts of a killed process are removed.
+        let c = DiskCache::new(
+            d.path().to_path_buf(),
+            1 << 20,
+            (hour, Duration::ZERO),
+            1 << 20,
+            hour,
+        );
+        c.put_failed(&id, "timeout").unwrap();
+        assert!(!c.is_negative(&id));
+        std::mem::forget(c.part(&id).unwrap());
+        assert_eq!(names(d.path()).len(), 2);
+        DiskCache::new(d.path().to_path_buf(), 1 << 20, (hour, hour), 1 << 20, hour);
+        assert_eq!(names(d.path()).len(), 2, "a fresh part stays");
+        DiskCache::new(
+            d.path().to_path_buf(),
+            1 << 20,
+            (hour, hour),
+            1 << 20,
+            Duration::ZERO,
+        );
+        assert_eq!(names(d.path()), ["abcd.debug"]);
+    }
+}
