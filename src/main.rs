@@ -65,8 +65,8 @@ fn main() -> ExitCode {
                 sparse_threads,
                 symbolize: symbolize.then(|| {
                     let mut cfg =
-                        cli::translate::symbolize_config(debug_dirs, debuginfod, symbol_cache);
-                    cli::translate::symbolize_bounds(
+                        cli::symbolize::symbolize_config(debug_dirs, debuginfod, symbol_cache);
+                    cli::symbolize::symbolize_bounds(
                         &mut cfg,
                         debuginfod_timeout,
                         symbol_max_file_size_mib,

@@ -4,6 +4,7 @@ pub mod check;
 pub mod components;
 pub mod input;
 pub mod run;
+pub mod symbolize;
 pub mod translate;
 pub mod validate;
 
