@@ -3,7 +3,7 @@
 //! [`decode_profiles_request`] is the one decoder of every binary path (the CLI, OTLP/gRPC,
 //! OTLP/HTTP). It tries prost's strict proto 1.10 decode first, which is all a valid request
 //! costs; only when that fails, or reads inconsistently, it rewrites the bytes
-//! ([`rewrite`]) and decodes again:
+//! (a schema-aware rewrite of the wire bytes) and decodes again:
 //!
 //! * **Invalid UTF-8** in any string field (string table, attribute keys, `AnyValue` strings,
 //!   scope name/version, schema URLs, entity refs, `original_payload_format`) is replaced with
