@@ -12,7 +12,7 @@ use profilink_proto::otlp_json;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_symbolizer::SymbolizerConfig;
 use profilink_translator::{
-    InputError, SentryParts, TransactionLinks, decode_otlp, ndjson_chunk, ndjson_lines,
+    InputError, SentryParts, TransactionLinks, decode_otlp_report, ndjson_chunk, ndjson_lines,
     otlp_to_sentry, sentry_to_otlp,
 };
 use prost::Message;
@@ -31,6 +31,8 @@ pub struct Args<'a> {
     pub transactions: &'a [PathBuf],
     /// Threads Relay would drop: grouped first, or dropped.
     pub sparse_threads: SparseThreads,
+    /// The sample-type table (the built-in one plus `--cpu-sample-type` pairs).
+    pub sample_types: otlp_to_sentry::SampleTypes,
     /// Symbolize native frames of OTLP inputs first, with this config.
     pub symbolize: Option<SymbolizerConfig>,
     /// Inputs.
@@ -84,14 +86,35 @@ pub fn run(args: &Args) -> Result<u8> {
     }
 }
 
+/// Says what lenient decoding did to an input (invalid UTF-8 replaced, proto 1.9 layout).
+fn note_decode(name: &str, report: &profilink_proto::wire::DecodeReport) {
+    if report.utf8_replacements > 0 {
+        eprintln!(
+            "{name}: replaced {} invalid UTF-8 sequence(s) in strings with U+FFFD",
+            report.utf8_replacements
+        );
+    }
+    if let Some(reason) = report.layout_reason {
+        eprintln!(
+            "{name}: read in the proto 1.9 Sample layout (values=2, attribute_indices=3, link_index=4; {}); the producer predates proto 1.10",
+            match reason {
+                profilink_proto::wire::LayoutReason::DecodeError => "it does not decode as 1.10",
+                profilink_proto::wire::LayoutReason::Inconsistent =>
+                    "as 1.10 it breaks the dictionary's bounds or the samples' shapes",
+            }
+        );
+    }
+}
+
 /// Adds one input to `g`: an OTLP request, or the Sentry chunks, V1 profiles and
-/// transactions it holds (the library's readers, [`decode_otlp`] and [`SentryParts`]).
+/// transactions it holds (the library's readers, [`decode_otlp_report`] and [`SentryParts`]).
 ///
 /// NDJSON of chunks bound for OTLP (`defer_ndjson`) is kept as bytes, parsed when translated:
 /// its chunks then need not all be held at once.
 fn gather(input: Input, g: &mut Gathered, defer_ndjson: bool) -> Result<()> {
     if input.format.is_otlp() {
-        let request = decode_otlp(&input.bytes, Some(input.format))?;
+        let (request, report) = decode_otlp_report(&input.bytes, Some(input.format))?;
+        note_decode(&input.name, &report);
         g.otlp.push((input.name, request));
     } else if defer_ndjson
         && input.format == InputFormat::SentryChunkNdjson
@@ -125,6 +148,7 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
         // Chunks cannot carry trace links and the output has no other place for them: none
         // are made (building one per linked observation was a third of the translation).
         max_links: 0,
+        sample_types: args.sample_types.clone(),
         ..Default::default()
     };
     // Each chunk is written as soon as it is cut, so memory holds the inputs and one window
@@ -363,9 +387,21 @@ fn make_chunks(
         }
         let s = &t.stats;
         if s.profiles_skipped_non_cpu > 0 {
+            let types: Vec<String> = t
+                .skipped_sample_types
+                .iter()
+                .map(|(label, n)| format!("{label} ({n})"))
+                .collect();
             eprintln!(
-                "{name}: skipped {} profile(s) that are not CPU/wall samples (e.g. off-CPU time)",
-                s.profiles_skipped_non_cpu
+                "{name}: skipped {} profile(s) that are not CPU/wall samples, by sample_type: {} (see --cpu-sample-type)",
+                s.profiles_skipped_non_cpu,
+                types.join(", ")
+            );
+        }
+        if s.profiles_skipped_sibling > 0 {
+            eprintln!(
+                "{name}: skipped {} profile(s) that repeat another profile's samples under another sample type (one recording, translated once)",
+                s.profiles_skipped_sibling
             );
         }
         if s.samples_grouped > 0 {

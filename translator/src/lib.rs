@@ -32,8 +32,8 @@ mod span_stamping;
 pub use dictionary::{Attr, AttrValue, Dictionary};
 pub use error::TranslateError;
 pub use from_bytes::{
-    InputError, SentryParts, decode_otlp, ndjson_chunk, ndjson_lines, otlp_bytes_to_chunks,
-    sentry_bytes_to_otlp,
+    InputError, SentryParts, decode_otlp, decode_otlp_report, ndjson_chunk, ndjson_lines,
+    otlp_bytes_to_chunks, sentry_bytes_to_otlp,
 };
 pub use linking::{
     ExactLinks, LinkIds, LinkSource, NoLinks, SpanInterval, ThreadLinks, TransactionLinks,
