@@ -64,7 +64,7 @@ pub fn write_pprof(
             out.siblings
         );
     }
-    super::translate::write_output(output, &out.to_gzip())?;
+    super::output::write_output(output, &out.to_gzip())?;
     eprintln!(
         "{name}: pprof written: {} sample(s), {} observation(s)",
         out.profile.sample.len(),

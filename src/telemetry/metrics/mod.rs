@@ -115,6 +115,7 @@ impl Registry {
             &profilink_exporters,
             &*self.counters,
             &TlsHandshakes,
+            &profilink_receiver::telemetry::OtlpDecoding,
         ];
         if let Some(store) = &self.store {
             sections.push(&**store);
