@@ -327,7 +327,11 @@ fn period_ns(d: &Dictionary, p: &Profile) -> Result<Option<u64>, PprofError> {
 }
 
 /// Translates the CPU and wall profiles of `resource_profiles` (with their request's
-/// `dictionary`) into one pprof profile (see the [module docs](self)).
+/// `dictionary`) into one pprof profile: `samples/count` per (stack, sample attributes), plus
+/// `cpu|wall/nanoseconds` when a period or time unit is known; sibling profiles once (count
+/// unit first); other sample types skipped and counted in [`PprofOutput::skipped`]; labels,
+/// mappings, locations with inline lines, functions and the `pprof.profile.*` attributes
+/// carried back (the full table: docs/pprof.md, and the [`pprof`](crate::pprof) module).
 pub fn otlp_to_pprof(
     dictionary: Option<&profilink_proto::otlp::ProfilesDictionary>,
     resource_profiles: &[ResourceProfiles],
