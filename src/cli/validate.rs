@@ -3,10 +3,12 @@
 use super::input::{Input, ndjson_lines, read_input};
 use super::{EXIT_OK, EXIT_REJECTED};
 use profilink_proto::input::InputFormat;
+use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, Transaction};
 use profilink_proto::validate::{self, Finding, Severity};
-use profilink_proto::wire::DecodeReport;
+use profilink_proto::wire::{DecodeReport, WireDecodeError};
 use profilink_translator::{InputError, decode_otlp_report};
+use prost::Message;
 use std::path::PathBuf;
 
 /// Runs `validate` and returns the exit code.
@@ -93,6 +95,18 @@ pub fn findings_for(input: &Input) -> Vec<Finding> {
                 }
                 Err(InputError::OtlpJson(e)) => {
                     vec![finding(Severity::Error, "decode", &e.path, e.message)]
+                }
+                // Refused because neither layout fits: the receivers refuse it whole; the
+                // findings of its 1.10 reading say what is wrong with it.
+                Err(InputError::OtlpProtobuf(e @ WireDecodeError::NeitherLayout { .. })) => {
+                    let mut findings = vec![finding(Severity::Error, "layout", ".", e.to_string())];
+                    if let Ok(req) = ExportProfilesServiceRequest::decode(bytes.as_slice()) {
+                        findings.extend(validate::validate_otlp(
+                            req.dictionary.as_ref(),
+                            &req.resource_profiles,
+                        ));
+                    }
+                    findings
                 }
                 Err(e) => vec![finding(
                     Severity::Error,

@@ -24,7 +24,8 @@
 //! let t = otlp_bytes_to_chunks(request, &otlp_to_sentry::ChunkOptions::default()).unwrap();
 //! assert!(t.chunks.is_empty());
 //! let error = otlp_bytes_to_chunks(b"\xff\xff", &Default::default()).unwrap_err();
-//! assert!(error.to_string().contains("not a binary OTLP profiles"));
+//! let why = std::error::Error::source(&error).unwrap().to_string();
+//! assert!(why.contains("not a binary OTLP profiles"));
 //! ```
 
 use crate::folded::{FoldedError, FoldedOptions, folded_to_otlp};
@@ -45,7 +46,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum InputError {
     /// Not a protobuf OTLP profiles message in either layout (proto 1.10 or 1.9).
-    #[error("{0}")]
+    #[error("cannot read the binary OTLP profiles message")]
     OtlpProtobuf(#[source] WireDecodeError),
     /// Not valid OTLP/JSON.
     #[error("invalid OTLP/JSON")]

@@ -347,14 +347,14 @@ fn repeated_key(indices: &[i32], d: &ProfilesDictionary) -> Option<i32> {
             .and_then(|i| d.attribute_table.get(i))
             .map(|a| a.key_strindex)
     };
-    let n = indices.len().min(32);
-    for b in 1..n {
-        for a in 0..b {
-            if indices[a] == indices[b]
-                || (key(indices[a]).is_some() && key(indices[a]) == key(indices[b]))
-            {
-                return Some(indices[b]);
-            }
+    let first = &indices[..indices.len().min(32)];
+    for (b, &ib) in first.iter().enumerate().skip(1) {
+        let kb = key(ib);
+        if first[..b]
+            .iter()
+            .any(|&ia| ia == ib || (kb.is_some() && key(ia) == kb))
+        {
+            return Some(ib);
         }
     }
     None

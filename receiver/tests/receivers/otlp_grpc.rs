@@ -198,7 +198,9 @@ async fn grpc_broken_dictionary_refuses_the_request() {
     let mut server = start_grpc(OtlpGrpcConfig::default(), 4).await;
     let mut req = otlp_fixture("ebpf-profile.pb");
     if let Some(d) = req.dictionary.as_mut() {
-        d.string_table[0] = "not empty".into();
+        // A location's mapping outside the mapping table: nothing can be read.
+        let n = d.mapping_table.len() as i32;
+        d.location_table[1].mapping_index = n + 7;
     }
     let mut client = ProfilesServiceClient::new(grpc_channel(server.addr).await);
     let status = client.export(req).await.unwrap_err();
