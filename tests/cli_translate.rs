@@ -192,9 +192,10 @@ fn rejected_input_exits_1_with_a_message() {
     ]);
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("bad.pb"), "{}", run.stderr);
-    assert_eq!(profilink(["translate", "--to", "pprof", "x"]).code, 2);
+    // Unknown formats are usage errors (pprof and folded are formats since issue 46).
+    assert_eq!(profilink(["translate", "--to", "jfr", "x"]).code, 2);
     assert_eq!(
-        profilink(["translate", "--from", "pprof", "--to", "otlp", "x"]).code,
+        profilink(["translate", "--from", "jfr", "--to", "otlp", "x"]).code,
         2
     );
 }

@@ -1,11 +1,13 @@
 //! `profilink translate`: OTLP -> Sentry chunks (NDJSON or envelope files), Sentry -> OTLP
-//! (protobuf or OTLP/JSON), and OTLP protobuf <-> OTLP/JSON.
+//! (protobuf or OTLP/JSON), OTLP protobuf <-> OTLP/JSON; pprof and folded inputs are read as
+//! OTLP, and `--to pprof` is [`super::translate_pprof`].
 
 use super::input::{Input, read_input};
+use super::output::{dir_and_name, write_output};
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat, SparseThreads};
 use anyhow::{Context, Result, bail};
 use profilink_exporter::{SDK_NAME, VERSION};
-use profilink_exporter::{envelope_file_name, write_atomic, write_atomic_with};
+use profilink_exporter::{envelope_file_name, write_atomic_with};
 use profilink_proto::input::InputFormat;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp_json;
@@ -83,7 +85,25 @@ pub fn run(args: &Args) -> Result<u8> {
     match args.to {
         OutputFormat::Sentry | OutputFormat::Envelope => to_sentry(args, g),
         OutputFormat::Otlp | OutputFormat::OtlpJson => to_otlp(args, g),
+        OutputFormat::Pprof => to_pprof(args, g),
     }
+}
+
+/// `--to pprof`: the one OTLP request of the inputs (an OTLP, pprof or folded input, or the
+/// Sentry inputs) as gzipped pprof.
+fn to_pprof(args: &Args, mut g: Gathered) -> Result<u8> {
+    let sentry =
+        !(g.sentry.chunks.is_empty() && g.sentry.v1_profiles.is_empty() && g.ndjson.is_empty());
+    let (name, request) = match (sentry, g.otlp.len()) {
+        (false, 1) => g.otlp.remove(0),
+        (false, 0) => bail!("no profiles in the inputs"),
+        (true, 0) => (
+            "Sentry inputs".to_owned(),
+            sentry_to_otlp_request(g)?.request,
+        ),
+        _ => bail!("--to pprof takes one OTLP, pprof or folded input, or Sentry inputs"),
+    };
+    super::translate_pprof::write_pprof(&name, &request, args.output)
 }
 
 /// Says what lenient decoding did to an input (invalid UTF-8 replaced, proto 1.9 layout).
@@ -112,7 +132,10 @@ fn note_decode(name: &str, report: &profilink_proto::wire::DecodeReport) {
 /// NDJSON of chunks bound for OTLP (`defer_ndjson`) is kept as bytes, parsed when translated:
 /// its chunks then need not all be held at once.
 fn gather(input: Input, g: &mut Gathered, defer_ndjson: bool) -> Result<()> {
-    if input.format.is_otlp() {
+    if matches!(input.format, InputFormat::Pprof | InputFormat::Folded) {
+        let request = super::translate_pprof::read_request(&input)?;
+        g.otlp.push((input.name, request));
+    } else if input.format.is_otlp() {
         let (request, report) = decode_otlp_report(&input.bytes, Some(input.format))?;
         note_decode(&input.name, &report);
         g.otlp.push((input.name, request));
@@ -524,31 +547,4 @@ fn parse_ndjson(
         }
         Ok(())
     })
-}
-
-/// The directory (`.` when none is given) and file name of an output path.
-fn dir_and_name(path: &Path) -> Result<(&Path, String)> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let name = path.file_name().context("output path has no file name")?;
-    Ok((
-        dir.unwrap_or(Path::new(".")),
-        name.to_string_lossy().into_owned(),
-    ))
-}
-
-fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
-    match path {
-        Some(p) => {
-            let (dir, name) = dir_and_name(p)?;
-            write_atomic(dir, &name, bytes)
-                .with_context(|| format!("cannot write {}", p.display()))?;
-            Ok(())
-        }
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(bytes)?;
-            stdout.flush()?;
-            Ok(())
-        }
-    }
 }
