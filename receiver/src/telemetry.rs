@@ -27,6 +27,9 @@
 //! | `profilink_receiver_dropped_items_total` | counter | `receiver`, `type` | Sentry envelope items (and proxied requests) no pipeline consumes, dropped because the receiver has no `upstream` |
 //! | `profilink_receiver_refused_items_total` | counter | `receiver`, `type`, `reason` | Sentry items refused: chunks failing the door check (validator rule id, `timestamp-out-of-range`), `invalid_json` and `unparsable` envelopes (still forwarded when there is an upstream), `rate_limited` (upstream limits their category; left out of the forwarded copy) |
 //!
+//! | `profilink_receiver_scrapes_total` | counter | `receiver`, `transport` | the pprof receiver's pulls (`transport="scrape"`: `remote` mode; `"file"`: `file` mode) whose profiles reached the pipeline |
+//! | `profilink_receiver_scrape_failures_total` | counter | `receiver`, `transport`, `reason` | pulls that failed: `connect`, `status`, `timeout`, `too_large`, `read`, `invalid`, `full`, `rejected`, `unavailable`, `file` |
+//!
 //! The Sentry receiver's upstream forwarder (`profilink_receiver_upstream_*`) counts in the
 //! exporter crate, which names its families (`profilink_exporter::telemetry`).
 
@@ -40,7 +43,7 @@ use std::sync::Arc;
 pub struct ReceiverEntry {
     /// The receiver's component id (`otlp`, `sentry/2`…).
     pub id: String,
-    /// `grpc`, `http` or `kafka`.
+    /// `grpc`, `http`, `kafka`, or the pprof receiver's `scrape` (`remote` mode) and `file`.
     pub transport: &'static str,
     /// The receiver's counters (one [`Stats`] per receiver id).
     pub stats: Arc<Stats>,
@@ -57,6 +60,10 @@ impl ReceiverEntry {
         match (self.component_type(), self.transport) {
             ("sentry", _) => &self.stats.sentry_http,
             ("kafka", _) => &self.stats.kafka,
+            ("pprof", "scrape") => &self.stats.pprof_scrape,
+            ("pprof", "file") => &self.stats.pprof_file,
+            ("pprof", _) => &self.stats.pprof_http,
+            ("pyroscope", _) => &self.stats.pyroscope_http,
             (_, "grpc") => &self.stats.otlp_grpc,
             _ => &self.stats.otlp_http,
         }
@@ -291,6 +298,45 @@ impl Render for SentryItems<'_> {
                     &[("receiver", &r.id), ("type", t), ("reason", reason)],
                     n,
                 );
+            }
+        }
+    }
+}
+
+/// The pprof receiver's pulls (`remote` scrapes, `file` reads): successes and failures by
+/// reason. Listeners that pull nothing are left out; none, no families.
+pub struct Scrapes<'a>(pub &'a [ReceiverEntry]);
+
+impl Render for Scrapes<'_> {
+    fn render(&self, f: &mut Text<'_>) {
+        let pulling: Vec<&ReceiverEntry> = self
+            .0
+            .iter()
+            .filter(|r| r.component_type() == "pprof" && matches!(r.transport, "scrape" | "file"))
+            .collect();
+        if pulling.is_empty() {
+            return;
+        }
+        let name = "profilink_receiver_scrapes_total";
+        f.header(
+            name,
+            "counter",
+            "Pulls (remote scrapes, file reads) whose profiles reached the pipeline.",
+        );
+        for r in &pulling {
+            let labels = [("receiver", r.id.as_str()), ("transport", r.transport)];
+            f.sample(name, &labels, r.counters().scrapes.successes());
+        }
+        let name = "profilink_receiver_scrape_failures_total";
+        f.header(name, "counter", "Pulls that failed, by reason.");
+        for r in &pulling {
+            for (reason, n) in r.counters().scrapes.failures() {
+                let labels = [
+                    ("receiver", r.id.as_str()),
+                    ("transport", r.transport),
+                    ("reason", reason.as_str()),
+                ];
+                f.sample(name, &labels, n);
             }
         }
     }
