@@ -28,11 +28,15 @@ pub enum InputFormat {
     SentryTransactionNdjson,
     /// A Sentry envelope.
     Envelope,
+    /// A pprof profile (`perftools.profiles.Profile` protobuf; gzip is taken off first).
+    Pprof,
+    /// Folded (collapsed) stacks: `root;...;leaf COUNT` per line.
+    Folded,
 }
 
 impl InputFormat {
     /// All formats with their command-line names.
-    pub const ALL: [(InputFormat, &'static str); 8] = [
+    pub const ALL: [(InputFormat, &'static str); 10] = [
         (InputFormat::OtlpProtobuf, "otlp"),
         (InputFormat::OtlpJson, "otlp-json"),
         (InputFormat::SentryChunk, "chunk"),
@@ -41,6 +45,8 @@ impl InputFormat {
         (InputFormat::SentryTransaction, "transaction"),
         (InputFormat::SentryTransactionNdjson, "transaction-ndjson"),
         (InputFormat::Envelope, "envelope"),
+        (InputFormat::Pprof, "pprof"),
+        (InputFormat::Folded, "folded"),
     ];
 
     /// The command-line name of the format.
@@ -121,11 +127,21 @@ impl Probe {
     }
 }
 
-/// Guesses the format of `bytes`. Never fails: unknown data is reported as
+/// Guesses the format of `bytes` (uncompressed). Never fails: unknown data is reported as
 /// [`InputFormat::OtlpProtobuf`], whose decoder names what is wrong.
+///
+/// Binary input is told apart by its top-level protobuf fields: an OTLP profiles message has
+/// only fields 1 and 2, while a pprof profile has its string table (field 6) and usually
+/// more (3..=15). Text whose lines end in a count is folded stacks ([`looks_like_folded`]).
 pub fn detect(bytes: &[u8]) -> InputFormat {
     let trimmed = bytes.trim_ascii_start();
     if trimmed.first() != Some(&b'{') {
+        if looks_like_folded(bytes) {
+            return InputFormat::Folded;
+        }
+        if looks_like_pprof(bytes) {
+            return InputFormat::Pprof;
+        }
         return InputFormat::OtlpProtobuf;
     }
     if let Ok(probe) = serde_json::from_slice::<Probe>(trimmed) {
@@ -149,6 +165,95 @@ pub fn detect(bytes: &[u8]) -> InputFormat {
         Some(JsonKind::Otlp) => InputFormat::OtlpJson,
         _ => InputFormat::Envelope,
     }
+}
+
+/// How many lines [`looks_like_folded`] checks.
+const FOLDED_PROBE_LINES: usize = 16;
+
+/// True when the first non-blank lines (up to 16) of `bytes` are text of the form
+/// `frame;frame;... COUNT`: printable UTF-8, a non-empty stack, a space or tab, a decimal count.
+pub fn looks_like_folded(bytes: &[u8]) -> bool {
+    let mut seen = 0;
+    for line in bytes.split(|&b| b == b'\n') {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        if seen == FOLDED_PROBE_LINES {
+            break;
+        }
+        // The last line checked may be cut by a probe of a prefix; only whole lines count.
+        let Ok(text) = std::str::from_utf8(line) else {
+            return false;
+        };
+        if text.chars().any(|c| c.is_control() && c != '\t') {
+            return false;
+        }
+        let Some((stack, count)) = text.rsplit_once([' ', '\t']) else {
+            return false;
+        };
+        if stack.trim().is_empty() || count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit())
+        {
+            return false;
+        }
+        seen += 1;
+    }
+    seen > 0
+}
+
+/// True when `bytes` parse as a sequence of top-level protobuf fields that includes a field
+/// numbered 3..=15 (pprof's; an OTLP profiles message has only 1 and 2).
+pub fn looks_like_pprof(bytes: &[u8]) -> bool {
+    let mut rest = bytes;
+    let mut pprof_field = false;
+    while !rest.is_empty() {
+        let Some(tag) = varint(&mut rest) else {
+            return false;
+        };
+        let field = tag >> 3;
+        match tag & 7 {
+            0 => {
+                if varint(&mut rest).is_none() {
+                    return false;
+                }
+            }
+            1 | 5 => {
+                let n = if tag & 7 == 1 { 8 } else { 4 };
+                if rest.len() < n {
+                    return false;
+                }
+                rest = &rest[n..];
+            }
+            2 => {
+                let Some(len) = varint(&mut rest) else {
+                    return false;
+                };
+                match usize::try_from(len) {
+                    Ok(len) if len <= rest.len() => rest = &rest[len..],
+                    _ => return false,
+                }
+            }
+            _ => return false,
+        }
+        if field == 0 || field > 15 {
+            return false;
+        }
+        pprof_field |= field >= 3;
+    }
+    pprof_field
+}
+
+/// Reads a protobuf varint from the front of `rest`.
+fn varint(rest: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for (i, &b) in rest.iter().enumerate().take(10) {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            *rest = &rest[i + 1..];
+            return Some(value);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -191,6 +296,22 @@ mod tests {
         for (f, n) in InputFormat::ALL {
             assert_eq!(n.parse::<InputFormat>(), Ok(f));
         }
-        assert!("pprof".parse::<InputFormat>().is_err());
+        assert!("jfr".parse::<InputFormat>().is_err());
+    }
+
+    #[test]
+    fn detects_pprof_and_folded() {
+        // sample_type {type: 1, unit: 2}, string_table "", "samples", "count".
+        let pprof = b"\x0a\x04\x08\x01\x10\x02\x32\x00\x32\x07samples\x32\x05count";
+        assert_eq!(detect(pprof), InputFormat::Pprof);
+        assert!(!looks_like_pprof(b"\x0a\x02\x08\x01\x12\x00"));
+        assert!(!looks_like_pprof(b"\x32\x09ab"));
+        assert_eq!(
+            detect(b"main;foo (x.py:3) 12\nmain 1\n"),
+            InputFormat::Folded
+        );
+        assert_eq!(detect(b"a;b 1"), InputFormat::Folded);
+        assert_ne!(detect(b"a;b x\n"), InputFormat::Folded);
+        assert_ne!(detect(b"12\n"), InputFormat::Folded);
     }
 }

@@ -6,6 +6,9 @@
 //! * [`sentry_bytes_to_otlp`]: a Sentry chunk, NDJSON of chunks, a V1 profile or an envelope
 //!   (its chunks, V1 profiles and transactions, which give the trace links) → one OTLP
 //!   request.
+//! * [`pprof_bytes_to_chunks`] and [`folded_bytes_to_chunks`]: a pprof profile (raw or
+//!   gzipped: pprof is gzipped by its producers, so its decompression is bounded here by
+//!   [`PprofOptions`]) or folded stacks → Sentry chunks, through OTLP.
 //! * [`decode_otlp`] and [`SentryParts`] are the two halves of those calls, for callers that
 //!   gather several inputs first (the `translate` command).
 //!
@@ -24,8 +27,10 @@
 //! assert!(error.to_string().contains("not a binary OTLP profiles"));
 //! ```
 
+use crate::folded::{FoldedError, FoldedOptions, folded_to_otlp};
 use crate::linking::TransactionLinks;
 use crate::otlp_to_sentry;
+use crate::pprof::{PprofError, PprofOptions, pprof_bytes_to_otlp};
 use crate::sentry_to_otlp::{self, SentryInput, V1WithTransaction};
 use profilink_proto::input::{InputFormat, detect};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
@@ -101,6 +106,43 @@ pub fn otlp_bytes_to_chunks(
     Ok(otlp_to_sentry::request_to_chunks(&request, options))
 }
 
+/// Translates a pprof profile (raw or gzipped, inflated within
+/// [`PprofOptions::max_inflated_bytes`]) into Sentry chunks, through OTLP
+/// ([`pprof_bytes_to_otlp`], then [`otlp_to_sentry::to_chunks`]).
+///
+/// ```
+/// use profilink_translator::{pprof_bytes_to_chunks, PprofOptions};
+/// let error = pprof_bytes_to_chunks(b"\x1f\x8b junk", &PprofOptions::default(), &Default::default());
+/// assert!(error.unwrap_err().to_string().contains("gzip"));
+/// ```
+pub fn pprof_bytes_to_chunks(
+    bytes: &[u8],
+    pprof: &PprofOptions,
+    options: &otlp_to_sentry::ChunkOptions,
+) -> Result<otlp_to_sentry::ChunkTranslation, PprofError> {
+    let data = pprof_bytes_to_otlp(bytes, pprof)?;
+    Ok(otlp_to_sentry::to_chunks(
+        data.dictionary.as_ref(),
+        &data.resource_profiles,
+        options,
+    ))
+}
+
+/// Translates folded stacks into Sentry chunks, through OTLP ([`folded_to_otlp`], then
+/// [`otlp_to_sentry::to_chunks`]).
+pub fn folded_bytes_to_chunks(
+    text: &[u8],
+    folded: &FoldedOptions,
+    options: &otlp_to_sentry::ChunkOptions,
+) -> Result<otlp_to_sentry::ChunkTranslation, FoldedError> {
+    let data = folded_to_otlp(text, folded)?;
+    Ok(otlp_to_sentry::to_chunks(
+        data.dictionary.as_ref(),
+        &data.resource_profiles,
+        options,
+    ))
+}
+
 /// Translates Sentry profiles (a chunk, NDJSON of chunks, a V1 profile or an envelope,
 /// detected) into one OTLP request, linked to the transactions found beside them; items that
 /// cannot be translated are in the translation's `rejected`.
@@ -144,7 +186,10 @@ impl SentryParts {
                 self.read_transactions(bytes, format)?
             }
             InputFormat::Envelope => self.read_envelope(bytes)?,
-            found @ (InputFormat::OtlpProtobuf | InputFormat::OtlpJson) => {
+            found @ (InputFormat::OtlpProtobuf
+            | InputFormat::OtlpJson
+            | InputFormat::Pprof
+            | InputFormat::Folded) => {
                 return Err(InputError::WrongFormat {
                     found,
                     expected: "Sentry profiles (chunk, V1 profile, transaction or envelope)",

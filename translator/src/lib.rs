@@ -8,6 +8,9 @@
 //!   chunks ([`sentry_to_otlp::restore_chunk`]).
 //! * The common job in one call, from encoded bytes (format detected): [`otlp_bytes_to_chunks`]
 //!   and [`sentry_bytes_to_otlp`] ([`decode_otlp`], [`SentryParts`] for the steps).
+//! * [`pprof`]: pprof <-> OTLP ([`pprof_bytes_to_otlp`], [`otlp_to_pprof`]); [`folded`]:
+//!   folded stacks -> OTLP ([`folded_to_otlp`]); straight to chunks:
+//!   [`pprof_bytes_to_chunks`], [`folded_bytes_to_chunks`].
 //! * The link rule, which span a sample `(profiler_id, thread_id, time)` belongs to:
 //!   [`LinkSource`], answered by [`TransactionLinks`] (from transactions or [`SpanInterval`]s),
 //!   [`ExactLinks`] (replaying known [`SampleLink`]s) or [`NoLinks`].
@@ -16,29 +19,33 @@
 //! * [`Dictionary`]: bounds-checked resolution of the OTLP dictionary.
 //!
 //! Errors: [`TranslateError`] (a profile that cannot be translated), [`InputError`] (bytes
-//! that cannot be read).
+//! that cannot be read), [`PprofError`] and [`FoldedError`] (pprof and folded input).
 #![warn(missing_docs)]
 
 mod dictionary;
 mod error;
+pub mod folded;
 mod from_bytes;
 mod fx_hash;
 mod linking;
 pub mod otlp_to_sentry;
+pub mod pprof;
 mod sample_link;
 pub mod sentry_to_otlp;
 mod span_stamping;
 
 pub use dictionary::{Attr, AttrValue, Dictionary};
 pub use error::TranslateError;
+pub use folded::{FoldedError, FoldedOptions, folded_to_otlp};
 pub use from_bytes::{
-    InputError, SentryParts, decode_otlp, ndjson_chunk, ndjson_lines, otlp_bytes_to_chunks,
-    sentry_bytes_to_otlp,
+    InputError, SentryParts, decode_otlp, folded_bytes_to_chunks, ndjson_chunk, ndjson_lines,
+    otlp_bytes_to_chunks, pprof_bytes_to_chunks, sentry_bytes_to_otlp,
 };
 pub use linking::{
     ExactLinks, LinkIds, LinkSource, NoLinks, SpanInterval, ThreadLinks, TransactionLinks,
     span_intervals, span_item_interval,
 };
+pub use pprof::{PprofError, PprofOptions, otlp_to_pprof, pprof_bytes_to_otlp};
 pub use sample_link::SampleLink;
 pub use span_stamping::{SpanThread, SpanThreads, StampStats, resource_profiler_id, stamp_traces};
 

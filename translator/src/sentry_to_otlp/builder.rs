@@ -184,9 +184,19 @@ impl DictionaryBuilder {
 
     /// Index of the attribute `key = value` (no unit).
     pub fn attribute(&mut self, key: &str, value: AnyValue) -> i32 {
+        self.attribute_with_unit(key, value, "")
+    }
+
+    /// Index of the attribute `key = value` measured in `unit` ("": none).
+    pub fn attribute_with_unit(&mut self, key: &str, value: AnyValue, unit: &str) -> i32 {
         let key_strindex = self.string(key);
+        let unit_strindex = if unit.is_empty() {
+            0
+        } else {
+            self.string(unit)
+        };
         let vk = ValueKey::of(Some(&value));
-        let map_key = (key_strindex, vk, 0);
+        let map_key = (key_strindex, vk, unit_strindex);
         if let Some(&i) = self.attribute_ix.get(&map_key) {
             return i;
         }
@@ -194,7 +204,7 @@ impl DictionaryBuilder {
         self.attributes.push(KeyValueAndUnit {
             key_strindex,
             value: Some(value),
-            unit_strindex: 0,
+            unit_strindex,
         });
         self.attribute_ix.insert(map_key, i);
         i

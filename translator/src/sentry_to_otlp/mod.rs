@@ -30,7 +30,7 @@
 //! chunks with [`canonical_form`]; everything else compares equal as it is.
 
 pub mod attributes;
-mod builder;
+pub(crate) mod builder;
 mod chunk;
 mod extras;
 mod frames;

@@ -1,0 +1,3 @@
+module profilink.test/gosvc
+
+go 1.19
