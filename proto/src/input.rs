@@ -171,7 +171,8 @@ pub fn detect(bytes: &[u8]) -> InputFormat {
 const FOLDED_PROBE_LINES: usize = 16;
 
 /// True when the first non-blank lines (up to 16) of `bytes` are text of the form
-/// `frame;frame;... COUNT`: printable UTF-8, a non-empty stack, a space or tab, a decimal count.
+/// `frame;frame;... COUNT`: printable UTF-8, a non-empty stack, a space or tab, a decimal count
+/// (lines of a count alone are allowed, but at least one line must have a stack).
 pub fn looks_like_folded(bytes: &[u8]) -> bool {
     let mut seen = 0;
     for line in bytes.split(|&b| b == b'\n') {
@@ -190,6 +191,10 @@ pub fn looks_like_folded(bytes: &[u8]) -> bool {
             return false;
         }
         let Some((stack, count)) = text.rsplit_once([' ', '\t']) else {
+            // A count alone: a sample without frames (py-spy writes ` 4`); not evidence alone.
+            if text.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
             return false;
         };
         if stack.trim().is_empty() || count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit())

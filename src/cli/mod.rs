@@ -5,6 +5,7 @@ pub mod components;
 pub mod input;
 pub mod run;
 pub mod translate;
+pub mod translate_pprof;
 pub mod validate;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -69,11 +70,13 @@ pub enum Command {
         /// Input files (`-` for standard input); none with `--config`.
         inputs: Vec<PathBuf>,
     },
-    /// Translate between OTLP profiles and Sentry profile chunks.
+    /// Translate between OTLP profiles, Sentry profile chunks, pprof and folded stacks.
     ///
-    /// `--to sentry` writes NDJSON, one chunk per line; `--to envelope` writes one
-    /// `<chunk_id>.envelope` per chunk into the `--output` directory; `--to otlp` writes one
-    /// binary `ExportProfilesServiceRequest`; `--to otlp-json` the same as OTLP/JSON.
+    /// Inputs: OTLP, Sentry, pprof (gzipped or not) and folded stacks (`root;...;leaf N` per
+    /// line), detected or named by `--from`. `--to sentry` writes NDJSON, one chunk per line;
+    /// `--to envelope` writes one `<chunk_id>.envelope` per chunk into the `--output`
+    /// directory; `--to otlp` writes one binary `ExportProfilesServiceRequest`; `--to
+    /// otlp-json` the same as OTLP/JSON; `--to pprof` one gzipped pprof profile.
     /// Exit 0 on success, 1 when an input (or part of it) was rejected, 2 on usage errors.
     Translate {
         /// Output format.
@@ -142,6 +145,8 @@ pub enum OutputFormat {
     Otlp,
     /// OTLP/JSON.
     OtlpJson,
+    /// Gzipped pprof (`samples/count`, plus `cpu|wall/nanoseconds` when the period is known).
+    Pprof,
 }
 
 /// What `translate` does with threads Relay would drop.

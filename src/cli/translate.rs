@@ -1,5 +1,6 @@
 //! `profilink translate`: OTLP -> Sentry chunks (NDJSON or envelope files), Sentry -> OTLP
-//! (protobuf or OTLP/JSON), and OTLP protobuf <-> OTLP/JSON.
+//! (protobuf or OTLP/JSON), OTLP protobuf <-> OTLP/JSON; pprof and folded inputs are read as
+//! OTLP, and `--to pprof` is [`super::translate_pprof`].
 
 use super::input::{Input, read_input};
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat, SparseThreads};
@@ -81,7 +82,25 @@ pub fn run(args: &Args) -> Result<u8> {
     match args.to {
         OutputFormat::Sentry | OutputFormat::Envelope => to_sentry(args, g),
         OutputFormat::Otlp | OutputFormat::OtlpJson => to_otlp(args, g),
+        OutputFormat::Pprof => to_pprof(args, g),
     }
+}
+
+/// `--to pprof`: the one OTLP request of the inputs (an OTLP, pprof or folded input, or the
+/// Sentry inputs) as gzipped pprof.
+fn to_pprof(args: &Args, mut g: Gathered) -> Result<u8> {
+    let sentry =
+        !(g.sentry.chunks.is_empty() && g.sentry.v1_profiles.is_empty() && g.ndjson.is_empty());
+    let (name, request) = match (sentry, g.otlp.len()) {
+        (false, 1) => g.otlp.remove(0),
+        (false, 0) => bail!("no profiles in the inputs"),
+        (true, 0) => (
+            "Sentry inputs".to_owned(),
+            sentry_to_otlp_request(g)?.request,
+        ),
+        _ => bail!("--to pprof takes one OTLP, pprof or folded input, or Sentry inputs"),
+    };
+    super::translate_pprof::write_pprof(&name, &request, args.output)
 }
 
 /// The symbolizer config of `--symbolize` and its flags: debug directories (default
@@ -131,7 +150,10 @@ fn symbolize(cfg: &SymbolizerConfig, g: &mut Gathered) {
 /// NDJSON of chunks bound for OTLP (`defer_ndjson`) is kept as bytes, parsed when translated:
 /// its chunks then need not all be held at once.
 fn gather(input: Input, g: &mut Gathered, defer_ndjson: bool) -> Result<()> {
-    if input.format.is_otlp() {
+    if matches!(input.format, InputFormat::Pprof | InputFormat::Folded) {
+        let request = super::translate_pprof::read_request(&input)?;
+        g.otlp.push((input.name, request));
+    } else if input.format.is_otlp() {
         let request = decode_otlp(&input.bytes, Some(input.format))?;
         g.otlp.push((input.name, request));
     } else if defer_ndjson
@@ -541,7 +563,8 @@ fn dir_and_name(path: &Path) -> Result<(&Path, String)> {
     ))
 }
 
-fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to `path` atomically, or to standard output.
+pub(super) fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
     match path {
         Some(p) => {
             let (dir, name) = dir_and_name(p)?;

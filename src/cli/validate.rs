@@ -66,6 +66,12 @@ pub fn findings_for(input: &Input) -> Vec<Finding> {
                 )],
             }
         }
+        InputFormat::Pprof | InputFormat::Folded => {
+            match super::translate_pprof::read_request(input) {
+                Ok(req) => validate::validate_otlp(req.dictionary.as_ref(), &req.resource_profiles),
+                Err(e) => vec![finding(Severity::Error, "decode", ".", format!("{e:#}"))],
+            }
+        }
         InputFormat::SentryChunk => validate::validate_chunk_json(bytes),
         InputFormat::SentryChunkNdjson => per_line(bytes, validate::validate_chunk_json),
         InputFormat::SentryV1Profile => validate::validate_v1_profile_json(bytes),

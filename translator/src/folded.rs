@@ -6,6 +6,8 @@
 //! * Each line becomes one values-only OTLP sample whose value is its count, under the
 //!   sample type of [`FoldedOptions`] (default `samples/count`, period type
 //!   `cpu/nanoseconds`), in one `Profile` with the options' time, duration and period.
+//! * A line holding only a count is a sample without frames (py-spy writes ` 4` for samples
+//!   it could not unwind); it keeps its count.
 //! * Blank lines are skipped; any other line that is not `STACK COUNT` is a [`FoldedError`]
 //!   naming its line. The output grows linearly with the input (one sample per line, frames
 //!   deduplicated).
@@ -111,10 +113,17 @@ pub fn folded_to_otlp(text: &[u8], opts: &FoldedOptions) -> Result<ProfilesData,
             continue;
         }
         let text = std::str::from_utf8(raw).map_err(|_| FoldedError::Utf8 { line })?;
-        let (stack, count) = text.rsplit_once([' ', '\t']).ok_or(FoldedError::Syntax {
-            line,
-            reason: "expected `STACK COUNT`",
-        })?;
+        // A count alone is a sample without frames (py-spy writes ` 4` for them).
+        let (stack, count) = match text.rsplit_once([' ', '\t']) {
+            Some(parts) => parts,
+            None if text.bytes().all(|b| b.is_ascii_digit()) => ("", text),
+            None => {
+                return Err(FoldedError::Syntax {
+                    line,
+                    reason: "expected `STACK COUNT`",
+                });
+            }
+        };
         let count: i64 = count.parse().map_err(|_| FoldedError::Syntax {
             line,
             reason: "the count is not a non-negative integer",
@@ -126,12 +135,6 @@ pub fn folded_to_otlp(text: &[u8], opts: &FoldedOptions) -> Result<ProfilesData,
             });
         }
         let stack = stack.trim_end();
-        if stack.is_empty() {
-            return Err(FoldedError::Syntax {
-                line,
-                reason: "the stack is empty",
-            });
-        }
         digest.update(raw);
         // Folded stacks are root first; OTLP stacks are leaf first.
         let mut locations = Vec::new();
