@@ -17,6 +17,9 @@ use crate::stats::Counters;
 use profilink_proto::otlp::{
     AnyValue, KeyValue, ProfilesData, Resource, any_value, request_from_data,
 };
+use profilink_translator::{
+    FoldedOptions, PprofOptions, folded_to_otlp as translator_folded, pprof_bytes_to_otlp,
+};
 
 /// Why translated profiles did not reach the pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,10 +137,23 @@ pub(crate) fn pprof_to_otlp(
 
 /// The translator's pprof -> OTLP mapping of an uncompressed profile.
 fn translate_pprof(raw: &[u8]) -> Result<ProfilesData, TranslateError> {
-    let _ = raw;
-    Err(TranslateError(
-        "pprof translation is not available in this build".into(),
-    ))
+    let opts = PprofOptions {
+        max_inflated_bytes: raw.len() as u64,
+        ..PprofOptions::default()
+    };
+    pprof_bytes_to_otlp(raw, &opts).map_err(|e| TranslateError(error_chain(&e)))
+}
+
+/// `e` and its sources, `: `-separated.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
 }
 
 /// What a folded-stacks body stands for (sample type, period, time span).
@@ -158,10 +174,20 @@ pub(crate) fn folded_to_otlp(
     text: &[u8],
     meta: &FoldedMeta,
 ) -> Result<ProfilesData, TranslateError> {
-    let _ = (text, meta);
-    Err(TranslateError(
-        "folded-stacks translation is not available in this build".into(),
-    ))
+    let ((period_type, period_unit), period) = meta
+        .period
+        .clone()
+        .unwrap_or_else(|| ((String::new(), String::new()), 0));
+    let opts = FoldedOptions {
+        sample_type: meta.sample_type.0.clone(),
+        sample_unit: meta.sample_type.1.clone(),
+        period_type,
+        period_unit,
+        period,
+        time_unix_nano: meta.time_unix_nano,
+        duration_nano: meta.duration_nano,
+    };
+    translator_folded(text, &opts).map_err(|e| TranslateError(error_chain(&e)))
 }
 
 /// Gives every profile of `data` without a start time (`time_unix_nano` 0) the span
