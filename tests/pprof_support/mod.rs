@@ -195,15 +195,9 @@ pub fn chunk_stack_counts(chunks: &[ProfileChunk]) -> StackCounts {
     for c in chunks {
         let p = &c.profile;
         for sample in &p.samples {
-            let stack: Vec<String> = p.stacks[sample.stack_id as usize]
+            let stack: Vec<String> = p.stacks[sample.stack_id]
                 .iter()
-                .map(|f| {
-                    p.frames[*f as usize]
-                        .function
-                        .as_deref()
-                        .unwrap_or("")
-                        .to_string()
-                })
+                .map(|f| p.frames[*f].function.as_deref().unwrap_or("").to_string())
                 .collect();
             *counts.entry(stack).or_default() += 1;
         }

@@ -1,8 +1,8 @@
 //! The `pyroscope` receiver: the doors of Grafana Alloy's `pyroscope.receive_http`, for the
-//! Pyroscope SDKs and agents: `POST /ingest` ([`ingest`]: pprof, folded stacks) and
+//! Pyroscope SDKs and agents: `POST /ingest` (`ingest.rs`: pprof, folded stacks) and
 //! `POST /push.v1.PusherService/Push` ([`push`]: the Connect push API). Every profile is
 //! translated to OTLP, given the resource attributes of its application and labels
-//! ([`labels`]: `service.name` from the app name or the `service_name` label) and handed to the
+//! (`labels.rs`: `service.name` from the app name or the `service_name` label) and handed to the
 //! pipeline as an OTLP batch. Other paths: 404; other methods: 405.
 
 pub mod config;
