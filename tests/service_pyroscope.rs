@@ -416,6 +416,15 @@ async fn bad_bodies_get_400_with_reasons_and_jfr_a_counted_415() {
     .await;
     assert_eq!(s, 415);
     assert!(t.contains("format=jfr is not read by profilink"), "{t}");
+    // As a Java agent sends it: a multipart form.
+    let form = "multipart/form-data; boundary=b";
+    let (s, _) = answer(
+        post("/ingest?name=a&format=jfr", form, b"--b--\r\n")
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 415);
     let push = "/push.v1.PusherService/Push";
     let (s, t) = answer(
         post(push, "application/proto", b"\xff\xff\xff")
@@ -453,7 +462,7 @@ async fn bad_bodies_get_400_with_reasons_and_jfr_a_counted_415() {
         )
         .await
     };
-    assert_eq!(refusals("unsupported_format").await, 1);
+    assert_eq!(refusals("unsupported_format").await, 2);
     assert_eq!(refusals("invalid").await, 5);
     assert_eq!(refusals("unsupported_media_type").await, 1);
 }

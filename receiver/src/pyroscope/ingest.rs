@@ -3,7 +3,7 @@
 //!
 //! | body | read as |
 //! |---|---|
-//! | `multipart/form-data` (any `format`; the Go SDK's) | the part `profile` is a pprof profile (raw or gzipped); `sample_type_config` must be JSON when present (the pprof's own sample types are kept); `prev_profile` is not used |
+//! | `multipart/form-data` (no `format`, or `pprof`: the Go SDK's) | the part `profile` is a pprof profile (raw or gzipped); `sample_type_config` must be JSON when present (the pprof's own sample types are kept); `prev_profile` is not used |
 //! | `format=pprof` | a pprof profile (raw or gzipped) |
 //! | `format=folded`, `groups`, or none | folded stacks, `root;...;leaf N` per line |
 //! | `format=lines` | one stack per line, each counted once |
@@ -89,7 +89,9 @@ async fn ingest<C: Consumer>(
     let multipart = content_type
         .to_ascii_lowercase()
         .starts_with("multipart/form-data");
-    if !multipart && matches!(q.format.as_str(), "jfr" | "trie" | "tree" | "speedscope") {
+    // As Pyroscope: the named formats come first (a Java agent's JFR arrives as a multipart
+    // form with format=jfr); a multipart form is otherwise the Go SDK's pprof.
+    if matches!(q.format.as_str(), "jfr" | "trie" | "tree" | "speedscope") {
         return Err(Refusal::new(
             RefusalReason::UnsupportedFormat,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -99,17 +101,16 @@ async fn ingest<C: Consumer>(
             ),
         ));
     }
-    if !multipart
-        && !matches!(
-            q.format.as_str(),
-            "pprof" | "folded" | "groups" | "lines" | ""
-        )
-    {
+    if !matches!(
+        q.format.as_str(),
+        "pprof" | "folded" | "groups" | "lines" | ""
+    ) {
         return Err(bad(format!(
             "format: {:?} is not a Pyroscope format",
             q.format
         )));
     }
+    let multipart = multipart && q.format != "lines";
     let bytes = plain::read_body(headers, body, state.limit, &*state.consumer).await?;
     let duration = q.until_ns - q.from_ns;
     let mut data = if multipart {
