@@ -1,7 +1,8 @@
 //! The receivers' metric families, read from each listener's [`Counters`] and the Sentry
 //! receivers' [`ItemCounters`](crate::ItemCounters): the OpenTelemetry Collector's own names
 //! (`otelcol_receiver_*`, from its `receiverhelper`) for what profilink shares with it, and
-//! profilink's `profilink_receiver_*`. The service's registry serves them at `/metrics`.
+//! profilink's `profilink_receiver_*`. The service's registry serves them at `/metrics`. The
+//! pprof receiver's pulls have families of their own ([`Scrapes`]).
 //!
 //! The profile samples of the Collector's names are sample records labelled
 //! `sample_type="<type>:<unit>"`, as the Collector counts them since v0.165 (profilink's
@@ -27,12 +28,10 @@
 //! | `profilink_receiver_dropped_items_total` | counter | `receiver`, `type` | Sentry envelope items (and proxied requests) no pipeline consumes, dropped because the receiver has no `upstream` |
 //! | `profilink_receiver_refused_items_total` | counter | `receiver`, `type`, `reason` | Sentry items refused: chunks failing the door check (validator rule id, `timestamp-out-of-range`), `invalid_json` and `unparsable` envelopes (still forwarded when there is an upstream), `rate_limited` (upstream limits their category; left out of the forwarded copy) |
 //!
-//! | `profilink_receiver_scrapes_total` | counter | `receiver`, `transport` | the pprof receiver's pulls (`transport="scrape"`: `remote` mode; `"file"`: `file` mode) whose profiles reached the pipeline |
-//! | `profilink_receiver_scrape_failures_total` | counter | `receiver`, `transport`, `reason` | pulls that failed: `connect`, `status`, `timeout`, `too_large`, `read`, `invalid`, `full`, `rejected`, `unavailable`, `file` |
-//!
 //! The Sentry receiver's upstream forwarder (`profilink_receiver_upstream_*`) counts in the
 //! exporter crate, which names its families (`profilink_exporter::telemetry`).
 
+pub use crate::pprof::telemetry::Scrapes;
 use crate::sample_records::RecordCounts;
 use crate::{Counters, CountersSnapshot, Stats};
 use profilink_consumer::telemetry::{Render, Text};
@@ -298,45 +297,6 @@ impl Render for SentryItems<'_> {
                     &[("receiver", &r.id), ("type", t), ("reason", reason)],
                     n,
                 );
-            }
-        }
-    }
-}
-
-/// The pprof receiver's pulls (`remote` scrapes, `file` reads): successes and failures by
-/// reason. Listeners that pull nothing are left out; none, no families.
-pub struct Scrapes<'a>(pub &'a [ReceiverEntry]);
-
-impl Render for Scrapes<'_> {
-    fn render(&self, f: &mut Text<'_>) {
-        let pulling: Vec<&ReceiverEntry> = self
-            .0
-            .iter()
-            .filter(|r| r.component_type() == "pprof" && matches!(r.transport, "scrape" | "file"))
-            .collect();
-        if pulling.is_empty() {
-            return;
-        }
-        let name = "profilink_receiver_scrapes_total";
-        f.header(
-            name,
-            "counter",
-            "Pulls (remote scrapes, file reads) whose profiles reached the pipeline.",
-        );
-        for r in &pulling {
-            let labels = [("receiver", r.id.as_str()), ("transport", r.transport)];
-            f.sample(name, &labels, r.counters().scrapes.successes());
-        }
-        let name = "profilink_receiver_scrape_failures_total";
-        f.header(name, "counter", "Pulls that failed, by reason.");
-        for r in &pulling {
-            for (reason, n) in r.counters().scrapes.failures() {
-                let labels = [
-                    ("receiver", r.id.as_str()),
-                    ("transport", r.transport),
-                    ("reason", reason.as_str()),
-                ];
-                f.sample(name, &labels, n);
             }
         }
     }

@@ -10,3 +10,4 @@ pub(crate) mod pull;
 pub(crate) mod remote;
 pub mod scrape_stats;
 pub(crate) mod server;
+pub mod telemetry;
