@@ -49,6 +49,7 @@ fn main() -> ExitCode {
             output,
             transactions,
             sparse_threads,
+            cpu_sample_types,
             symbolize,
             debug_dirs,
             debuginfod,
@@ -61,6 +62,10 @@ fn main() -> ExitCode {
                 output: output.as_deref(),
                 transactions: &transactions,
                 sparse_threads,
+                sample_types: cpu_sample_types.iter().fold(
+                    profilink_translator::otlp_to_sentry::SampleTypes::default(),
+                    |t, (ty, unit, o)| t.with(ty, unit, *o),
+                ),
                 symbolize: symbolize.then(|| {
                     cli::translate::symbolize_config(debug_dirs, debuginfod, symbol_cache)
                 }),

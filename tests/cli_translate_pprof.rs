@@ -116,8 +116,7 @@ fn go_cpu_profile_with_labels_and_inlining() {
 }
 
 #[test]
-#[ignore = "a Go CPU profile is two OTLP sibling profiles (samples/count, cpu/nanoseconds): \
-            exact counts need wt-producers' sibling-profile rule; the merge un-ignores this"]
+
 fn go_cpu_profile_to_sentry() {
     let input = fixture("go-cpu-labels-inline.pb.gz");
     let expected = pprof_counts(&std::fs::read(&input).unwrap());

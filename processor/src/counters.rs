@@ -50,7 +50,21 @@ pub struct ServiceCounters {
     /// Requests refused because the shared amplification budget was exhausted
     /// (`reason="budget_full"`; the client retries).
     pub budget_full_requests: AtomicU64,
+    /// CPU/wall profiles skipped as siblings of a translated one (one recording under several
+    /// sample types).
+    pub skipped_sibling_profiles: AtomicU64,
+    /// Non-CPU profiles skipped, by `"type:unit"` (at most [`MAX_SKIPPED_TYPES`] labels; the
+    /// rest under [`SKIPPED_TYPES_OVERFLOW`]).
+    skipped_types: std::sync::Mutex<Vec<(String, u64)>>,
 }
+
+/// Distinct `sample_type` labels of skipped profiles kept; further types are counted under
+/// [`SKIPPED_TYPES_OVERFLOW`].
+pub const MAX_SKIPPED_TYPES: usize = 64;
+
+/// The `sample_type` label of skipped profiles past [`MAX_SKIPPED_TYPES`] types (or with a
+/// label longer than 256 bytes).
+pub const SKIPPED_TYPES_OVERFLOW: &str = "other";
 
 impl ServiceCounters {
     /// Counts one translation error.
@@ -80,6 +94,46 @@ impl ServiceCounters {
         Self::add(counter, 1);
     }
 
+    /// Counts non-CPU profiles skipped per `"type:unit"` (a translation's
+    /// `skipped_sample_types`).
+    pub fn skipped_sample_types(&self, skipped: &[(String, u64)]) {
+        if skipped.is_empty() {
+            return;
+        }
+        let mut v = self.skipped_types.lock().unwrap_or_else(|p| p.into_inner());
+        for (label, n) in skipped {
+            let label = if label.len() > 256 {
+                SKIPPED_TYPES_OVERFLOW
+            } else {
+                label.as_str()
+            };
+            let known = v.iter().position(|(l, _)| l == label);
+            let at = match known {
+                Some(i) => i,
+                None if v.len() < MAX_SKIPPED_TYPES => {
+                    v.push((label.to_owned(), 0));
+                    v.len() - 1
+                }
+                None => match v.iter().position(|(l, _)| l == SKIPPED_TYPES_OVERFLOW) {
+                    Some(i) => i,
+                    None => {
+                        v.push((SKIPPED_TYPES_OVERFLOW.to_owned(), 0));
+                        v.len() - 1
+                    }
+                },
+            };
+            v[at].1 = v[at].1.saturating_add(*n);
+        }
+    }
+
+    /// Non-CPU profiles skipped so far, by `"type:unit"`.
+    pub fn skipped_types(&self) -> Vec<(String, u64)> {
+        self.skipped_types
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Translation errors counted for `reason`.
     pub fn translation_errors(&self, reason: &str) -> u64 {
         TRANSLATION_ERROR_REASONS
@@ -103,6 +157,26 @@ impl ServiceCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skipped_types_are_bounded() {
+        let c = ServiceCounters::default();
+        c.skipped_sample_types(&[("alloc:bytes".into(), 2), ("lock:ns".into(), 1)]);
+        c.skipped_sample_types(&[("alloc:bytes".into(), 1)]);
+        assert_eq!(
+            c.skipped_types(),
+            vec![("alloc:bytes".to_owned(), 3), ("lock:ns".to_owned(), 1)]
+        );
+        for i in 0..100 {
+            c.skipped_sample_types(&[(format!("t{i}:u"), 1)]);
+        }
+        let types = c.skipped_types();
+        assert_eq!(types.len(), MAX_SKIPPED_TYPES + 1);
+        assert_eq!(
+            types.last().unwrap(),
+            &(SKIPPED_TYPES_OVERFLOW.to_owned(), 38)
+        );
+    }
 
     #[test]
     fn counters_saturate_instead_of_wrapping() {

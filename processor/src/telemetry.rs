@@ -9,6 +9,8 @@
 //! | `profilink_translation_errors_total` | counter | `reason` | profiles / chunks that could not be translated (`index_out_of_range`, `sentry_index_out_of_range`, `invalid_timestamp`, `limit_exceeded`, `invalid`), and chunks removed because they failed the chunk validator (`invalid_chunk`: translated chunks, and received Sentry chunks bound for a chunk exporter; never sent) |
 //! | `profilink_translation_dropped_samples_total` | counter | `reason` | observations lost in OTLP → Sentry translation (`expansion`, `size`) |
 //! | `profilink_translation_refused_requests_total` | counter | `reason` | OTLP requests the amplification budget refused before translating them: `amplification` (for good), `budget_full` (retry later) |
+//! | `profilink_translation_skipped_profiles_total` | counter | `sample_type` | OTLP profiles not translated to chunks because their `"type:unit"` is not a CPU/wall type of the sample-type table (heap, allocations, locks, off-CPU…); at most 64 types, the rest as `other` |
+//! | `profilink_translation_sibling_profiles_total` | counter | | OTLP CPU/wall profiles not translated because a sibling profile (the same recording under another sample type, as pprof → OTLP makes them) was |
 //! | `profilink_translated_chunks_total` | counter | | Sentry chunks produced from OTLP |
 //! | `profilink_translated_profiles_total` | counter | | Sentry chunks and V1 profiles translated to OTLP |
 //! | `profilink_sampling_dropped_chunks_total` | counter | | chunks dropped by `profile_sampling` |
@@ -51,6 +53,22 @@ impl Render for ServiceCounters {
         for reason in TRANSLATION_ERROR_REASONS {
             f.sample(name, &[("reason", reason)], c.translation_errors(reason));
         }
+        let name = "profilink_translation_skipped_profiles_total";
+        f.header(
+            name,
+            "counter",
+            "OTLP profiles not translated to chunks because their sample type is not CPU/wall, by sample_type.",
+        );
+        for (label, n) in c.skipped_types() {
+            f.sample(name, &[("sample_type", &label)], n);
+        }
+        let name = "profilink_translation_sibling_profiles_total";
+        f.header(
+            name,
+            "counter",
+            "OTLP profiles not translated because a sibling (the same recording under another sample type) was.",
+        );
+        f.sample(name, &[], load(&c.skipped_sibling_profiles));
         let name = "profilink_translation_dropped_samples_total";
         f.header(
             name,

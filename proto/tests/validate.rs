@@ -431,14 +431,14 @@ fn kvlist_value(key_strindex: i32) -> Option<AnyValue> {
 #[test]
 fn dictionary_rules() {
     cases! { dict, check_dict;
-        Error "string-table-zero" "dictionary.string_table[0]" => |d| d.string_table[0] = "x".into();
+        Warning "string-table-zero" "dictionary.string_table[0]" => |d| d.string_table[0] = "x".into();
         Warning "table-zero-missing" "dictionary.string_table" => |d| d.string_table.clear();
-        Error "table-zero" "dictionary.mapping_table[0]" => |d| d.mapping_table[0].memory_limit = 1;
-        Error "table-zero" "dictionary.location_table[0]" => |d| d.location_table[0].address = 1;
-        Error "table-zero" "dictionary.function_table[0]" => |d| d.function_table[0].start_line = 1;
-        Error "table-zero" "dictionary.link_table[0]" => |d| d.link_table[0].span_id = vec![1; 8];
-        Error "table-zero" "dictionary.stack_table[0]" => |d| d.stack_table[0].location_indices = vec![1];
-        Error "table-zero" "dictionary.attribute_table[0]" => |d| d.attribute_table[0].key_strindex = 4;
+        Warning "table-zero" "dictionary.mapping_table[0]" => |d| d.mapping_table[0].memory_limit = 1;
+        Warning "table-zero" "dictionary.location_table[0]" => |d| d.location_table[0].address = 1;
+        Warning "table-zero" "dictionary.function_table[0]" => |d| d.function_table[0].start_line = 1;
+        Warning "table-zero" "dictionary.link_table[0]" => |d| d.link_table[0].span_id = vec![1; 8];
+        Warning "table-zero" "dictionary.stack_table[0]" => |d| d.stack_table[0].location_indices = vec![1];
+        Warning "table-zero" "dictionary.attribute_table[0]" => |d| d.attribute_table[0].key_strindex = 4;
         Warning "table-zero-missing" "dictionary.function_table" => |d| d.function_table.clear();
         Warning "attribute-table-zero-empty-value" "dictionary.attribute_table[0].value" => |d| d.attribute_table[0].value = Some(AnyValue { value: None });
         Error "index-out-of-range" "dictionary.location_table[1].mapping_index" => |d| d.location_table[1].mapping_index = 2;

@@ -27,6 +27,9 @@
 //! | `profilink_receiver_refusals_total` | counter | `receiver`, `transport`, `reason` | the same by [`RefusalReason`](crate::RefusalReason) (`unsupported_version`, `full`, `invalid`, …) |
 //! | `profilink_receiver_dropped_items_total` | counter | `receiver`, `type` | Sentry envelope items (and proxied requests) no pipeline consumes, dropped because the receiver has no `upstream` |
 //! | `profilink_receiver_refused_items_total` | counter | `receiver`, `type`, `reason` | Sentry items refused: chunks failing the door check (validator rule id, `timestamp-out-of-range`), `invalid_json` and `unparsable` envelopes (still forwarded when there is an upstream), `rate_limited` (upstream limits their category; left out of the forwarded copy) |
+//! | `profilink_otlp_decode_utf8_replacements_total` | counter | | invalid UTF-8 sequences in string fields of binary OTLP profiles requests (every path: gRPC, HTTP, Kafka, CLI) replaced with U+FFFD; the requests were accepted |
+//! | `profilink_otlp_decode_layout_1_9_total` | counter | `reason` | binary OTLP profiles requests read in the proto 1.9 `Sample` layout: `decode_error` (they did not decode as 1.10), `inconsistent` (they decoded as 1.10 but broke the dictionary's bounds or the samples' shapes) |
+//! | `profilink_otlp_decode_neither_layout_total` | counter | | binary OTLP profiles requests refused because they decode in both layouts and fit neither |
 //!
 //! The Sentry receiver's upstream forwarder (`profilink_receiver_upstream_*`) counts in the
 //! exporter crate, which names its families (`profilink_exporter::telemetry`).
@@ -299,5 +302,38 @@ impl Render for SentryItems<'_> {
                 );
             }
         }
+    }
+}
+
+/// Lenient decoding of binary OTLP profiles requests, process-wide
+/// ([`profilink_proto::wire::counters`]).
+pub struct OtlpDecoding;
+
+impl Render for OtlpDecoding {
+    fn render(&self, f: &mut Text<'_>) {
+        use profilink_proto::wire::counters;
+        let name = "profilink_otlp_decode_utf8_replacements_total";
+        f.header(
+            name,
+            "counter",
+            "Invalid UTF-8 sequences in OTLP profiles string fields replaced with U+FFFD.",
+        );
+        f.sample(name, &[], counters::utf8_replacements());
+        let name = "profilink_otlp_decode_layout_1_9_total";
+        f.header(
+            name,
+            "counter",
+            "OTLP profiles requests read in the proto 1.9 Sample layout, by how it was detected.",
+        );
+        for (reason, n) in counters::layout_1_9() {
+            f.sample(name, &[("reason", reason.as_str())], n);
+        }
+        let name = "profilink_otlp_decode_neither_layout_total";
+        f.header(
+            name,
+            "counter",
+            "OTLP profiles requests refused because neither the proto 1.10 nor the 1.9 layout fits them.",
+        );
+        f.sample(name, &[], counters::neither_layout());
     }
 }

@@ -3,6 +3,7 @@
 pub mod check;
 pub mod components;
 pub mod input;
+pub mod output;
 pub mod run;
 pub mod translate;
 pub mod translate_pprof;
@@ -97,6 +98,16 @@ pub enum Command {
         /// still alone; or `drop` them all.
         #[arg(long, value_enum, default_value_t = SparseThreads::Group)]
         sparse_threads: SparseThreads,
+        /// Also translate profiles of this sample type, OTLP -> Sentry (repeatable):
+        /// `TYPE:UNIT` (values are sample counts when UNIT is `count`, else time over the
+        /// period), or `TYPE:UNIT=count` / `TYPE:UNIT=period`. Added to the built-in table
+        /// (`samples`, `cpu`, `wall`, `events`, async-profiler's `itimer`/`ctimer`/...).
+        #[arg(long = "cpu-sample-type", value_parser = parse_sample_type)]
+        cpu_sample_types: Vec<(
+            String,
+            String,
+            profilink_translator::otlp_to_sentry::Observations,
+        )>,
         /// Name native frames of OTLP inputs first (function, file, line, inline chains) from
         /// debug directories, the live processes' files under /proc and debuginfod servers.
         #[arg(long)]
@@ -160,4 +171,18 @@ pub enum SparseThreads {
 
 fn parse_format(s: &str) -> Result<InputFormat, String> {
     s.parse()
+}
+
+/// A `--cpu-sample-type` value.
+fn parse_sample_type(
+    text: &str,
+) -> Result<
+    (
+        String,
+        String,
+        profilink_translator::otlp_to_sentry::Observations,
+    ),
+    String,
+> {
+    profilink_translator::otlp_to_sentry::SampleTypes::parse_pair(text).map_err(|e| e.to_string())
 }

@@ -3,17 +3,18 @@
 //! OTLP, and `--to pprof` is [`super::translate_pprof`].
 
 use super::input::{Input, read_input};
+use super::output::{dir_and_name, write_output};
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_USAGE, OutputFormat, SparseThreads};
 use anyhow::{Context, Result, bail};
 use profilink_exporter::{SDK_NAME, VERSION};
-use profilink_exporter::{envelope_file_name, write_atomic, write_atomic_with};
+use profilink_exporter::{envelope_file_name, write_atomic_with};
 use profilink_proto::input::InputFormat;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::otlp_json;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_symbolizer::{Symbolizer, SymbolizerConfig};
 use profilink_translator::{
-    InputError, SentryParts, TransactionLinks, decode_otlp, ndjson_chunk, ndjson_lines,
+    InputError, SentryParts, TransactionLinks, decode_otlp_report, ndjson_chunk, ndjson_lines,
     otlp_to_sentry, sentry_to_otlp,
 };
 use prost::Message;
@@ -32,6 +33,8 @@ pub struct Args<'a> {
     pub transactions: &'a [PathBuf],
     /// Threads Relay would drop: grouped first, or dropped.
     pub sparse_threads: SparseThreads,
+    /// The sample-type table (the built-in one plus `--cpu-sample-type` pairs).
+    pub sample_types: otlp_to_sentry::SampleTypes,
     /// Symbolize native frames of OTLP inputs first, with this config.
     pub symbolize: Option<SymbolizerConfig>,
     /// Inputs.
@@ -144,8 +147,28 @@ fn symbolize(cfg: &SymbolizerConfig, g: &mut Gathered) {
     }
 }
 
+/// Says what lenient decoding did to an input (invalid UTF-8 replaced, proto 1.9 layout).
+fn note_decode(name: &str, report: &profilink_proto::wire::DecodeReport) {
+    if report.utf8_replacements > 0 {
+        eprintln!(
+            "{name}: replaced {} invalid UTF-8 sequence(s) in strings with U+FFFD",
+            report.utf8_replacements
+        );
+    }
+    if let Some(reason) = report.layout_reason {
+        eprintln!(
+            "{name}: read in the proto 1.9 Sample layout (values=2, attribute_indices=3, link_index=4; {}); the producer predates proto 1.10",
+            match reason {
+                profilink_proto::wire::LayoutReason::DecodeError => "it does not decode as 1.10",
+                profilink_proto::wire::LayoutReason::Inconsistent =>
+                    "as 1.10 it breaks the dictionary's bounds or the samples' shapes",
+            }
+        );
+    }
+}
+
 /// Adds one input to `g`: an OTLP request, or the Sentry chunks, V1 profiles and
-/// transactions it holds (the library's readers, [`decode_otlp`] and [`SentryParts`]).
+/// transactions it holds (the library's readers, [`decode_otlp_report`] and [`SentryParts`]).
 ///
 /// NDJSON of chunks bound for OTLP (`defer_ndjson`) is kept as bytes, parsed when translated:
 /// its chunks then need not all be held at once.
@@ -154,7 +177,8 @@ fn gather(input: Input, g: &mut Gathered, defer_ndjson: bool) -> Result<()> {
         let request = super::translate_pprof::read_request(&input)?;
         g.otlp.push((input.name, request));
     } else if input.format.is_otlp() {
-        let request = decode_otlp(&input.bytes, Some(input.format))?;
+        let (request, report) = decode_otlp_report(&input.bytes, Some(input.format))?;
+        note_decode(&input.name, &report);
         g.otlp.push((input.name, request));
     } else if defer_ndjson
         && input.format == InputFormat::SentryChunkNdjson
@@ -188,6 +212,7 @@ fn to_sentry(args: &Args, g: Gathered) -> Result<u8> {
         // Chunks cannot carry trace links and the output has no other place for them: none
         // are made (building one per linked observation was a third of the translation).
         max_links: 0,
+        sample_types: args.sample_types.clone(),
         ..Default::default()
     };
     // Each chunk is written as soon as it is cut, so memory holds the inputs and one window
@@ -426,9 +451,21 @@ fn make_chunks(
         }
         let s = &t.stats;
         if s.profiles_skipped_non_cpu > 0 {
+            let types: Vec<String> = t
+                .skipped_sample_types
+                .iter()
+                .map(|(label, n)| format!("{label} ({n})"))
+                .collect();
             eprintln!(
-                "{name}: skipped {} profile(s) that are not CPU/wall samples (e.g. off-CPU time)",
-                s.profiles_skipped_non_cpu
+                "{name}: skipped {} profile(s) that are not CPU/wall samples, by sample_type: {} (see --cpu-sample-type)",
+                s.profiles_skipped_non_cpu,
+                types.join(", ")
+            );
+        }
+        if s.profiles_skipped_sibling > 0 {
+            eprintln!(
+                "{name}: skipped {} profile(s) that repeat another profile's samples under another sample type (one recording, translated once)",
+                s.profiles_skipped_sibling
             );
         }
         if s.samples_grouped > 0 {
@@ -551,32 +588,4 @@ fn parse_ndjson(
         }
         Ok(())
     })
-}
-
-/// The directory (`.` when none is given) and file name of an output path.
-fn dir_and_name(path: &Path) -> Result<(&Path, String)> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let name = path.file_name().context("output path has no file name")?;
-    Ok((
-        dir.unwrap_or(Path::new(".")),
-        name.to_string_lossy().into_owned(),
-    ))
-}
-
-/// Writes `bytes` to `path` atomically, or to standard output.
-pub(super) fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
-    match path {
-        Some(p) => {
-            let (dir, name) = dir_and_name(p)?;
-            write_atomic(dir, &name, bytes)
-                .with_context(|| format!("cannot write {}", p.display()))?;
-            Ok(())
-        }
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(bytes)?;
-            stdout.flush()?;
-            Ok(())
-        }
-    }
 }

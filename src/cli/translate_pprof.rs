@@ -10,12 +10,27 @@ use profilink_translator::folded::{FoldedOptions, folded_to_otlp};
 use profilink_translator::pprof::{PprofOptions, ToPprofOptions, request_to_pprof};
 use profilink_translator::pprof_bytes_to_otlp;
 use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The OTLP request of a pprof or folded input (already decompressed by
-/// [`super::input::read_input`], within its size cap).
+/// [`super::input::read_input`], within its size cap). Folded stacks are given the input
+/// file's modification time (standard input: the current time) as their time.
 pub fn read_request(input: &Input) -> Result<ExportProfilesServiceRequest> {
     let data: ProfilesData = match input.format {
-        InputFormat::Folded => folded_to_otlp(&input.bytes, &FoldedOptions::default())?,
+        InputFormat::Folded => {
+            // Folded stacks carry no time: the file's modification time (when the profiler
+            // wrote it), or now for standard input.
+            let time = std::fs::metadata(&input.name)
+                .and_then(|m| m.modified())
+                .unwrap_or_else(|_| SystemTime::now());
+            let opts = FoldedOptions {
+                time_unix_nano: time
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+                ..FoldedOptions::default()
+            };
+            folded_to_otlp(&input.bytes, &opts)?
+        }
         _ => {
             let opts = PprofOptions {
                 max_inflated_bytes: MAX_INPUT_BYTES,
@@ -49,7 +64,7 @@ pub fn write_pprof(
             out.siblings
         );
     }
-    super::translate::write_output(output, &out.to_gzip())?;
+    super::output::write_output(output, &out.to_gzip())?;
     eprintln!(
         "{name}: pprof written: {} sample(s), {} observation(s)",
         out.profile.sample.len(),

@@ -5,7 +5,8 @@ use super::{EXIT_OK, EXIT_REJECTED};
 use profilink_proto::input::InputFormat;
 use profilink_proto::sentry::{Envelope, Transaction};
 use profilink_proto::validate::{self, Finding, Severity};
-use profilink_translator::{InputError, decode_otlp};
+use profilink_proto::wire::DecodeReport;
+use profilink_translator::{InputError, decode_otlp_report};
 use std::path::PathBuf;
 
 /// Runs `validate` and returns the exit code.
@@ -48,13 +49,48 @@ fn finding(severity: Severity, rule: &'static str, path: &str, message: String) 
     }
 }
 
+/// Warnings for what lenient decoding repaired or detected.
+fn decode_findings(report: &DecodeReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if report.utf8_replacements > 0 {
+        out.push(finding(
+            Severity::Warning,
+            "invalid-utf8",
+            ".",
+            format!(
+                "{} invalid UTF-8 sequence(s) in string fields, replaced with U+FFFD",
+                report.utf8_replacements
+            ),
+        ));
+    }
+    if let Some(reason) = report.layout_reason {
+        out.push(finding(
+            Severity::Warning,
+            "proto-1.9-layout",
+            ".",
+            format!(
+                "the request uses the proto 1.9 Sample layout (values=2, attribute_indices=3, link_index=4; detected: {}); it was read as 1.9, upgrade the producer to proto 1.10",
+                reason.as_str()
+            ),
+        ));
+    }
+    out
+}
+
 /// The findings for one input, by its format.
 pub fn findings_for(input: &Input) -> Vec<Finding> {
     let bytes = &input.bytes;
     match input.format {
         InputFormat::OtlpProtobuf | InputFormat::OtlpJson => {
-            match decode_otlp(bytes, Some(input.format)) {
-                Ok(req) => validate::validate_otlp(req.dictionary.as_ref(), &req.resource_profiles),
+            match decode_otlp_report(bytes, Some(input.format)) {
+                Ok((req, report)) => {
+                    let mut findings = decode_findings(&report);
+                    findings.extend(validate::validate_otlp(
+                        req.dictionary.as_ref(),
+                        &req.resource_profiles,
+                    ));
+                    findings
+                }
                 Err(InputError::OtlpJson(e)) => {
                     vec![finding(Severity::Error, "decode", &e.path, e.message)]
                 }

@@ -1,7 +1,12 @@
 //! Bounds-checked resolution of the OTLP profiles dictionary.
 //!
-//! Every index from the wire goes through here. Index 0 means "unset" in every table; an index
-//! outside its table is a [`TranslateError::IndexOutOfRange`] naming the table, never a panic.
+//! Every index from the wire goes through here. Index 0 is read as the Collector's pdata reads
+//! it: `table[0]` as it is. When `table[0]` is absent or the zero value (`""`, `Location{}`,
+//! `Link` with empty or all-zero ids, `KeyValueAndUnit` with no key, no unit and an absent or
+//! empty value, …) index 0 means "unset"; when a producer put a real entry there (async-profiler
+//! before proto 1.10 wrote its first location, function, thread name and even the sample type's
+//! string at index 0), that entry is used (`profilink validate` warns about it). An index outside
+//! its table is a [`TranslateError::IndexOutOfRange`] naming the table, never a panic.
 //! Attribute keys and string values resolve in both forms: inline (`key`, `string_value`) and
 //! reference-based (`key_strindex`, `string_value_strindex`), recursively inside arrays and
 //! key-value lists.
@@ -83,13 +88,50 @@ pub struct Dictionary<'a> {
     dict: Option<&'a ProfilesDictionary>,
 }
 
-fn get<'a, T>(
+/// Whether a table entry is its message's zero value (index 0 then means "unset").
+pub(crate) trait ZeroValue {
+    fn is_zero_value(&self) -> bool;
+}
+
+impl ZeroValue for String {
+    fn is_zero_value(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+impl ZeroValue for Link {
+    fn is_zero_value(&self) -> bool {
+        self.trace_id.iter().all(|b| *b == 0) && self.span_id.iter().all(|b| *b == 0)
+    }
+}
+
+impl ZeroValue for KeyValueAndUnit {
+    fn is_zero_value(&self) -> bool {
+        self.key_strindex == 0
+            && self.unit_strindex == 0
+            && self.value.as_ref().is_none_or(|v| v.value.is_none())
+    }
+}
+
+macro_rules! zero_by_default {
+    ($($t:ty),*) => {$(
+        impl ZeroValue for $t {
+            fn is_zero_value(&self) -> bool {
+                *self == <$t>::default()
+            }
+        }
+    )*};
+}
+
+zero_by_default!(Function, Location, Mapping, Stack);
+
+fn get<'a, T: ZeroValue>(
     table: &'a [T],
     name: &'static str,
     index: i32,
 ) -> Result<Option<&'a T>, TranslateError> {
     if index == 0 {
-        return Ok(None);
+        return Ok(table.first().filter(|t| !t.is_zero_value()));
     }
     usize::try_from(index)
         .ok()
@@ -126,37 +168,39 @@ impl<'a> Dictionary<'a> {
         self.dict.unwrap_or(&EMPTY)
     }
 
-    /// `string_table[index]`; index 0 is `""`.
+    /// `string_table[index]`; index 0 is `string_table[0]`, or `""` without one.
     pub fn string(&self, index: i32) -> Result<&'a str, TranslateError> {
         Ok(get(&self.tables().string_table, "string_table", index)?.map_or("", String::as_str))
     }
 
-    /// `function_table[index]`; `None` for 0.
+    /// `function_table[index]`; `None` for 0 when `function_table[0]` is absent or the zero value.
     pub fn function(&self, index: i32) -> Result<Option<&'a Function>, TranslateError> {
         get(&self.tables().function_table, "function_table", index)
     }
 
-    /// `location_table[index]`; `None` for 0.
+    /// `location_table[index]`; `None` for 0 when `location_table[0]` is absent or the zero value.
     pub fn location(&self, index: i32) -> Result<Option<&'a Location>, TranslateError> {
         get(&self.tables().location_table, "location_table", index)
     }
 
-    /// `mapping_table[index]`; `None` for 0.
+    /// `mapping_table[index]`; `None` for 0 when `mapping_table[0]` is absent or the zero value.
     pub fn mapping(&self, index: i32) -> Result<Option<&'a Mapping>, TranslateError> {
         get(&self.tables().mapping_table, "mapping_table", index)
     }
 
-    /// `stack_table[index]`; `None` for 0 (the empty stack).
+    /// `stack_table[index]`; `None` for 0 (the empty stack) unless `stack_table[0]` has
+    /// locations.
     pub fn stack(&self, index: i32) -> Result<Option<&'a Stack>, TranslateError> {
         get(&self.tables().stack_table, "stack_table", index)
     }
 
-    /// `link_table[index]`; `None` for 0.
+    /// `link_table[index]`; `None` for 0 when `link_table[0]` is absent or the zero value.
     pub fn link(&self, index: i32) -> Result<Option<&'a Link>, TranslateError> {
         get(&self.tables().link_table, "link_table", index)
     }
 
-    /// `attribute_table[index]` resolved; `None` for 0.
+    /// `attribute_table[index]` resolved; `None` for 0 when `attribute_table[0]` is absent or
+    /// the zero value.
     pub fn attribute(&self, index: i32) -> Result<Option<Attr<'a>>, TranslateError> {
         match get(&self.tables().attribute_table, "attribute_table", index)? {
             None => Ok(None),
@@ -175,7 +219,7 @@ impl<'a> Dictionary<'a> {
         })
     }
 
-    /// Resolves the attributes at `indices`, skipping index 0.
+    /// Resolves the attributes at `indices`, skipping index 0 when it is the zero value.
     pub fn attributes(&self, indices: &'a [i32]) -> Result<Vec<Attr<'a>>, TranslateError> {
         let mut out = Vec::with_capacity(indices.len());
         for &i in indices {
@@ -256,7 +300,7 @@ impl<'a> Dictionary<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use profilink_proto::otlp::{ArrayValue, KeyValueList};
+    use profilink_proto::otlp::{ArrayValue, KeyValueList, Location, Stack};
 
     fn dict() -> ProfilesDictionary {
         ProfilesDictionary {
@@ -283,6 +327,36 @@ mod tests {
         assert_eq!(a.key, "thread.name");
         assert_eq!(a.value, AttrValue::Str("main"));
         assert_eq!(dict.attribute(0).unwrap(), None);
+    }
+
+    #[test]
+    fn real_entries_at_index_0_are_used_as_they_are() {
+        // async-profiler before proto 1.10: string 0 is the engine, location 0 a real frame.
+        let d = ProfilesDictionary {
+            string_table: vec!["itimer".into(), "count".into()],
+            location_table: vec![Location {
+                address: 7,
+                ..Default::default()
+            }],
+            link_table: vec![Link {
+                trace_id: vec![0; 16],
+                span_id: vec![0; 8],
+            }],
+            attribute_table: vec![KeyValueAndUnit {
+                value: Some(AnyValue { value: None }),
+                ..Default::default()
+            }],
+            stack_table: vec![Stack::default()],
+            ..Default::default()
+        };
+        let dict = Dictionary::new(Some(&d));
+        assert_eq!(dict.string(0), Ok("itimer"));
+        assert_eq!(dict.location(0).unwrap().map(|l| l.address), Some(7));
+        // Zero values (pdata's forms included) are "unset".
+        assert_eq!(dict.link(0), Ok(None));
+        assert_eq!(dict.attribute(0), Ok(None));
+        assert_eq!(dict.stack(0), Ok(None));
+        assert_eq!(dict.function(0), Ok(None));
     }
 
     #[test]

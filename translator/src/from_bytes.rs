@@ -38,17 +38,15 @@ use profilink_proto::otlp_json::{self, OtlpJsonError};
 use profilink_proto::sentry::{
     Envelope, EnvelopeError, JsonError, ProfileChunk, SampleProfileV1, Transaction,
 };
-use prost::Message;
+use profilink_proto::wire::{DecodeReport, WireDecodeError, decode_profiles_request};
 use thiserror::Error;
 
 /// Bytes that could not be read as the profile input they were meant to be.
 #[derive(Debug, Error)]
 pub enum InputError {
-    /// Not a protobuf OTLP profiles message.
-    #[error(
-        "not a binary OTLP profiles (proto 1.10) message (OTLP 1.8/1.9 payloads use other field numbers)"
-    )]
-    OtlpProtobuf(#[source] prost::DecodeError),
+    /// Not a protobuf OTLP profiles message in either layout (proto 1.10 or 1.9).
+    #[error("{0}")]
+    OtlpProtobuf(#[source] WireDecodeError),
     /// Not valid OTLP/JSON.
     #[error("invalid OTLP/JSON")]
     OtlpJson(#[source] OtlpJsonError),
@@ -77,17 +75,29 @@ pub enum InputError {
     Envelope(#[from] EnvelopeError),
 }
 
-/// Decodes an OTLP profiles request of `format` (detected when `None`): binary protobuf or
-/// OTLP/JSON. A `ProfilesData` decodes too (same fields).
+/// Decodes an OTLP profiles request of `format` (detected when `None`): binary protobuf
+/// (leniently: invalid UTF-8 replaced, the proto 1.9 `Sample` layout detected; see
+/// [`profilink_proto::wire`]) or OTLP/JSON. A `ProfilesData` decodes too (same fields).
 pub fn decode_otlp(
     bytes: &[u8],
     format: Option<InputFormat>,
 ) -> Result<ExportProfilesServiceRequest, InputError> {
+    decode_otlp_report(bytes, format).map(|(request, _)| request)
+}
+
+/// [`decode_otlp`] with what lenient decoding did (replacements, layout; the default report
+/// for OTLP/JSON, which serde reads as valid UTF-8 text).
+pub fn decode_otlp_report(
+    bytes: &[u8],
+    format: Option<InputFormat>,
+) -> Result<(ExportProfilesServiceRequest, DecodeReport), InputError> {
     match format.unwrap_or_else(|| detect(bytes)) {
         InputFormat::OtlpProtobuf => {
-            ExportProfilesServiceRequest::decode(bytes).map_err(InputError::OtlpProtobuf)
+            decode_profiles_request(bytes).map_err(InputError::OtlpProtobuf)
         }
-        InputFormat::OtlpJson => otlp_json::decode_request(bytes).map_err(InputError::OtlpJson),
+        InputFormat::OtlpJson => otlp_json::decode_request(bytes)
+            .map(|r| (r, DecodeReport::default()))
+            .map_err(InputError::OtlpJson),
         found => Err(InputError::WrongFormat {
             found,
             expected: "OTLP profiles (protobuf or OTLP/JSON)",
@@ -289,6 +299,7 @@ pub fn ndjson_lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     #[test]
     fn otlp_formats_are_detected_and_others_refused() {

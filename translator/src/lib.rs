@@ -38,8 +38,8 @@ pub use dictionary::{Attr, AttrValue, Dictionary};
 pub use error::TranslateError;
 pub use folded::{FoldedError, FoldedOptions, folded_to_otlp};
 pub use from_bytes::{
-    InputError, SentryParts, decode_otlp, folded_bytes_to_chunks, ndjson_chunk, ndjson_lines,
-    otlp_bytes_to_chunks, pprof_bytes_to_chunks, sentry_bytes_to_otlp,
+    InputError, SentryParts, decode_otlp, decode_otlp_report, folded_bytes_to_chunks, ndjson_chunk,
+    ndjson_lines, otlp_bytes_to_chunks, pprof_bytes_to_chunks, sentry_bytes_to_otlp,
 };
 pub use linking::{
     ExactLinks, LinkIds, LinkSource, NoLinks, SpanInterval, ThreadLinks, TransactionLinks,

@@ -5,7 +5,7 @@ mod otlp_to_sentry_support;
 use otlp_to_sentry_support::{B, check_chunk, int_value, kv, resource, sample, str_value};
 use profilink_proto::otlp::{
     AnyValue, ExportProfilesServiceRequest, KeyValue, Line, Location, Profile, ProfilesDictionary,
-    Sample, Stack, any_value,
+    Sample, Stack, ValueType, any_value,
 };
 use profilink_translator::TranslateError;
 use profilink_translator::otlp_to_sentry::{
@@ -253,10 +253,16 @@ fn values_timestamps_length_mismatch() {
 
 #[test]
 fn missing_zero_entries_and_missing_dictionary() {
-    // Tables without their zero entries: index 0 still means "unset", real entries start at 0
-    // and so are unreachable; nothing panics.
+    // Tables without their zero entries: index 0 is the real entry there, as the Collector's
+    // pdata reads it (stack 0 holds location 0 twice, string 0 is "thread.id"); a table
+    // without entries leaves index 0 unset; nothing panics.
     let dict = ProfilesDictionary {
-        string_table: vec!["thread.id".into(), "f".into()],
+        string_table: vec![
+            "thread.id".into(),
+            "f".into(),
+            "samples".into(),
+            "count".into(),
+        ],
         location_table: vec![Location {
             mapping_index: 0,
             address: 0x10,
@@ -277,9 +283,14 @@ fn missing_zero_entries_and_missing_dictionary() {
         timestamps_unix_nano: vec![T0, T0 + MS],
         ..Default::default()
     }];
+    // (Without a sample type, type and unit would be string 0, "thread.id": not CPU.)
     let profile = Profile {
         samples,
         time_unix_nano: T0,
+        sample_type: Some(ValueType {
+            type_strindex: 2,
+            unit_strindex: 3,
+        }),
         ..Default::default()
     };
     let rps = vec![resource(
@@ -289,13 +300,20 @@ fn missing_zero_entries_and_missing_dictionary() {
     let t = to_chunks(Some(&dict), &rps, &ChunkOptions::default());
     assert!(t.rejected.is_empty());
     assert_eq!(t.stats.samples_out, 2);
-    // Only empty stacks: the chunk has samples with `[]` (Relay counts them idle).
-    assert_eq!(t.chunks[0].profile.stacks, vec![Vec::<usize>::new()]);
+    // Stack 0 is `stack_table[0]`: location 0 twice (function 0 absent: a frame by address).
+    assert_eq!(t.chunks[0].profile.stacks, vec![vec![0usize, 0]]);
     assert_eq!(t.chunks[0].profile.samples[0].thread_id, "5");
 
     // No dictionary at all: index 0 works, any other index is out of range.
+    let mut profile = profile;
+    profile.sample_type = None;
+    let rps = vec![resource(
+        vec![kv("process.pid", int_value(5))],
+        vec![profile.clone()],
+    )];
     let t = to_chunks(None, &rps, &ChunkOptions::default());
     assert!(t.rejected.is_empty());
+    assert_eq!(t.stats.samples_out, 2);
     let mut p2 = profile;
     p2.samples[0].stack_index = 1;
     let t = to_chunks(

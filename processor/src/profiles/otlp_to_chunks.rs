@@ -206,6 +206,14 @@ impl OtlpToChunks {
             t.stats.samples_dropped_expansion,
         );
         ServiceCounters::add(&c.dropped_samples_size, t.stats.samples_dropped_size);
+        c.skipped_sample_types(&t.skipped_sample_types);
+        ServiceCounters::add(
+            &c.skipped_sibling_profiles,
+            t.stats.profiles_skipped_sibling,
+        );
+        if !t.skipped_sample_types.is_empty() {
+            tracing::debug!(pipeline = %self.name, skipped = ?t.skipped_sample_types, "non-CPU profiles not translated to chunks");
+        }
         ServiceCounters::add(&c.translated_chunks, t.chunks.len() as u64);
         // The threads each session's links name: spans are stamped with them, so the
         // exporters must not group them.

@@ -117,14 +117,19 @@ fn negative_line(c: &mut RefChecker<'_>, n: i64, path: std::fmt::Arguments<'_>) 
     }
 }
 
-/// Index 0 of every table must hold the zero value.
+/// Index 0 of every table must hold the zero value. A real entry there is a warning, not an
+/// error: it is used as what it is, as the Collector's pdata reads it (async-profiler before
+/// proto 1.10 wrote its first string, function, location and thread name at index 0), so an
+/// index 0 in such a table means that entry, not "unset".
 fn zero_entries(c: &mut RefChecker<'_>) {
     let d = c.dict;
     if let Some(s) = d.string_table.first().filter(|s| !s.is_empty()) {
-        c.sink.error(
+        c.sink.warning(
             "string-table-zero",
             "dictionary.string_table[0]",
-            format_args!("string_table[0] is {s:?}; it must be the empty string"),
+            format_args!(
+                "string_table[0] is {s:?}; it must be the empty string (index 0 is read as {s:?}, as the Collector's pdata reads it)"
+            ),
         );
     }
     let non_default = [
@@ -159,11 +164,11 @@ fn zero_entries(c: &mut RefChecker<'_>) {
     ];
     for (table, bad) in non_default {
         if bad {
-            c.sink.error(
+            c.sink.warning(
                 "table-zero",
                 format_args!("dictionary.{}[0]", table.name()),
                 format_args!(
-                    "dictionary.{}[0] must be the zero value (all fields unset)",
+                    "dictionary.{}[0] must be the zero value (all fields unset); index 0 is read as this entry, as the Collector's pdata reads it",
                     table.name()
                 ),
             );
@@ -171,10 +176,10 @@ fn zero_entries(c: &mut RefChecker<'_>) {
     }
     if let Some(a) = d.attribute_table.first() {
         match attribute_zero(a) {
-            Some(Severity::Error) => c.sink.error(
+            Some(Severity::Error) => c.sink.warning(
                 "table-zero",
                 "dictionary.attribute_table[0]",
-                "dictionary.attribute_table[0] must be the zero value KeyValueAndUnit{}",
+                "dictionary.attribute_table[0] must be the zero value KeyValueAndUnit{}; index 0 is read as this entry, as the Collector's pdata reads it",
             ),
             Some(Severity::Warning) => c.sink.warning(
                 "attribute-table-zero-empty-value",

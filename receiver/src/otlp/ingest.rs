@@ -20,6 +20,9 @@ use crate::stats::{Counters, RefusalReason};
 use profilink_proto::otlp_json::OtlpJsonError;
 use profilink_proto::signal::{ItemCounts, Signal};
 
+/// Why a protobuf body could not be decoded (its message is what the client is told).
+pub type BodyDecodeError = Box<dyn std::error::Error + Send + Sync>;
+
 /// How many findings an error message quotes.
 pub const MESSAGE_FINDINGS: usize = 3;
 
@@ -94,7 +97,7 @@ pub trait IngestSignal: Signal {
     fn decode_protobuf<B: bytes::Buf>(
         version: Self::Version,
         body: B,
-    ) -> Result<Self::Request, prost::DecodeError>;
+    ) -> Result<Self::Request, BodyDecodeError>;
 
     /// Decodes an OTLP/JSON body of `version`.
     fn decode_json(version: Self::Version, body: &[u8]) -> Result<Self::Request, OtlpJsonError>;

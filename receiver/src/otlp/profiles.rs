@@ -16,7 +16,7 @@
 
 use crate::batch::{Consumer, Payload};
 use crate::otlp::ingest::{
-    IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
+    BodyDecodeError, IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
 };
 use crate::profiles_version::{self, ProfilesVersion, VersionError};
 use crate::stats::Counters;
@@ -40,8 +40,8 @@ impl IngestSignal for Profiles {
     fn decode_protobuf<B: bytes::Buf>(
         version: ProfilesVersion,
         body: B,
-    ) -> Result<ExportProfilesServiceRequest, prost::DecodeError> {
-        version.decode_protobuf(body)
+    ) -> Result<ExportProfilesServiceRequest, BodyDecodeError> {
+        Ok(version.decode_protobuf(body)?)
     }
 
     fn decode_json(

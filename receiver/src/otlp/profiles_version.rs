@@ -26,7 +26,7 @@ use http::HeaderMap;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, PROFILES_VERSION_HEADER};
 use profilink_proto::otlp_json::OtlpJsonError;
 use profilink_proto::signal::{Profiles, Signal};
-use prost::Message;
+use profilink_proto::wire::{WireDecodeError, decode_profiles_request};
 use thiserror::Error;
 
 /// A development version of OTLP profiles this receiver decodes.
@@ -53,13 +53,29 @@ impl ProfilesVersion {
         SUPPORTED.iter().copied().find(|v| v.number() == n)
     }
 
-    /// Decodes a protobuf request body of this version.
+    /// Decodes a protobuf request body of this version: leniently
+    /// ([`profilink_proto::wire::decode_profiles_request`]: invalid UTF-8 replaced with U+FFFD
+    /// and counted, the proto 1.9 `Sample` layout detected and counted, refused naming both
+    /// layouts when neither fits). A contiguous body (what both transports hold) is decoded in
+    /// place; another is copied first.
     pub fn decode_protobuf<B: bytes::Buf>(
         self,
-        body: B,
-    ) -> Result<ExportProfilesServiceRequest, prost::DecodeError> {
+        mut body: B,
+    ) -> Result<ExportProfilesServiceRequest, WireDecodeError> {
         match self {
-            ProfilesVersion::V1 => ExportProfilesServiceRequest::decode(body),
+            ProfilesVersion::V1 => {
+                let n = body.remaining();
+                let result = if body.chunk().len() == n {
+                    decode_profiles_request(&body.chunk()[..n])
+                } else {
+                    let copy = body.copy_to_bytes(n);
+                    decode_profiles_request(&copy)
+                };
+                if body.remaining() == n {
+                    body.advance(n);
+                }
+                result.map(|(request, _)| request)
+            }
         }
     }
 
@@ -143,6 +159,7 @@ fn parse(value: &[u8]) -> Result<ProfilesVersion, VersionError> {
 mod tests {
     use super::*;
     use http::HeaderValue;
+    use prost::Message;
 
     fn version(values: &[&[u8]]) -> Result<ProfilesVersion, VersionError> {
         let mut h = HeaderMap::new();

@@ -11,7 +11,7 @@
 
 use crate::batch::{Consumer, Payload};
 use crate::otlp::ingest::{
-    IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
+    BodyDecodeError, IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
 };
 use crate::profiles_version::VersionError;
 use crate::stats::Counters;
@@ -42,8 +42,8 @@ impl IngestSignal for Traces {
     fn decode_protobuf<B: bytes::Buf>(
         _version: (),
         body: B,
-    ) -> Result<ExportTraceServiceRequest, prost::DecodeError> {
-        ExportTraceServiceRequest::decode(body)
+    ) -> Result<ExportTraceServiceRequest, BodyDecodeError> {
+        Ok(ExportTraceServiceRequest::decode(body)?)
     }
 
     fn decode_json(_version: (), body: &[u8]) -> Result<ExportTraceServiceRequest, OtlpJsonError> {

@@ -116,6 +116,7 @@ impl Registry {
             &profilink_exporters,
             &*self.counters,
             &TlsHandshakes,
+            &profilink_receiver::telemetry::OtlpDecoding,
         ];
         if let Some(store) = &self.store {
             sections.push(&**store);

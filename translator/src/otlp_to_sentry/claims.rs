@@ -80,7 +80,12 @@ pub fn expansion_claims(
         let Ok((sample_type, period_type)) = names else {
             continue;
         };
-        let kind = classify(sample_type, period_type, profile.period);
+        let kind = classify(
+            sample_type,
+            period_type,
+            profile.period,
+            &options.sample_types,
+        );
         if !kind.cpu && options.non_cpu_policy == super::NonCpuPolicy::Skip {
             continue;
         }

@@ -92,8 +92,8 @@ pub(crate) enum Outcome {
         /// The profile carried `sentry.chunk_id` but could not be restored.
         restore_fallback: bool,
     },
-    /// A non-CPU profile skipped by policy.
-    SkippedNonCpu,
+    /// A non-CPU profile skipped by policy, with its `"type:unit"`.
+    SkippedNonCpu(String),
     /// A round-tripped chunk, rebuilt as it was, with its links.
     Restored(Box<ProfileChunk>, Vec<SampleLink>),
 }
@@ -290,9 +290,14 @@ impl<'a> Collector<'a> {
                 self.dict.string(pt.unit_strindex)?,
             ),
             profile.period,
+            &self.opts.sample_types,
         );
         if !kind.cpu && self.opts.non_cpu_policy == NonCpuPolicy::Skip {
-            return Ok(Outcome::SkippedNonCpu);
+            return Ok(Outcome::SkippedNonCpu(format!(
+                "{}:{}",
+                self.dict.string(st.type_strindex)?,
+                self.dict.string(st.unit_strindex)?
+            )));
         }
 
         // Pass 1: shape checks and the requested expansion total.

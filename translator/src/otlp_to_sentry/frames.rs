@@ -213,11 +213,8 @@ impl<'a> FrameTable<'a> {
                 runtime = Runtime::from_frame_type(t);
             }
         }
-        let mapping = if loc.mapping_index == 0 {
-            UNRESOLVED
-        } else {
-            self.mapping(loc.mapping_index)?
-        };
+        // Index 0 is `mapping_table[0]` when that is a real mapping (see `Dictionary`).
+        let mapping = self.mapping(loc.mapping_index)?;
         let package = (mapping != UNRESOLVED)
             .then(|| self.mappings[mapping as usize].filename.as_str())
             .filter(|f| !f.is_empty())

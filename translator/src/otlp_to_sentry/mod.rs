@@ -10,8 +10,10 @@
 //!    any table: strings, attributes, functions, locations, mappings, stacks, links) or a sample
 //!    whose `values` and `timestamps_unix_nano` lengths differ rejects **that profile only**
 //!    ([`RejectedProfile`], path `resource_profiles[i].scope_profiles[j].profiles[k]`, error
-//!    naming the table and index); the others go on. Index 0 means "unset" in every table, so
-//!    dictionaries without their zero entries still translate.
+//!    naming the table and index); the others go on. Index 0 reads `table[0]` as the Collector's
+//!    pdata does: "unset" when that entry is absent or the zero value (so dictionaries without
+//!    their zero entries still translate), the entry itself when a producer put a real one
+//!    there (async-profiler before proto 1.10; see [`crate::Dictionary`]).
 //! 2. A profile carrying the Profile attribute `sentry.chunk_id` is rebuilt exactly as the chunk
 //!    it came from only when it is profilink's own complete encoding of a valid chunk: it passes
 //!    the marker set of [`check_marker`](crate::sentry_to_otlp::check_marker) (the `profilink.format` mark, or the
@@ -20,7 +22,12 @@
 //!    restores, spans at most 66 s and passes the strict-out check below. Otherwise (e.g.
 //!    another producer's partial `sentry.*` marks) it is translated normally and counted
 //!    ([`Stats::restore_fallbacks`]), keeping the producer's valid ids (see *Sessions and ids*).
-//! 3. Non-CPU profiles follow [`NonCpuPolicy`].
+//! 3. Non-CPU profiles (sample types outside the [`sample_types`] table) follow
+//!    [`NonCpuPolicy`] (skipped ones are counted per `"type:unit"`). Of CPU/wall *sibling*
+//!    profiles (one `ScopeProfiles`, same `time_unix_nano`, `duration_nano`, sample count and
+//!    sequence of `stack_index`: one recording under several sample types, as pprof → OTLP
+//!    makes them) only one is translated: the first with a count unit, else the first (counted
+//!    in [`Stats::profiles_skipped_sibling`]).
 //! 4. Each sample is assigned to a *session* (one profiled process, one `profiler_id`) and a
 //!    thread from its resource and sample attributes; its observations (one per timestamp, or
 //!    an expansion of aggregated values) are counted, not made yet; see *Sessions*,
@@ -205,10 +212,13 @@ mod ids;
 mod in_app;
 mod observations;
 mod options;
+mod outbox;
 mod platform;
 mod restore_hook;
+pub mod sample_types;
 mod samples;
 mod session;
+mod siblings;
 mod sort;
 mod split;
 mod stacks;
@@ -223,6 +233,7 @@ pub use options::{
     SparseThreadGrouping, SparseThreadPolicy,
 };
 pub use restore_hook::CHUNK_ID_KEY;
+pub use sample_types::{Observations, SampleTypes};
 pub use session::{
     IDENTITY_KEYS, PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id, resource_profiler_id,
 };
@@ -243,6 +254,9 @@ pub struct ChunkTranslation {
     /// Chunks removed from the output because they failed the chunk validator (see *Strict
     /// out* in the module docs); never emitted.
     pub invalid_chunks: Vec<InvalidChunk>,
+    /// Non-CPU profiles skipped ([`NonCpuPolicy::Skip`]), per `"type:unit"` of their sample
+    /// type, in order of first appearance: (label, profiles).
+    pub skipped_sample_types: Vec<(String, u64)>,
     /// Counters.
     pub stats: Stats,
     /// What the translation held at most at once while cutting chunks (one window of one
@@ -287,6 +301,9 @@ pub struct Stats {
     pub profiles_rejected: u64,
     /// Non-CPU profiles skipped by [`NonCpuPolicy::Skip`].
     pub profiles_skipped_non_cpu: u64,
+    /// CPU/wall profiles skipped as siblings of one translated (one recording under several
+    /// sample types; see the `siblings` rule in the module docs).
+    pub profiles_skipped_sibling: u64,
     /// Round-tripped profiles rebuilt as their original chunk.
     pub profiles_restored: u64,
     /// Profiles carrying `sentry.chunk_id` that were translated normally instead of restored:
@@ -456,8 +473,13 @@ fn translate(
         };
         for (si, sp) in rp.scope_profiles.iter().enumerate() {
             let scope_name = sp.scope.as_ref().map_or("", |s| s.name.as_str());
+            let siblings = siblings::skipped_siblings(&dict, sp, options);
             for (pi, p) in sp.profiles.iter().enumerate() {
                 t.stats.profiles += 1;
+                if siblings[pi] {
+                    t.stats.profiles_skipped_sibling += 1;
+                    continue;
+                }
                 let outcome = match &resource {
                     Ok(attrs) => c.profile(rp, scope_name, attrs, p),
                     Err(e) => Err(e.clone()),
@@ -479,7 +501,13 @@ fn translate(
                         s.links_dropped = s.links_dropped.saturating_add(unusable_links);
                         t.stats.restore_fallbacks += u64::from(restore_fallback);
                     }
-                    Ok(collect::Outcome::SkippedNonCpu) => t.stats.profiles_skipped_non_cpu += 1,
+                    Ok(collect::Outcome::SkippedNonCpu(label)) => {
+                        t.stats.profiles_skipped_non_cpu += 1;
+                        match t.skipped_sample_types.iter_mut().find(|(l, _)| *l == label) {
+                            Some((_, n)) => *n += 1,
+                            None => t.skipped_sample_types.push((label, 1)),
+                        }
+                    }
                     Ok(collect::Outcome::Restored(chunk, mut links)) => {
                         let n = chunk.profile.samples.len() as u64;
                         t.stats.profiles_restored += 1;
@@ -537,7 +565,7 @@ fn translate(
         // Strict out: each chunk is validated as it is cut and only valid ones are emitted. A
         // session that carries another producer's chunk id keeps it when it makes exactly one
         // chunk, so its first chunk waits for a second one or for the end of the session.
-        let mut out = Outbox {
+        let mut out = outbox::Outbox {
             emit: &mut *emit,
             options,
             producer_chunk_id,
@@ -560,70 +588,6 @@ fn translate(
     t.invalid_chunks = invalid;
     t.held = w.held;
     t
-}
-
-/// Where a session's chunks go: validated and emitted with their links (see *Strict out* in
-/// the module docs), the first one held while the session's producer chunk id may still name
-/// it.
-struct Outbox<'e, 'o> {
-    emit: &'e mut dyn FnMut(ProfileChunk, Vec<SampleLink>),
-    options: &'o ChunkOptions,
-    /// The producer's chunk id of the session, until it has more than one chunk.
-    producer_chunk_id: Option<String>,
-    /// The session's first chunk, while it may be the only one.
-    held: Option<(ProfileChunk, Vec<SampleLink>)>,
-    invalid: &'o mut Vec<InvalidChunk>,
-}
-
-impl Outbox<'_, '_> {
-    /// A chunk the splitter cut, with the links of its samples.
-    fn cut(&mut self, chunk: ProfileChunk, links: Vec<SampleLink>, stats: &mut Stats) {
-        if self.producer_chunk_id.is_some() {
-            match self.held.take() {
-                None => {
-                    self.held = Some((chunk, links));
-                    return;
-                }
-                Some((first, first_links)) => {
-                    // More than one chunk: all get derived ids.
-                    self.producer_chunk_id = None;
-                    self.pass(first, first_links, stats);
-                }
-            }
-        }
-        self.pass(chunk, links, stats);
-    }
-
-    /// The end of the session: a held chunk was its only one and takes the producer's id.
-    fn end_of_session(&mut self, stats: &mut Stats) {
-        if let (Some((mut chunk, links)), Some(id)) =
-            (self.held.take(), self.producer_chunk_id.take())
-        {
-            chunk.chunk_id = id;
-            self.pass(chunk, links, stats);
-        }
-    }
-
-    /// Emits a valid chunk with its links; counts and reports an invalid one, and drops its
-    /// links.
-    fn pass(&mut self, chunk: ProfileChunk, links: Vec<SampleLink>, stats: &mut Stats) {
-        let Some(finding) = strict::blocking_error(&chunk, self.options) else {
-            (self.emit)(chunk, links);
-            return;
-        };
-        let samples = chunk.profile.samples.len() as u64;
-        stats.chunks -= 1;
-        stats.chunks_invalid += 1;
-        stats.samples_out -= samples;
-        stats.samples_dropped_invalid += samples;
-        stats.links -= links.len() as u64;
-        self.invalid.push(InvalidChunk {
-            chunk_id: chunk.chunk_id,
-            profiler_id: chunk.profiler_id,
-            samples,
-            finding,
-        });
-    }
 }
 
 /// [`to_chunks`] over an export request.

@@ -8,11 +8,13 @@ pub const RELAY_MAX_CHUNK_BYTES: usize = 50 * 1024 * 1024;
 
 /// What to do with profiles whose sample type is not a CPU/wall-clock sample.
 ///
-/// CPU/wall profiles are those whose `sample_type` is `samples/*`, `cpu/*` or `wall/*` (or is
-/// absent). Everything else (`off_cpu/nanoseconds`, `events/count`, allocations, …) is non-CPU.
+/// CPU/wall profiles are those whose `sample_type` `(type, unit)` is in the sample-type table
+/// ([`ChunkOptions::sample_types`], [`super::sample_types`]), or is absent. Everything else
+/// (`off_cpu/nanoseconds`, allocations, locks, …) is non-CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NonCpuPolicy {
-    /// Skip such profiles (counted in [`super::Stats::profiles_skipped_non_cpu`]). Sentry shows
+    /// Skip such profiles (counted in [`super::Stats::profiles_skipped_non_cpu`] and per type in
+    /// [`super::ChunkTranslation::skipped_sample_types`]). Sentry shows
     /// chunks as CPU profiles, so mixing other kinds in would mislead.
     #[default]
     Skip,
@@ -75,6 +77,9 @@ pub struct ChunkOptions {
     pub sdk_version: String,
     /// What to do with non-CPU profiles. Default [`NonCpuPolicy::Skip`].
     pub non_cpu_policy: NonCpuPolicy,
+    /// Which sample types are CPU/wall and how their values become observations. Default: the
+    /// built-in table ([`super::sample_types`]).
+    pub sample_types: super::SampleTypes,
     /// Whether threads Relay would drop are grouped first. Default
     /// [`SparseThreadGrouping::Group`].
     pub sparse_thread_grouping: SparseThreadGrouping,
@@ -106,6 +111,7 @@ impl Default for ChunkOptions {
             sdk_name: "profilink".to_owned(),
             sdk_version: env!("CARGO_PKG_VERSION").to_owned(),
             non_cpu_policy: NonCpuPolicy::Skip,
+            sample_types: super::SampleTypes::default(),
             sparse_thread_grouping: SparseThreadGrouping::Group,
             sparse_thread_policy: SparseThreadPolicy::Keep,
             max_stack_depth: 1024,

@@ -14,10 +14,11 @@
 //!   a window of centuries made one chunk per observation, 679,240 chunks) spreads over its
 //!   first hour, so one aggregated profile makes at most about 60 one-minute chunks.
 //!   `n(v)` is 0 for `v <= 0`, else:
-//!   * CPU sample type with unit `count` (e.g. `samples/count`): `v`;
-//!   * CPU sample type with unit `nanoseconds` and a period (`period > 0` with a `nanoseconds`
-//!     period type): `v / period` rounded to nearest, at least 1;
-//!   * anything else (no period, other units, non-CPU under [`super::NonCpuPolicy::Include`]): 1.
+//!   * a count pair of the sample-type table (e.g. `samples/count`, async-profiler's
+//!     `itimer/count`): `v`;
+//!   * a time pair (e.g. `cpu/nanoseconds`) with a period (`period > 0` with a time unit
+//!     period type): `v / period` (both in nanoseconds) rounded to nearest, at least 1;
+//!   * anything else (no period, non-CPU under [`super::NonCpuPolicy::Include`]): 1.
 //!
 //!   The total over a profile is bounded by `max_expanded_samples`: when the requested total
 //!   `T` exceeds the bound `M`, each sample gets `floor(n * M / T)` observations and the
@@ -28,9 +29,9 @@
 //!
 //! # Sample kinds
 //!
-//! A profile is CPU/wall when its `sample_type` type is `samples`, `cpu` or `wall` (ASCII case
-//! ignored) or when it has no sample type; anything else is non-CPU (see
-//! [`super::NonCpuPolicy`]).
+//! A profile is CPU/wall when its `sample_type` `(type, unit)` is in the sample-type table
+//! ([`super::sample_types`], configurable in [`super::ChunkOptions::sample_types`]) or when it
+//! has no sample type; anything else is non-CPU (see [`super::NonCpuPolicy`]).
 //!
 //! # Thread ids
 //!
@@ -42,6 +43,7 @@
 //! names come from `thread.name` (the first non-empty name seen in input order).
 
 use super::ids::digest64;
+use super::sample_types::{Observations, SampleTypes, nanos_per_unit};
 use crate::dictionary::AttrValue;
 
 /// How a profile's samples turn into observations.
@@ -58,39 +60,55 @@ pub(crate) struct SampleKind {
 pub(crate) enum PerValue {
     /// `v` observations.
     Count,
-    /// `round(v / period)` observations, at least 1.
-    Period(u64),
+    /// `round(v * unit_ns / period_ns)` observations, at least 1: the value's unit and the
+    /// period, both in nanoseconds.
+    Period {
+        /// Nanoseconds per value unit.
+        unit_ns: u64,
+        /// The period in nanoseconds (> 0).
+        period_ns: u128,
+    },
     /// One observation per sample.
     One,
 }
 
-/// Classifies a profile from its resolved `sample_type`, `period_type` and `period`.
+/// Classifies a profile from its resolved `sample_type`, `period_type` and `period` by the
+/// sample-type table (see [`super::sample_types`]).
 pub(crate) fn classify(
     sample_type: (&str, &str),
     period_type: (&str, &str),
     period: i64,
+    table: &SampleTypes,
 ) -> SampleKind {
     let (ty, unit) = sample_type;
-    let ty_l = ty.to_ascii_lowercase();
-    let cpu =
-        (ty.is_empty() && unit.is_empty()) || matches!(ty_l.as_str(), "samples" | "cpu" | "wall");
-    let unit_l = unit.to_ascii_lowercase();
-    let per_value = if !cpu {
-        PerValue::One
-    } else if unit_l == "count" || (ty.is_empty() && unit.is_empty()) {
-        PerValue::Count
-    } else if matches!(unit_l.as_str(), "nanoseconds" | "ns")
-        && period > 0
-        && matches!(
-            period_type.1.to_ascii_lowercase().as_str(),
-            "nanoseconds" | "ns"
-        )
-    {
-        PerValue::Period(period.unsigned_abs())
-    } else {
-        PerValue::One
+    if ty.is_empty() && unit.is_empty() {
+        return SampleKind {
+            cpu: true,
+            per_value: PerValue::Count,
+        };
+    }
+    let per_value = match table.rule(ty, unit) {
+        None => {
+            return SampleKind {
+                cpu: false,
+                per_value: PerValue::One,
+            };
+        }
+        Some(Observations::Count) => PerValue::Count,
+        Some(Observations::PerPeriod) => {
+            match (nanos_per_unit(unit), nanos_per_unit(period_type.1)) {
+                (Some(unit_ns), Some(period_unit_ns)) if period > 0 => PerValue::Period {
+                    unit_ns,
+                    period_ns: u128::from(period.unsigned_abs()) * u128::from(period_unit_ns),
+                },
+                _ => PerValue::One,
+            }
+        }
     };
-    SampleKind { cpu, per_value }
+    SampleKind {
+        cpu: true,
+        per_value,
+    }
 }
 
 /// `n(v)`: observations requested by an aggregated value (see the module docs).
@@ -101,7 +119,11 @@ pub(crate) fn expansion_count(per_value: PerValue, v: i64) -> u64 {
     let v = v.unsigned_abs();
     match per_value {
         PerValue::Count => v,
-        PerValue::Period(p) => (v / p + u64::from(v % p >= p.div_ceil(2))).max(1),
+        PerValue::Period { unit_ns, period_ns } => {
+            let x = u128::from(v) * u128::from(unit_ns);
+            let n = x / period_ns + u128::from(x % period_ns >= period_ns.div_ceil(2));
+            u64::try_from(n).unwrap_or(u64::MAX).max(1)
+        }
         PerValue::One => 1,
     }
 }
@@ -159,7 +181,8 @@ mod tests {
 
     #[test]
     fn kinds() {
-        let k = classify(("samples", "count"), ("cpu", "nanoseconds"), 50_000_000);
+        let t = SampleTypes::default();
+        let k = classify(("samples", "count"), ("cpu", "nanoseconds"), 50_000_000, &t);
         assert_eq!(
             k,
             SampleKind {
@@ -167,15 +190,23 @@ mod tests {
                 per_value: PerValue::Count
             }
         );
-        let k = classify(("cpu", "nanoseconds"), ("cpu", "nanoseconds"), 10_000_000);
+        let k = classify(
+            ("cpu", "nanoseconds"),
+            ("cpu", "nanoseconds"),
+            10_000_000,
+            &t,
+        );
         assert_eq!(
             k,
             SampleKind {
                 cpu: true,
-                per_value: PerValue::Period(10_000_000)
+                per_value: PerValue::Period {
+                    unit_ns: 1,
+                    period_ns: 10_000_000
+                }
             }
         );
-        let k = classify(("cpu", "nanoseconds"), ("", ""), 0);
+        let k = classify(("cpu", "nanoseconds"), ("", ""), 0, &t);
         assert_eq!(
             k,
             SampleKind {
@@ -183,20 +214,37 @@ mod tests {
                 per_value: PerValue::One
             }
         );
-        let k = classify(("off_cpu", "nanoseconds"), ("", ""), 0);
+        // async-profiler: the engine as the type.
+        assert!(classify(("itimer", "count"), ("", ""), 0, &t).cpu);
+        let k = classify(("itimer", "ns"), ("itimer", "ns"), 10_000_000, &t);
+        assert_eq!(expansion_count(k.per_value, 25_000_000), 3);
+        let k = classify(
+            ("wall", "milliseconds"),
+            ("wall", "nanoseconds"),
+            10_000_000,
+            &t,
+        );
+        assert_eq!(expansion_count(k.per_value, 100), 10);
+        let k = classify(("off_cpu", "nanoseconds"), ("", ""), 0, &t);
         assert!(!k.cpu);
-        assert!(!classify(("events", "count"), ("", ""), 0).cpu);
-        assert!(classify(("", ""), ("", ""), 0).cpu);
+        assert!(classify(("events", "count"), ("", ""), 0, &t).cpu);
+        assert!(!classify(("alloc_tracer", "bytes"), ("", ""), 0, &t).cpu);
+        assert!(classify(("", ""), ("", ""), 0, &t).cpu);
+        assert!(!classify(("samples", "count"), ("", ""), 0, &SampleTypes::empty()).cpu);
     }
 
     #[test]
     fn expansion() {
         assert_eq!(expansion_count(PerValue::Count, 5), 5);
         assert_eq!(expansion_count(PerValue::Count, -5), 0);
-        assert_eq!(expansion_count(PerValue::Period(10), 25), 3);
-        assert_eq!(expansion_count(PerValue::Period(10), 24), 2);
-        assert_eq!(expansion_count(PerValue::Period(10), 1), 1);
-        assert_eq!(expansion_count(PerValue::Period(u64::MAX), i64::MAX), 1);
+        let p = |period_ns| PerValue::Period {
+            unit_ns: 1,
+            period_ns,
+        };
+        assert_eq!(expansion_count(p(10), 25), 3);
+        assert_eq!(expansion_count(p(10), 24), 2);
+        assert_eq!(expansion_count(p(10), 1), 1);
+        assert_eq!(expansion_count(p(u128::from(u64::MAX)), i64::MAX), 1);
         assert_eq!(expansion_count(PerValue::One, 1_000_000), 1);
         assert_eq!(value_sum(&[i64::MAX, 1]), i64::MAX);
     }
