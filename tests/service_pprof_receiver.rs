@@ -38,8 +38,9 @@ async fn remote_scrapes_of_a_go_service_name_its_functions_within_two_intervals(
          collection_interval: 2s, initial_delay: 0s }}",
         go.addr
     );
-    let started = Instant::now();
     let p = start_to_files(dir.path(), &receivers, "pprof", &metrics, &[]);
+    // From the moment the service serves its metrics (it is running).
+    let started = Instant::now();
     let out = dir.path().join("out");
     let mut first = None;
     while started.elapsed() < Duration::from_secs(30) {
@@ -52,7 +53,7 @@ async fn remote_scrapes_of_a_go_service_name_its_functions_within_two_intervals(
     let first =
         first.unwrap_or_else(|| panic!("no chunk names {GO_FUNCTIONS:?}; stderr:\n{}", p.stderr()));
     eprintln!("first chunk naming the Go functions after {first:?} (interval {interval:?})");
-    // Two intervals, plus the exporter's idle timeout (300 ms) and the start of the binary.
+    // Two intervals, plus the exporter's idle timeout (300 ms) and its tick.
     assert!(
         first <= 2 * interval + Duration::from_secs(1),
         "chunks after {first:?}"
@@ -121,7 +122,6 @@ service:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the producers issue's sibling-profile rule (a pprof's samples/count and cpu/nanoseconds profiles are one recording, translated once), not yet in wt-pprof: without it every count arrives doubled"]
 async fn a_pushed_go_cpu_profile_is_answered_204_and_its_stacks_arrive_with_exact_counts() {
     let Some(binary) = gosvc() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -162,7 +162,6 @@ async fn a_pushed_go_cpu_profile_is_answered_204_and_its_stacks_arrive_with_exac
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the producers issue's sibling-profile rule (a pprof's samples/count and cpu/nanoseconds profiles are one recording, translated once), not yet in wt-pprof: without it every count arrives doubled"]
 async fn file_mode_reads_a_go_profile_once() {
     let Some(binary) = gosvc() else { return };
     let dir = tempfile::tempdir().unwrap();
