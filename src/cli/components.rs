@@ -28,6 +28,16 @@ const COMPONENTS: &[Component] = &[
         stability: &[("profiles", "Development"), ("traces", "Development")],
     },
     Component {
+        kind: "receivers",
+        name: "pprof",
+        stability: &[("profiles", "Development")],
+    },
+    Component {
+        kind: "receivers",
+        name: "pyroscope",
+        stability: &[("profiles", "Development")],
+    },
+    Component {
         kind: "processors",
         name: "batch",
         stability: &[("profiles", "Development"), ("traces", "Development")],

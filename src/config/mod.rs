@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Known component types per section.
-pub const RECEIVER_TYPES: &[&str] = &["otlp", "sentry", "kafka"];
+pub const RECEIVER_TYPES: &[&str] = &["otlp", "sentry", "kafka", "pprof", "pyroscope"];
 /// Known processor types.
 pub const PROCESSOR_TYPES: &[&str] = &["batch", "profile_sampling", "profile_linking", "symbolize"];
 /// Known exporter types: `otlp_grpc` is the Collector's current name of `otlp`, `otlphttp` its

@@ -10,7 +10,8 @@ use profilink_exporter::Forwarder;
 use profilink_kafka::KafkaReceiverMetrics;
 use profilink_processor::Fanout;
 use profilink_receiver::{
-    ServerHandle, Stats, Upstream, serve_otlp_grpc, serve_otlp_http, serve_sentry_with,
+    ServerHandle, Stats, Upstream, serve_otlp_grpc, serve_otlp_http, serve_pprof_http,
+    serve_pyroscope, serve_sentry_with, start_pprof_file, start_pprof_remote,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,7 +38,8 @@ pub fn kafka_metrics(plan: &Plan) -> BTreeMap<String, Arc<KafkaReceiverMetrics>>
         .collect()
 }
 
-/// The transports receiver `spec` listens on (`grpc`, `http`).
+/// The transports receiver `spec` listens on (`grpc`, `http`), or pulls over (the `pprof`
+/// receiver's `scrape` and `file`).
 pub fn transports(spec: &ReceiverSpec) -> Vec<&'static str> {
     match spec {
         ReceiverSpec::Otlp { grpc, http } => [("grpc", grpc.is_some()), ("http", http.is_some())]
@@ -47,6 +49,16 @@ pub fn transports(spec: &ReceiverSpec) -> Vec<&'static str> {
             .collect(),
         ReceiverSpec::Sentry(_) => vec!["http"],
         ReceiverSpec::Kafka(_) => vec!["kafka"],
+        ReceiverSpec::Pprof(c) => [
+            ("http", c.server.is_some()),
+            ("scrape", c.remote.is_some()),
+            ("file", c.file.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(t, _)| t)
+        .collect(),
+        ReceiverSpec::Pyroscope(_) => vec!["http"],
     }
 }
 
@@ -123,6 +135,33 @@ pub async fn build_receivers(
                 let h = start_kafka(id, c, fanout, &s, metrics, (stop, shutdown_timeout))?;
                 receivers.push((id.clone(), h));
             }
+            ReceiverSpec::Pprof(c) => {
+                let at = |mode: &str| format!("receivers.{id}.{mode}");
+                if let Some(server) = &c.server {
+                    let h = serve_pprof_http(server, fanout.clone(), s.clone(), waiter(stop))
+                        .await
+                        .map_err(failed(at("server")))?;
+                    handles.push(("http", h));
+                }
+                if let Some(remote) = &c.remote {
+                    let h = start_pprof_remote(remote, fanout.clone(), s.clone(), waiter(stop))
+                        .map_err(failed(at("remote")))?;
+                    tracing::info!(receiver = %id, endpoint = %remote.endpoint, "scraping pprof from {} every {:?}", remote.endpoint, remote.collection_interval);
+                    receivers.push((id.clone(), h));
+                }
+                if let Some(file) = &c.file {
+                    let h = start_pprof_file(file, fanout.clone(), s.clone(), waiter(stop))
+                        .map_err(failed(at("file")))?;
+                    tracing::info!(receiver = %id, include = %file.include, "reading pprof files {} every {:?}", file.include, file.collection_interval);
+                    receivers.push((id.clone(), h));
+                }
+            }
+            ReceiverSpec::Pyroscope(c) => {
+                let h = serve_pyroscope(c, fanout.clone(), s.clone(), waiter(stop))
+                    .await
+                    .map_err(failed(format!("receivers.{id}")))?;
+                handles.push(("http", h));
+            }
             ReceiverSpec::Sentry(c) => {
                 let upstream = forwarders.get(id).map(|f| f.clone() as Arc<dyn Upstream>);
                 let h = serve_sentry_with(c, fanout.clone(), s.clone(), upstream, waiter(stop))
@@ -134,6 +173,10 @@ pub async fn build_receivers(
         for (transport, handle) in handles {
             let what = match (component_type(id), transport) {
                 ("sentry", _) => "Sentry envelopes (POST /api/<project>/envelope/)",
+                ("pprof", _) => "pprof profiles (POST /v1/pprof)",
+                ("pyroscope", _) => {
+                    "Pyroscope profiles (POST /ingest, POST /push.v1.PusherService/Push)"
+                }
                 (_, "grpc") => "OTLP/gRPC",
                 _ => "OTLP/HTTP (POST /v1development/profiles)",
             };

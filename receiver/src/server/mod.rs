@@ -9,6 +9,7 @@ pub(crate) mod cors;
 pub(crate) mod decompress;
 pub(crate) mod detach;
 pub(crate) mod http;
+pub(crate) mod plain;
 pub(crate) mod tls;
 
 use crate::config::TlsConfig;

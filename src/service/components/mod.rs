@@ -5,6 +5,8 @@
 //! |---|---|---|---|
 //! | receivers | `otlp` | `protocols.grpc` → [`OtlpGrpcConfig`](profilink_receiver::OtlpGrpcConfig), `protocols.http` → [`OtlpHttpConfig`](profilink_receiver::OtlpHttpConfig) | at least one protocol; `grpc:` with no value means "enabled, defaults" |
 //! | receivers | `sentry` | [`SentryReceiverConfig`](profilink_receiver::SentryReceiverConfig) | Relay-compatible envelope endpoint |
+//! | receivers | `pprof` | [`PprofReceiverConfig`](profilink_receiver::PprofReceiverConfig) | `server`, `remote`, `file` (at least one); `self` refused |
+//! | receivers | `pyroscope` | [`PyroscopeReceiverConfig`](profilink_receiver::PyroscopeReceiverConfig) | `/ingest` and the push API |
 //! | processors | `batch` | [`BatchConfig`] | |
 //! | processors | `profile_sampling` | [`SamplingConfig`](profilink_processor::SamplingConfig) | `session_sample_rate` in `[0, 1]` |
 //! | processors | `profile_linking` | [`LinkingConfig`](profilink_processor::LinkingConfig) | join buffer (Sentry → OTLP) and span stamping (traces) |

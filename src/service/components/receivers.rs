@@ -1,8 +1,15 @@
 //! `receivers.<id>`: [`ReceiverSpec`].
+//!
+//! `pprof` takes the Collector contrib `pprofreceiver`'s modes (`server`, `remote`, `file`;
+//! `self` is refused with the reason); `pyroscope` serves Alloy's `pyroscope.receive_http`
+//! doors.
 
 use crate::config::{ConfigError, component_type, typed};
 use profilink_exporter::ForwardConfig;
-use profilink_receiver::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig};
+use profilink_receiver::{
+    OtlpGrpcConfig, OtlpHttpConfig, PprofReceiverConfig, PyroscopeReceiverConfig,
+    SentryReceiverConfig,
+};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 use std::collections::BTreeMap;
@@ -23,6 +30,10 @@ pub enum ReceiverSpec {
     Sentry(SentryReceiverConfig),
     /// `kafka`: a consumer group member reading OTLP messages.
     Kafka(profilink_kafka::KafkaReceiverConfig),
+    /// `pprof`: pushed (`server`), scraped (`remote`) or read (`file`) pprof profiles.
+    Pprof(PprofReceiverConfig),
+    /// `pyroscope`: the Pyroscope SDKs' doors (`/ingest`, the push API).
+    Pyroscope(PyroscopeReceiverConfig),
 }
 
 /// Reads the files of a receiver's `tls` at `at` (`receivers.otlp.protocols.grpc`).
@@ -134,6 +145,29 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
             })?;
             Ok(ReceiverSpec::Kafka(c))
         }
+        "pprof" => {
+            if value.as_mapping().is_some_and(|m| m.contains_key("self")) {
+                return Err(ConfigError::at(
+                    format!("{at}.self"),
+                    "not available: profilink is not a Go process (its own CPU profile is the \
+                     pprof extension's)",
+                ));
+            }
+            let c: PprofReceiverConfig = typed(value, &at)?;
+            c.check().map_err(|e| match e.split_once(": ") {
+                Some((key, problem)) => ConfigError::at(format!("{at}.{key}"), problem),
+                None => ConfigError::at(at.clone(), e),
+            })?;
+            if let Some(server) = &c.server {
+                check_server_tls(&format!("{at}.server"), server.tls.as_ref())?;
+            }
+            Ok(ReceiverSpec::Pprof(c))
+        }
+        "pyroscope" => {
+            let c: PyroscopeReceiverConfig = typed(value, &at)?;
+            check_server_tls(&at, c.tls.as_ref())?;
+            Ok(ReceiverSpec::Pyroscope(c))
+        }
         other => Err(ConfigError::at(
             at,
             format!("receiver type {other:?} is not available in this version of profilink"),
@@ -160,6 +194,36 @@ pub fn read_upstream(at: &str, value: &serde_json::Value) -> Result<ForwardConfi
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn pprof_and_pyroscope_receivers_read_with_errors_naming_the_key() {
+        let v = |y: &str| serde_yaml_ng::from_str::<Value>(y).unwrap();
+        let spec = read_receiver(
+            "pprof/go",
+            &v("{ remote: { endpoint: 'http://127.0.0.1:6060/debug/pprof/profile?seconds=5' } }"),
+        )
+        .unwrap();
+        assert!(matches!(spec, ReceiverSpec::Pprof(c) if c.remote.is_some()));
+        let e = read_receiver("pprof", &v("{ remote: {} }"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("receivers.pprof.remote.endpoint: required"),
+            "{e}"
+        );
+        let e = read_receiver("pprof", &v("{ self: {} }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("receivers.pprof.self: not available"), "{e}");
+        let e = read_receiver("pprof", &v("{}")).unwrap_err().to_string();
+        assert!(e.contains("at least one of server, remote, file"), "{e}");
+        let spec = read_receiver("pyroscope", &v("{ endpoint: '127.0.0.1:0' }")).unwrap();
+        assert!(matches!(spec, ReceiverSpec::Pyroscope(c) if c.endpoint == "127.0.0.1:0"));
+        let e = read_receiver("pyroscope", &v("{ endpont: x }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("receivers.pyroscope"), "{e}");
+    }
 
     #[test]
     fn upstream_errors_name_the_key() {

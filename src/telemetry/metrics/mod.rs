@@ -50,7 +50,7 @@ use profilink_exporter::telemetry::{
 use profilink_kafka::telemetry::KafkaReceivers;
 use profilink_processor::telemetry::{Joins, Stamping};
 use profilink_processor::{JoinMetrics, ServiceCounters, StampCounters, StoreCounters};
-use profilink_receiver::telemetry::{OtelcolReceivers, Receivers, SentryItems};
+use profilink_receiver::telemetry::{OtelcolReceivers, Receivers, Scrapes, SentryItems};
 use profilink_symbolizer::telemetry::Symbolizers;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -108,6 +108,7 @@ impl Registry {
         let stamping = Stamping(&self.stamping);
         let kafka_receivers = KafkaReceivers(&self.kafka_receivers);
         let (sentry_items, forwarders) = (SentryItems(receivers), Forwarders(&self.forwarders));
+        let scrapes = Scrapes(receivers);
         let mut sections: Vec<&dyn Render> = vec![
             &otelcol_receivers,
             &otelcol_exporters,
@@ -126,6 +127,7 @@ impl Registry {
             &traces_exporters,
             &stamping,
             &kafka_receivers,
+            &scrapes,
             &sentry_items,
             &forwarders,
             &process::Process,
