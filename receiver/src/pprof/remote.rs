@@ -19,6 +19,7 @@ use crate::pprof::pull::{deliver, every};
 use crate::pprof::scrape_stats::ScrapeFailure;
 use crate::server::ServerHandle;
 use crate::stats::Stats;
+use profilink_consumer::body::BodyBound;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -118,21 +119,17 @@ impl Scraper {
                 format!("the body is larger than the limit of {} bytes", self.limit),
             )
         };
-        if response
-            .content_length()
-            .is_some_and(|n| n > self.limit as u64)
-        {
-            return Err(too_large());
-        }
+        let mut bound = BodyBound::new(self.limit as u64);
+        bound
+            .check_declared(response.content_length())
+            .map_err(|_| too_large())?;
         let mut body = Vec::new();
         while let Some(chunk) = response
             .chunk()
             .await
             .map_err(|e| failed(e, ScrapeFailure::Read))?
         {
-            if body.len().saturating_add(chunk.len()) > self.limit {
-                return Err(too_large());
-            }
+            bound.admit(&chunk).map_err(|_| too_large())?;
             body.extend_from_slice(&chunk);
         }
         Ok(body)
