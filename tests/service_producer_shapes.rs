@@ -9,55 +9,18 @@ mod async_profiler;
 mod service_support;
 
 use async_profiler::Layout;
-use bytes::BufMut;
 use profilink_proto::otlp::{
     EXPORT_PATH, ExportProfilesServiceRequest, ExportProfilesServiceResponse, any_value,
 };
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::wire::v1_9;
 use prost::Message;
+use service_support::raw_codec::RawCodec;
 use service_support::*;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tonic::Status;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
-
-/// Sends its bytes as they are (a body prost would not encode) and decodes the answer.
-#[derive(Default, Clone, Copy)]
-struct RawCodec;
-
-impl Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = ExportProfilesServiceResponse;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-    fn encoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-    fn decoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Vec<u8>;
-    type Error = Status;
-    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = ExportProfilesServiceResponse;
-    type Error = Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
-        Message::decode(src)
-            .map(Some)
-            .map_err(|e| Status::internal(e.to_string()))
-    }
-}
 
 async fn grpc_raw(addr: &str, body: Vec<u8>) -> Result<ExportProfilesServiceResponse, Status> {
     let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))

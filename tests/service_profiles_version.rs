@@ -13,17 +13,16 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use bytes::BufMut;
 use profilink::telemetry::metrics::scrape;
 use profilink_proto::otlp::profiles_service_server::{ProfilesService, ProfilesServiceServer};
 use profilink_proto::otlp::{
     EXPORT_PATH, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
 use prost::Message;
+use service_support::raw_codec::RawCodec;
 use service_support::*;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::{Code, Status};
 
@@ -94,42 +93,6 @@ async fn grpc_standin() -> (String, Seen) {
             .unwrap()
     });
     (format!("http://{addr}"), seen)
-}
-
-/// Sends its bytes as they are (so an undecodable body can be sent) and decodes the answer.
-#[derive(Default, Clone, Copy)]
-struct RawCodec;
-
-impl Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = ExportProfilesServiceResponse;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-    fn encoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-    fn decoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Vec<u8>;
-    type Error = Status;
-    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = ExportProfilesServiceResponse;
-    type Error = Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
-        Message::decode(src)
-            .map(Some)
-            .map_err(|e| Status::internal(e.to_string()))
-    }
 }
 
 /// `ProfilesService/Export` with `body` as the message and `versions` as metadata values.

@@ -3,6 +3,8 @@
 //! client and fixture readers.
 #![allow(dead_code)]
 
+pub mod raw_codec;
+
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
