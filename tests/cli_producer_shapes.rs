@@ -7,15 +7,18 @@
 #[path = "common/async_profiler.rs"]
 mod async_profiler;
 mod common;
+#[path = "common/thread_name.rs"]
+mod thread_name;
 
 use async_profiler::Layout;
 use common::{fixtures, profilink, write};
-use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, ValueType, any_value};
+use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, ValueType};
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::wire::v1_9;
 use prost::Message;
 use std::collections::BTreeMap;
 use std::path::Path;
+use thread_name::with_thread_name;
 
 fn fixture() -> ExportProfilesServiceRequest {
     let bytes = std::fs::read(fixtures().join("otlp/ebpf-profile.pb")).unwrap();
@@ -214,28 +217,6 @@ fn heap_and_alloc_profiles_are_skipped_with_their_type_named_and_counted() {
         "{}",
         run.stderr
     );
-}
-
-/// The fixture with its first thread name replaced by `name` (same length as the original,
-/// so the encoding's framing does not move), encoded.
-fn with_thread_name(
-    req: &ExportProfilesServiceRequest,
-    name: &str,
-) -> ExportProfilesServiceRequest {
-    let mut r = req.clone();
-    let d = r.dictionary.as_mut().unwrap();
-    let key = d
-        .string_table
-        .iter()
-        .position(|s| s == "thread.name")
-        .unwrap() as i32;
-    let a = d
-        .attribute_table
-        .iter_mut()
-        .find(|a| a.key_strindex == key)
-        .unwrap();
-    a.value.as_mut().unwrap().value = Some(any_value::Value::StringValue(name.into()));
-    r
 }
 
 /// The encoded fixture with one invalid byte in a thread name (`worker-X\xffZ-1`).

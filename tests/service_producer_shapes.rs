@@ -7,10 +7,12 @@
 #[path = "common/async_profiler.rs"]
 mod async_profiler;
 mod service_support;
+#[path = "common/thread_name.rs"]
+mod thread_name;
 
 use async_profiler::Layout;
 use profilink_proto::otlp::{
-    EXPORT_PATH, ExportProfilesServiceRequest, ExportProfilesServiceResponse, any_value,
+    EXPORT_PATH, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
 };
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::wire::v1_9;
@@ -19,6 +21,7 @@ use service_support::raw_codec::RawCodec;
 use service_support::*;
 use std::collections::BTreeSet;
 use std::time::Duration;
+use thread_name::with_thread_name;
 use tonic::Status;
 use tonic::codegen::http::uri::PathAndQuery;
 
@@ -53,20 +56,7 @@ async fn http_post(addr: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
 
 /// The fixture from other processes (`tag`), its first thread name set to `name`.
 fn named(tag: &str, name: &str) -> ExportProfilesServiceRequest {
-    let mut r = tagged(&otlp_fixture("ebpf-profile.pb"), tag);
-    let d = r.dictionary.as_mut().unwrap();
-    let key = d
-        .string_table
-        .iter()
-        .position(|s| s == "thread.name")
-        .unwrap() as i32;
-    let a = d
-        .attribute_table
-        .iter_mut()
-        .find(|a| a.key_strindex == key)
-        .unwrap();
-    a.value.as_mut().unwrap().value = Some(any_value::Value::StringValue(name.into()));
-    r
+    with_thread_name(&tagged(&otlp_fixture("ebpf-profile.pb"), tag), name)
 }
 
 /// [`named`] with `worker-X\xffZ-1` as the name: one invalid byte.
