@@ -7,8 +7,8 @@
 //! exporters:
 //!   sentry:
 //!     dsn: https://<key>@host/123
-//!     compression: gzip   # gzip | zstd | none
-//!     compression_params: { level: 2 }   # gzip 1-9 (default 2), zstd 1-22 (default 3)
+//!     compression: zstd   # zstd (default) | gzip | none
+//!     compression_params: { level: 3 }   # zstd 1-22 (default 3), gzip 1-9 (default 2)
 //!     timeout: 30s
 //!     num_consumers: 4   # or sending_queue.num_consumers (the Collector's level)
 //!     chunk_duration: 60s
@@ -227,7 +227,9 @@ chunk_exporter_parts!(SentryExporterConfig, FileExporterConfig);
 pub struct SentryExporterConfig {
     /// The default DSN (`https://<public key>@host[:port][/path]/<project id>`).
     pub dsn: Option<String>,
-    /// Request compression (default gzip).
+    /// Request compression (default zstd: Relay decompresses `gzip`, `deflate`, `br` and `zstd`
+    /// request bodies, and on chunk JSON zstd level 3 gives ~33% smaller bodies than gzip level 2
+    /// for less CPU).
     pub compression: Compression,
     /// Compression level.
     pub compression_params: CompressionParams,
@@ -288,7 +290,7 @@ impl Default for SentryExporterConfig {
         let acc = AccumulateConfig::default();
         SentryExporterConfig {
             dsn: None,
-            compression: Compression::Gzip,
+            compression: Compression::Zstd,
             compression_params: CompressionParams::default(),
             timeout: Duration::from_secs(30),
             tls: ClientTlsConfig::default(),

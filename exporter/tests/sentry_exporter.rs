@@ -76,7 +76,7 @@ async fn twelve_five_second_chunks_arrive_as_one_minute_chunk() {
         r.header("content-type"),
         Some("application/x-sentry-envelope")
     );
-    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert_eq!(r.header("content-encoding"), Some("zstd"), "the default");
     let env = r.envelope();
     assert_eq!(env.items.len(), 1, "one chunk per envelope");
     assert_eq!(env.headers["sdk"]["name"], "profilink");
