@@ -33,6 +33,10 @@ pub struct Args {
     pub kafka: bool,
     /// `--messages N`: requests in `--kafka` mode.
     pub messages: usize,
+    /// `--floor PATH`: with `--against`, the independent floor program (`floor --service`,
+    /// outside this repository) run before every binary's run, so each run's CPU per
+    /// observation is held against a floor measured in the same conditions (see `compare`).
+    pub floor: Option<PathBuf>,
 }
 
 /// What `--help` prints (the module docs of `main.rs` say more).
@@ -52,6 +56,8 @@ usage: load [OPTIONS]   (throughput of a fresh profilink under OTLP/gRPC load)
   --pprof DIR          write profilink's CPU profile of each run into DIR
   --symbolize          the symbolize processor off, cold and warm (--repeat N, --new-addresses P)
   --kafka              the kafka receiver against OTLP/gRPC (--messages N, 3000)
+  --floor PATH         with --against: run `PATH --service` on the fixture before every run
+                       and report CPU per observation as a ratio to it
 ";
 
 /// Reads the flags; exits with the usage on unknown ones, panics on bad values.
@@ -77,6 +83,7 @@ pub fn args() -> Args {
         pprof: None,
         kafka: false,
         messages: 3000,
+        floor: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -99,6 +106,7 @@ pub fn args() -> Args {
             "--pprof" => a.pprof = Some(PathBuf::from(val())),
             "--kafka" => a.kafka = true,
             "--messages" => a.messages = val().parse().expect("--messages N"),
+            "--floor" => a.floor = Some(PathBuf::from(val())),
             "--help" | "-h" => {
                 print!("{USAGE}");
                 std::process::exit(0);

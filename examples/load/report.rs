@@ -72,10 +72,11 @@ pub fn print_run(a: &Args, mut r: Run) {
         r.drain_s
     );
     println!(
-        "  profilink CPU: {:.2} cores (machine {:.0}% busy; {:.0} samples per CPU-second); peak RSS (VmHWM) {:.1} MiB (sampled VmRSS peak {:.1} MiB)",
+        "  profilink CPU: {:.2} cores (machine {:.0}% busy; {:.0} samples per CPU-second = {:.3} us per observation); peak RSS (VmHWM) {:.1} MiB (sampled VmRSS peak {:.1} MiB)",
         r.cpu / elapsed,
         r.machine_busy * 100.0,
         r.clients.accepted_samples as f64 / r.cpu.max(1e-9),
+        r.cpu * 1e6 / (r.clients.accepted_samples as f64).max(1.0),
         r.hwm as f64 / 1024.0,
         r.rss_peak as f64 / 1024.0
     );
@@ -135,7 +136,8 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn percentile(v: &mut [f64], p: f64) -> f64 {
+/// The `p` quantile of `v` (sorted in place), NaN when empty.
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
