@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// Margin on the order in which an SDK sends spans: spans ending within it of each other may
 /// arrive in either order (see [`JoinConfig`]).
-pub const ORDER_SLACK: Duration = Duration::from_secs(1);
+pub(crate) const ORDER_SLACK: Duration = Duration::from_secs(1);
 
 /// Settings of the trace-linking join buffer of Sentry → OTLP pipelines.
 ///
