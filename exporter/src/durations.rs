@@ -67,7 +67,7 @@ pub(crate) struct DurationHistogram {
     sum_nanos: AtomicU64,
 }
 
-/// A copy of a [`DurationHistogram`].
+/// A copy of one histogram of [`AttemptDurations`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HistogramSnapshot {
     /// `(upper bound in seconds, observations in this bucket)`, not cumulative; the last

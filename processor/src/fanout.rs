@@ -43,7 +43,7 @@ impl Drop for InFlight<'_> {
 }
 
 impl Fanout {
-    /// A fan-out to `pipelines` (at least one), bounded by [`default_max_in_flight`].
+    /// A fan-out to `pipelines` (at least one), bounded by the default (4 requests in flight per CPU, at least 8).
     pub fn new(pipelines: Vec<Arc<Pipeline>>) -> Self {
         Self::with_traces(pipelines, Vec::new())
     }

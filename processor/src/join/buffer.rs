@@ -41,7 +41,7 @@ pub(crate) const ORDER_SLACK: Duration = Duration::from_secs(1);
 /// longest duration (end − start) of any span seen in the session, and `E`, the latest end of the
 /// spans that arrived. A chunk is **covered** when
 ///
-/// `E > C + D + ORDER_SLACK` ([`ORDER_SLACK`] = 1 s)
+/// `E > C + D + ORDER_SLACK` (`ORDER_SLACK` = 1 s)
 ///
 /// A span that overlaps the chunk and has not arrived yet ends, in SDK order, at or after about
 /// `E` (within the slack, for threads whose transactions end within a second of each other and

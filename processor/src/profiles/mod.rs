@@ -310,7 +310,7 @@ impl Pipeline {
     }
 
     /// Retries parked requests and releases the chunks whose window ran out (run every
-    /// [`crate::join::TICK`] by the pipeline's timer, see [`start_timers`](crate::start_timers)).
+    /// 250 ms (the join's `TICK`) by the pipeline's timer, see [`start_timers`](crate::start_timers)).
     pub async fn tick(&self) {
         if let Some(r) = &self.otlp {
             r.from_sentry.tick(&r.forward).await;
