@@ -372,14 +372,14 @@ async fn sentry_exporter_trusts_a_ca_that_is_only_in_ca_file() {
 /// Forwards one envelope through a Sentry receiver's upstream forwarder with `tls`; returns
 /// whether it was sent within a few seconds.
 async fn forward_once(endpoint: String, tls: ClientTlsConfig, dir: &Path) -> bool {
-    use profilink_exporter::{ForwardConfig, ForwardQueueConfig, Forwarder};
+    use profilink_exporter::{ForwardConfig, Forwarder, QueueConfig};
     use profilink_receiver::{ForwardRequest, Upstream};
     use std::sync::atomic::Ordering;
     let cfg = ForwardConfig {
         endpoint,
         tls,
         timeout: Duration::from_secs(3),
-        sending_queue: ForwardQueueConfig {
+        sending_queue: QueueConfig {
             storage: Some(dir.to_path_buf()),
             ..Default::default()
         },

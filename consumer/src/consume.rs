@@ -63,7 +63,12 @@ pub struct ChannelConsumer {
     traces: bool,
 }
 
-/// The default `retry_after` of [`ChannelConsumer`].
+/// How long a producer is asked to wait before it retries (1 s) when a stage refuses its data
+/// because it is full and knows no better delay: the default of [`ChannelConsumer`], and what
+/// the pipelines (their amplification budget, join log and waiting traces) and the exporters
+/// (their full queues) answer with [`ConsumeError::Full`] and
+/// [`ExportError::Full`](crate::ExportError::Full). Receivers turn it into gRPC `RetryInfo`
+/// or HTTP `Retry-After`. Defined once here, so every stage asks for the same wait.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl ChannelConsumer {

@@ -59,8 +59,9 @@ impl ExportChunk {
     }
 }
 
-/// Why `export` (or `start`) failed. Clone (sources are shared), so one failure can answer
-/// several waiting callers.
+/// Why `export` failed. Clone (sources are shared), so one failure can answer several waiting
+/// callers. (Why an exporter could not start is not part of this contract: each exporter
+/// crate has its own start-up error, profilink-exporter's `StartError`.)
 #[derive(Debug, Error, Clone)]
 pub enum ExportError {
     /// The queue is full (`overflow: backpressure`): receivers should answer UNAVAILABLE / 429
@@ -87,31 +88,6 @@ pub enum ExportError {
     /// The queue could not be opened or written.
     #[error("exporter queue I/O error: {0}")]
     Io(#[source] Arc<std::io::Error>),
-    /// Invalid configuration: a required setting is missing or settings contradict each other.
-    #[error("invalid exporter configuration: {0}")]
-    Config(String),
-    /// A configured value does not parse (a DSN, …): which one, and why.
-    #[error("invalid exporter configuration: invalid {what}: {source}")]
-    Invalid {
-        /// The value that does not parse (e.g. `DSN "…"`).
-        what: String,
-        /// The parser's error.
-        #[source]
-        source: Arc<dyn std::error::Error + Send + Sync>,
-    },
-}
-
-impl ExportError {
-    /// [`ExportError::Invalid`] for `what`, caused by `source`.
-    pub fn invalid(
-        what: impl Into<String>,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        ExportError::Invalid {
-            what: what.into(),
-            source: Arc::new(source),
-        }
-    }
 }
 
 impl From<std::io::Error> for ExportError {

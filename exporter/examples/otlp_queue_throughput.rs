@@ -10,7 +10,7 @@
 //! Default: 2000 requests per mode.
 
 use profilink_exporter::{
-    ClientTlsConfig, ExportError, OtlpExporter, OtlpExporterConfig, SendingQueueConfig,
+    ClientTlsConfig, ExportError, OtlpExporter, OtlpExporterConfig, QueueConfig,
 };
 use profilink_proto::otlp::profiles_service_server::{ProfilesService, ProfilesServiceServer};
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportProfilesServiceResponse};
@@ -37,7 +37,7 @@ impl ProfilesService for Counter {
 async fn run(
     name: &str,
     endpoint: &str,
-    queue: SendingQueueConfig,
+    queue: QueueConfig,
     req: &ExportProfilesServiceRequest,
     n: u64,
     received: &AtomicU64,
@@ -114,7 +114,7 @@ async fn main() {
     run(
         "memory",
         &endpoint,
-        SendingQueueConfig::default(),
+        QueueConfig::default(),
         &req,
         n,
         &received,
@@ -122,7 +122,7 @@ async fn main() {
     .await;
     for fsync in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let q = SendingQueueConfig {
+        let q = QueueConfig {
             storage: Some(dir.path().to_path_buf()),
             fsync,
             ..Default::default()

@@ -28,7 +28,7 @@ pub struct AuthSlot(pub Option<Arc<dyn ClientAuth>>);
 /// nothing is sent without it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("auth {0}: no token to send (is its token file empty?); the request stays queued")]
-pub struct NoToken(pub String);
+pub(crate) struct NoToken(pub(crate) String);
 
 impl AuthSlot {
     /// A slot holding `auth`.

@@ -18,7 +18,7 @@ pub type SharedClock = Arc<dyn Clock>;
 
 /// The real clock.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Instant {

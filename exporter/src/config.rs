@@ -27,8 +27,7 @@
 //!   file: { path: ./profilink-data }
 //! ```
 
-use crate::queue_config::consumers;
-pub use crate::queue_config::{Overflow, QueueConfig, QueueSizer, SettingError};
+use crate::queue_config::{QueueConfig, QueueSizer, SettingError, consumers};
 pub use profilink_tls::ClientTlsConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -59,8 +58,9 @@ pub struct CompressionParams {
 }
 
 impl CompressionParams {
-    /// The level to use with `compression`, or an error naming the valid range.
-    pub fn level_for(&self, compression: Compression) -> Result<i32, String> {
+    /// The level to use with `compression`, or an error (`compression_params.level`) naming
+    /// the valid range.
+    pub fn level_for(&self, compression: Compression) -> Result<i32, SettingError> {
         let (default, range) = match compression {
             Compression::Gzip => (2, 1..=9),
             Compression::Zstd => (3, 1..=22),
@@ -69,10 +69,13 @@ impl CompressionParams {
         match self.level {
             None => Ok(default),
             Some(l) if range.contains(&l) => Ok(l),
-            Some(l) => Err(format!(
-                "compression_params.level {l} is out of range for {compression:?} ({}..={})",
-                range.start(),
-                range.end()
+            Some(l) => Err(SettingError::new(
+                "compression_params.level",
+                format!(
+                    "{l} is out of range for {compression:?} ({}..={})",
+                    range.start(),
+                    range.end()
+                ),
             )),
         }
     }
@@ -174,7 +177,8 @@ impl Default for AccumulateConfig {
 }
 
 /// What the chunk exporters' configs (`sentry`, `file`) share: the accumulation keys at their
-/// top level ([`AccumulateConfig`]), and the delivery engine they start on their queue.
+/// top level ([`AccumulateConfig`]). (The engine they start on their queue is started from
+/// them by `chunk_engine`, above this module.)
 macro_rules! chunk_exporter_parts {
     ($($config:ty),+) => {$(
         impl $config {
@@ -186,34 +190,6 @@ macro_rules! chunk_exporter_parts {
                     max_chunk_bytes: self.max_chunk_bytes,
                     sparse_threads: self.sparse_threads,
                 }
-            }
-
-            /// Opens the exporter's durable queue (replaying what an earlier run left) and
-            /// starts the delivery engine on it, delivering to `sink` and retrying with `retry`.
-            pub(crate) async fn start_engine<S: crate::engine::Sink>(
-                &self,
-                sink: std::sync::Arc<S>,
-                retry: RetryConfig,
-                clock: crate::SharedClock,
-                metrics: std::sync::Arc<crate::ExporterMetrics>,
-            ) -> Result<crate::engine::Engine<S>, crate::ExportError> {
-                let engine = crate::engine::EngineConfig {
-                    accumulate: self.accumulate(),
-                    retry,
-                    num_consumers: self.consumers(),
-                    tick: self.tick,
-                    observer: self.observer.clone(),
-                    flush_on_shutdown: self.flush_on_shutdown,
-                };
-                crate::engine::Engine::open(
-                    &self.sending_queue,
-                    self.queue_dir(),
-                    sink,
-                    engine,
-                    clock,
-                    metrics,
-                )
-                .await
             }
         }
     )+};
@@ -371,8 +347,8 @@ pub struct OtlpExporterConfig {
     /// Requests waiting to be sent (default 1000); `sending_queue.queue_size` wins when set.
     pub queue_size: usize,
     /// The sending queue: in memory, or durable with `storage` (the Collector's
-    /// `sending_queue` keys).
-    pub sending_queue: crate::send_queue::SendingQueueConfig,
+    /// `sending_queue` keys; the request queue's, see [`QueueConfig::limits`]).
+    pub sending_queue: QueueConfig,
     /// Extra request headers / gRPC metadata.
     pub headers: BTreeMap<String, String>,
     /// The authentication header of every request, asked for at each attempt (set by the
@@ -384,9 +360,9 @@ pub struct OtlpExporterConfig {
 impl OtlpExporterConfig {
     /// `sending_queue` with the exporter-level aliases (`queue_size`, `num_consumers`) folded
     /// in where it leaves them unset: the queue settings of this exporter's traces instance.
-    pub fn effective_sending_queue(&self) -> crate::send_queue::SendingQueueConfig {
+    pub fn effective_sending_queue(&self) -> QueueConfig {
         let mut q = self.sending_queue.clone();
-        if q.sizer == crate::send_queue::QueueSizer::Requests {
+        if q.request_sizer() == QueueSizer::Requests {
             q.queue_size.get_or_insert(self.queue_size as u64);
         }
         q.num_consumers.get_or_insert(self.num_consumers);

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Room kept free in a durable chunk queue: requests are refused up front once less than this
 /// (or a tenth of the capacity, whichever is smaller) is left.
-pub const QUEUE_HEADROOM: u64 = 16 << 20;
+pub(crate) const QUEUE_HEADROOM: u64 = 16 << 20;
 
 /// Whether a queue holding `size` of `capacity` bytes has less than `headroom` left: the one
 /// rule by which exporters refuse up front. A queue of unknown capacity (0) is never full.

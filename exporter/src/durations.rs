@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// The bucket upper bounds in seconds: the semantic conventions' advice for request durations
 /// (`http.client.request.duration`), which `otel.sdk.exporter.operation.duration` follows.
-pub const DURATION_BOUNDS: [f64; 14] = [
+pub(crate) const DURATION_BOUNDS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
 ];
 
@@ -60,14 +60,14 @@ impl AttemptOutcome {
 
 /// One histogram of durations over [`DURATION_BOUNDS`].
 #[derive(Debug, Default)]
-pub struct DurationHistogram {
+pub(crate) struct DurationHistogram {
     /// Observations per bucket (not cumulative); the last one is `+Inf`.
     buckets: [AtomicU64; DURATION_BOUNDS.len() + 1],
     count: AtomicU64,
     sum_nanos: AtomicU64,
 }
 
-/// A copy of a [`DurationHistogram`].
+/// A copy of one histogram of [`AttemptDurations`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HistogramSnapshot {
     /// `(upper bound in seconds, observations in this bucket)`, not cumulative; the last

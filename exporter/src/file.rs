@@ -3,11 +3,13 @@
 //! accumulates and queues exactly like the Sentry exporter; it is the default when no DSN is
 //! configured.
 
+use crate::chunk_engine::start_engine;
 use crate::clock::{SharedClock, system_clock};
 use crate::config::FileExporterConfig;
 use crate::engine::{Delivery, Engine, Sink};
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::ReadyMeta;
+use crate::start_error::StartError;
 use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
 use profilink_proto::sentry::Envelope;
 use std::fs::{self, File};
@@ -164,7 +166,7 @@ pub struct FileExporter {
 
 impl FileExporter {
     /// Opens the queue (replaying what a previous run left) and starts writing.
-    pub async fn start(cfg: FileExporterConfig) -> Result<Self, ExportError> {
+    pub async fn start(cfg: FileExporterConfig) -> Result<Self, StartError> {
         Self::start_with_clock(cfg, system_clock()).await
     }
 
@@ -172,17 +174,14 @@ impl FileExporter {
     pub async fn start_with_clock(
         cfg: FileExporterConfig,
         clock: SharedClock,
-    ) -> Result<Self, ExportError> {
-        cfg.check()
-            .map_err(|e| ExportError::Config(format!("exporters.file.{e}")))?;
+    ) -> Result<Self, StartError> {
+        cfg.check().map_err(|e| e.under("exporters.file"))?;
         let metrics = Arc::new(ExporterMetrics::default());
         let backpressure = cfg.sending_queue.overflow() == crate::Overflow::Backpressure;
         let sink = Arc::new(FileSink {
             dir: cfg.path.clone(),
         });
-        let engine = cfg
-            .start_engine(sink, Default::default(), clock, metrics.clone())
-            .await?;
+        let engine = start_engine(&cfg, sink, Default::default(), clock, metrics.clone()).await?;
         Ok(FileExporter {
             engine,
             metrics,
@@ -202,7 +201,7 @@ impl FileExporter {
 
     /// True while requests should be refused before they are read: with
     /// `sending_queue.overflow: backpressure`, once the durable queue is within its headroom of
-    /// full ([`QUEUE_HEADROOM`](crate::QUEUE_HEADROOM)).
+    /// full (16 MiB, or a tenth of the capacity when that is less).
     pub fn is_full(&self) -> bool {
         self.backpressure && crate::contract::within_headroom(&self.metrics)
     }

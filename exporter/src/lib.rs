@@ -10,7 +10,7 @@
 //!   atomically ([`write_atomic`]).
 //! * [`OtlpExporter`]: OTLP gRPC or HTTP with the OTLP retry rules and partial-success
 //!   accounting, behind a sending queue that is in memory or, with `sending_queue.storage`,
-//!   durable ([`SendingQueueConfig`]).
+//!   durable ([`QueueConfig`], the one `sending_queue` settings type of every exporter).
 //! * [`Forwarder`]: the Sentry receiver's `upstream`: what SDKs send, passed on as received
 //!   to their Sentry or Relay through a durable queue, in order per project, with retries and
 //!   upstream rate limits handed back to the SDKs.
@@ -22,8 +22,8 @@
 //! request compression, and Sentry's rate-limit headers; TLS handshake failures are counted
 //! ([`tls_handshake_failures`]).
 //!
-//! Life cycle of every exporter: `start(config)` → `export(...)` any number of times (from any
-//! task) → `shutdown(deadline)`. Dropping an exporter without `shutdown` stops it like a crash:
+//! Life cycle of every exporter: `start(config)` (a [`StartError`] when it cannot start) →
+//! `export(...)` any number of times (from any task) → `shutdown(deadline)`. Dropping an exporter without `shutdown` stops it like a crash:
 //! accepted data stays in the queue and is delivered on the next start.
 //!
 //! Counters of every exporter are in [`ExporterMetrics`] (chunk and profile exporters) and
@@ -38,19 +38,27 @@
 //! Rooms (private modules unless re-exported above):
 //! * exporters: `sentry` (with `routing`, `transport`, `client_report`), `file`, `otlp`,
 //!   `traces` (with `send`, `split`, `config`, `metrics`), `forward` (the upstream forwarder);
-//! * chunk delivery (Sentry and file): `engine` (durable queue → accumulator → ready log →
-//!   concurrent deliveries), `accumulate` and `merge` (chunk accumulation), `queue` (the
-//!   durable queue: `segment` logs, record formats, `input_writer`), `queue_config`;
+//! * chunk delivery (Sentry and file): `chunk_engine` (the engine started from a chunk
+//!   exporter's config), `engine` (durable queue → accumulator → ready log → concurrent
+//!   deliveries), `accumulate` and `merge` (chunk accumulation), `queue` (the durable queue:
+//!   record formats on `profilink_storage`'s segment logs, `input_writer`);
 //! * request delivery (OTLP, traces, Kafka): `request` (`queue_sender`, `retry_sender`, the
 //!   counters they update), `send_queue` (the sending queue, in memory or durable, and its
-//!   config and record format), `otlp_client` (one OTLP client for any signal) and
-//!   `otlp_retry` (the OTLP retry rules);
-//! * shared: `http` (clients, TLS, proxies, compression, rate-limit headers, responses),
-//!   `client_auth` (authentication headers), `retry` (backoff), `clock`, `config`, `metrics`,
-//!   `durations` (attempt duration histograms), `observer`.
+//!   record format), `otlp_client` (one OTLP client for any signal) and `otlp_retry` (the
+//!   OTLP retry rules);
+//! * shared: `config` (the exporters' settings), `queue_config` (`sending_queue`, one type
+//!   read by the chunk, request and forward queues), `start_error`, `http` (clients, TLS,
+//!   proxies, compression, rate-limit headers, responses), `client_auth` (authentication
+//!   headers), `retry` (backoff), `clock`, `metrics`, `durations` (attempt duration
+//!   histograms), `observer`.
+//!
+//! Inside the crate, dependencies go one way: the settings (`config`, `queue_config`) and the
+//! shared rooms are below the queues, which are below the engines and request exporters,
+//! which are below the exporters.
 #![warn(missing_docs)]
 
 mod accumulate;
+mod chunk_engine;
 mod client_auth;
 mod clock;
 mod config;
@@ -72,24 +80,21 @@ mod request;
 mod retry;
 mod send_queue;
 mod sentry;
+mod start_error;
 pub mod telemetry;
 mod traces;
 
-use std::time::Duration;
-
-pub use client_auth::{AuthSlot, ClientAuth, NoToken};
-pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use client_auth::{AuthSlot, ClientAuth};
+pub use clock::{Clock, ManualClock, SharedClock};
 pub use config::{
     AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, FileExporterConfig,
-    OtlpExporterConfig, OtlpProtocol, Overflow, QueueConfig, QueueSizer, RetryConfig,
-    RoutingConfig, SentryExporterConfig, SettingError, SparseThreads,
+    OtlpExporterConfig, OtlpProtocol, RetryConfig, RoutingConfig, SentryExporterConfig,
+    SparseThreads,
 };
-pub use contract::{QUEUE_HEADROOM, nearly_full};
-pub use durations::{
-    AttemptDurations, AttemptOutcome, DURATION_BOUNDS, DurationHistogram, HistogramSnapshot,
-};
+pub use contract::nearly_full;
+pub use durations::{AttemptDurations, AttemptOutcome, HistogramSnapshot};
 pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, write_atomic_with};
-pub use forward::{ForwardConfig, ForwardMetrics, ForwardQueueConfig, ForwardTlsConfig, Forwarder};
+pub use forward::{ForwardConfig, ForwardMetrics, Forwarder};
 pub use http::tls_handshake_failures;
 pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
@@ -98,19 +103,17 @@ pub use otlp::OtlpExporter;
 pub use otlp_retry::AttemptError;
 /// The contract the exporters meet (from `profilink-consumer`), re-exported for their users.
 pub use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
-/// The durable queues' segment log (`profilink-storage`), re-exported for this crate's users.
-pub use queue::segment::{RecordRef, ScanStats, SegmentLog};
+pub use queue_config::{Overflow, QueueConfig, QueueLimits, QueueSizer, SettingError};
 pub use request::{
     QueueLevels, RequestExporter, RequestMetrics, RequestSender, RequestSettings, SendOutcome,
 };
-pub use retry::Backoff;
 pub use send_queue::record::Queued;
-pub use send_queue::{Claimed, Corrupt, PushError, QueueLimits, SendQueue, SendingQueueConfig};
 pub use sentry::SentryExporter;
 pub use sentry::routing::{Route, Router};
+pub use start_error::StartError;
 pub use traces::{
     OtlpTracesConfig, SentryTracesConfig, TracesExporter, TracesExporterConfig, TracesMetrics,
-    TracesMetricsSnapshot, TracesQueueConfig,
+    TracesMetricsSnapshot,
 };
 
 #[doc(hidden)]
@@ -133,14 +136,3 @@ pub mod testing {
 pub const SDK_NAME: &str = "profilink";
 /// This crate's version (`sdk.version`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-impl From<queue::QueueError> for ExportError {
-    fn from(e: queue::QueueError) -> Self {
-        match e {
-            queue::QueueError::Full { .. } => ExportError::Full {
-                retry_after: Duration::from_secs(1),
-            },
-            queue::QueueError::Io(e) => e.into(),
-        }
-    }
-}

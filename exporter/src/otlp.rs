@@ -15,6 +15,7 @@ use crate::metrics::ExporterMetrics;
 use crate::otlp_client::{OtlpClient, note_partial};
 use crate::request::{RequestExporter, RequestSender, RequestSettings, SendOutcome};
 use crate::send_queue::record::Queued;
+use crate::start_error::StartError;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::signal::{Profiles, profile_counts};
 use std::sync::Arc;
@@ -59,7 +60,7 @@ impl OtlpExporter {
     /// Builds the client (connections are made lazily), opens the sending queue (replaying
     /// what an earlier run left in `sending_queue.storage`) and starts the senders
     /// (`sending_queue.num_consumers`, else `num_consumers`).
-    pub async fn start(cfg: OtlpExporterConfig) -> Result<Self, ExportError> {
+    pub async fn start(cfg: OtlpExporterConfig) -> Result<Self, StartError> {
         let settings = RequestSettings::new(
             &cfg.sending_queue,
             "profiles",

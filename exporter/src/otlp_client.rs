@@ -14,11 +14,11 @@
 //! ([`crate::request`], behind [`crate::otlp`] for profiles and [`crate::traces`] for traces),
 //! which retries by [`crate::otlp_retry::after_failure`].
 
-use crate::ExportError;
 use crate::client_auth::{AuthSlot, NoToken};
 use crate::config::{Compression, OtlpProtocol};
 use crate::http::{compress, content_encoding, parse_retry_after, read_response, request_error};
 use crate::otlp_retry::{AttemptError, classify_grpc_status, classify_http};
+use crate::start_error::StartError;
 use profilink_proto::signal::Signal;
 use profilink_tls::ClientTlsConfig;
 use prost::Message;
@@ -63,13 +63,13 @@ pub fn http_url<S: Signal>(endpoint: &str) -> String {
 }
 
 /// Configured `headers` as HTTP headers.
-pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, ExportError> {
+pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, StartError> {
     let mut map = HeaderMap::new();
     for (k, v) in headers {
         let name = HeaderName::from_bytes(k.trim().as_bytes())
-            .map_err(|_| ExportError::Config(format!("invalid header name {k:?}")))?;
+            .map_err(|e| StartError::invalid(format!("header name {k:?}"), e))?;
         let value = HeaderValue::from_str(v.trim())
-            .map_err(|_| ExportError::Config(format!("invalid value of header {k:?}")))?;
+            .map_err(|e| StartError::invalid(format!("value of header {k:?}"), e))?;
         map.insert(name, value);
     }
     Ok(map)
@@ -98,13 +98,13 @@ fn with_version_metadata<S: Signal>(mut map: MetadataMap) -> MetadataMap {
 }
 
 /// Configured `headers` as gRPC metadata (keys lowercased).
-pub fn metadata_map(headers: &BTreeMap<String, String>) -> Result<MetadataMap, ExportError> {
+pub fn metadata_map(headers: &BTreeMap<String, String>) -> Result<MetadataMap, StartError> {
     let mut map = MetadataMap::new();
     for (k, v) in headers {
         let key = AsciiMetadataKey::from_str(&k.trim().to_ascii_lowercase())
-            .map_err(|_| ExportError::Config(format!("invalid gRPC metadata key {k:?}")))?;
+            .map_err(|e| StartError::invalid(format!("gRPC metadata key {k:?}"), e))?;
         let value = AsciiMetadataValue::from_str(v.trim())
-            .map_err(|_| ExportError::Config(format!("invalid value of metadata {k:?}")))?;
+            .map_err(|e| StartError::invalid(format!("value of metadata {k:?}"), e))?;
         map.insert(key, value);
     }
     Ok(map)
@@ -254,7 +254,7 @@ impl<S: Signal> OtlpClient<S> {
         headers: &BTreeMap<String, String>,
         pool: usize,
         tls: &ClientTlsConfig,
-    ) -> Result<Self, ExportError> {
+    ) -> Result<Self, StartError> {
         let (transport, destination) = match protocol {
             OtlpProtocol::Grpc => {
                 let url = crate::http::grpc_url(endpoint, tls);
@@ -274,9 +274,8 @@ impl<S: Signal> OtlpClient<S> {
             }
             OtlpProtocol::Http => {
                 let url = http_url::<S>(endpoint);
-                reqwest::Url::parse(&url).map_err(|e| {
-                    ExportError::Config(format!("invalid OTLP endpoint {url:?}: {e}"))
-                })?;
+                reqwest::Url::parse(&url)
+                    .map_err(|e| StartError::invalid(format!("OTLP endpoint {url:?}"), e))?;
                 let transport = Transport::Http {
                     client: crate::http::client(timeout, pool, tls)?,
                     headers: with_version_header::<S>(header_map(headers)?),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 /// Backoff state of one item being retried.
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     interval: Duration,
     started: Option<Instant>,
 }

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use profilink_exporter::{
     DiscardReason, ExportError, OtlpExporter, OtlpExporterConfig, OtlpProtocol, OtlpTracesConfig,
-    QueueSizer, RetryConfig, SendingQueueConfig, TracesExporter, TracesExporterConfig,
+    QueueConfig, QueueSizer, RetryConfig, TracesExporter, TracesExporterConfig,
 };
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, Profile, ResourceProfiles, ScopeProfiles,
@@ -65,7 +65,7 @@ fn config(server: &StandIn, storage: &Path) -> OtlpExporterConfig {
             ..Default::default()
         },
         timeout: Duration::from_secs(2),
-        sending_queue: SendingQueueConfig {
+        sending_queue: QueueConfig {
             storage: Some(storage.to_path_buf()),
             num_consumers: Some(1),
             fsync: false,
@@ -153,7 +153,7 @@ async fn a_full_durable_queue_refuses_export() {
     server.set_default(Behaviour::status(503));
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&server, dir.path());
-    cfg.sending_queue.sizer = QueueSizer::Bytes;
+    cfg.sending_queue.sizer = Some(QueueSizer::Bytes);
     cfg.sending_queue.queue_size = Some(50);
     let exp = OtlpExporter::start(cfg.clone()).await.unwrap();
     let m = exp.metrics();

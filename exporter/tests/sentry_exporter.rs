@@ -5,8 +5,8 @@ mod common;
 use common::*;
 use profilink_exporter::{
     Clock, DiscardReason, ExportChunk, ExportError, ManualClock, Overflow, QueueConfig,
-    RetryConfig, RoutingConfig, SentryExporter, SentryExporterConfig, SharedClock, VERSION,
-    content_checksum, merged_chunk_id,
+    RetryConfig, RoutingConfig, SentryExporter, SentryExporterConfig, SharedClock, StartError,
+    VERSION, content_checksum, merged_chunk_id,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -874,7 +874,7 @@ async fn config_reads_the_documented_yaml_shape() {
     assert_eq!(short.max_interval, Duration::from_secs(60));
     assert!(matches!(
         SentryExporter::start(SentryExporterConfig::default()).await,
-        Err(ExportError::Config(_))
+        Err(StartError::Missing(_))
     ));
     let _ = ManualClock::new().wall();
 }

@@ -6,8 +6,8 @@ mod common;
 use common::*;
 use profilink_exporter::{
     ClientTlsConfig, Compression, DiscardReason, ExportError, ManualClock, OtlpTracesConfig,
-    RetryConfig, SentryTracesConfig, SharedClock, TracesExporter, TracesExporterConfig,
-    TracesMetrics, TracesMetricsSnapshot, TracesQueueConfig,
+    QueueConfig, RetryConfig, SentryTracesConfig, SharedClock, StartError, TracesExporter,
+    TracesExporterConfig, TracesMetrics, TracesMetricsSnapshot,
 };
 use profilink_proto::otlp::Resource;
 use profilink_proto::otlp::{AnyValue, InstrumentationScope, KeyValue, any_value};
@@ -444,7 +444,7 @@ async fn full_queue_refuses_with_export_error_full() {
     )]);
     let (clock, shared) = manual();
     let cfg = SentryTracesConfig {
-        sending_queue: TracesQueueConfig {
+        sending_queue: QueueConfig {
             queue_size: Some(2),
             ..Default::default()
         },
@@ -492,7 +492,7 @@ async fn byte_bound_refuses_and_shutdown_counts_rate_limited_leftovers() {
     )]);
     let (_clock, shared) = manual();
     let cfg = SentryTracesConfig {
-        sending_queue: TracesQueueConfig {
+        sending_queue: QueueConfig {
             queue_size: Some(100),
             max_size_mib: Some(1),
             ..Default::default()
@@ -567,17 +567,17 @@ async fn large_requests_are_split_below_max_request_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_configs_are_refused() {
     let none = TracesExporter::start(TracesExporterConfig::Sentry(SentryTracesConfig::default()));
-    assert!(matches!(none.await, Err(ExportError::Config(_))));
+    assert!(matches!(none.await, Err(StartError::Missing(_))));
     let bad = TracesExporter::start(TracesExporterConfig::Sentry(SentryTracesConfig {
         dsn: Some("https://host/1".into()),
         ..Default::default()
     }));
-    assert!(matches!(bad.await, Err(ExportError::Config(_))));
+    assert!(matches!(bad.await, Err(StartError::Invalid { .. })));
     let header = TracesExporter::start(TracesExporterConfig::OtlpHttp(OtlpTracesConfig {
         headers: [("bad header".to_string(), "v".to_string())].into(),
         ..Default::default()
     }));
-    assert!(matches!(header.await, Err(ExportError::Config(_))));
+    assert!(matches!(header.await, Err(StartError::Invalid { .. })));
     let ok = TracesExporter::start(TracesExporterConfig::OtlpHttp(OtlpTracesConfig::default()))
         .await
         .unwrap();

@@ -7,7 +7,7 @@
 
 use crate::auth::Security;
 pub use crate::auth::{AuthConfig, PlainTextConfig, SaslConfig, Secret};
-use profilink_exporter::{RetryConfig, SendingQueueConfig};
+use profilink_exporter::{QueueConfig, RetryConfig};
 pub use profilink_tls::ClientTlsConfig;
 use serde::Deserialize;
 use std::time::Duration;
@@ -192,7 +192,7 @@ pub struct KafkaExporterConfig {
     /// The producer settings.
     pub producer: ProducerConfig,
     /// The sending queue (in memory, or durable with `storage`), as the OTLP exporters'.
-    pub sending_queue: SendingQueueConfig,
+    pub sending_queue: QueueConfig,
     /// Retries of a message whose delivery failed (the Collector's `retry_on_failure`).
     pub retry_on_failure: RetryConfig,
 }
@@ -213,7 +213,7 @@ impl Default for KafkaExporterConfig {
             partition_traces_by_id: true,
             timeout: Duration::from_secs(5),
             producer: ProducerConfig::default(),
-            sending_queue: SendingQueueConfig::default(),
+            sending_queue: QueueConfig::default(),
             retry_on_failure: RetryConfig::default(),
         }
     }
@@ -260,6 +260,9 @@ impl KafkaExporterConfig {
     /// Checks the settings, reading every file `tls` names; the error is `key: problem`.
     pub fn check(&self) -> Result<(), String> {
         self.client().check()?;
+        self.sending_queue
+            .check_request_keys()
+            .map_err(|e| e.to_string())?;
         if self.profiles_topic().trim().is_empty() {
             return Err("profiles.topic: is empty".into());
         }

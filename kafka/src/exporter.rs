@@ -16,7 +16,7 @@ use crate::keying::{split_profiles, split_traces};
 use crate::record::KafkaRecord;
 use profilink_exporter::{
     AttemptError, AttemptOutcome, ExportError, ExporterMetrics, RequestExporter, RequestSender,
-    RequestSettings, SendOutcome,
+    RequestSettings, SendOutcome, SettingError, StartError,
 };
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, ExportTraceServiceRequest, PROFILES_VERSION_HEADER,
@@ -120,11 +120,22 @@ impl RequestSender for MessageSender {
     }
 }
 
+/// A setting's `key: problem` (what the config's checks say) as a start-up error.
+fn setting(text: String) -> StartError {
+    match text.split_once(": ") {
+        Some((key, problem)) => SettingError::new(key, problem).into(),
+        None => StartError::Invalid {
+            what: "Kafka settings".into(),
+            source: text.into(),
+        },
+    }
+}
+
 /// The producer's librdkafka settings from `cfg` (with `tls` and `auth`: they hold the SASL
 /// password, so the result is never to be shown).
-pub fn producer_config(cfg: &KafkaExporterConfig) -> Result<ClientConfig, ExportError> {
+pub fn producer_config(cfg: &KafkaExporterConfig) -> Result<ClientConfig, StartError> {
     let mut c = ClientConfig::new();
-    cfg.client().apply(&mut c).map_err(ExportError::Config)?;
+    cfg.client().apply(&mut c).map_err(setting)?;
     c.set("acks", cfg.producer.required_acks.to_string())
         .set("compression.type", &cfg.producer.compression)
         .set(
@@ -158,8 +169,8 @@ impl KafkaExporter {
     /// Builds the producer (it connects lazily), opens the sending queue of `signal`
     /// (`profiles` or `traces`: its subdirectory of `sending_queue.storage`), replaying what an
     /// earlier run left there, and starts the senders.
-    pub async fn start(cfg: KafkaExporterConfig, signal: &str) -> Result<Self, ExportError> {
-        cfg.check().map_err(ExportError::Config)?;
+    pub async fn start(cfg: KafkaExporterConfig, signal: &str) -> Result<Self, StartError> {
+        cfg.check().map_err(setting)?;
         if cfg.client().deprecated_auth_tls() {
             tracing::warn!(
                 "kafka exporter: auth.tls is deprecated (as in the Collector since v0.124.0); move it to tls"
@@ -174,10 +185,7 @@ impl KafkaExporter {
         )?;
         let producer: FutureProducer<ProducerContext> = producer_config(&cfg)?
             .create_with_context(ProducerContext)
-            .map_err(|e| ExportError::Invalid {
-                what: "Kafka producer settings".into(),
-                source: Arc::new(e),
-            })?;
+            .map_err(|e| StartError::invalid("Kafka producer settings", e))?;
         let metrics = Arc::new(ExporterMetrics::default());
         let sender = MessageSender {
             producer: producer.clone(),

@@ -28,29 +28,25 @@
 //! bound them from there on) and released when the [`Reservation`] is dropped.
 
 use crate::store::estimated_bytes;
-use profilink_consumer::ConsumeError;
+use profilink_consumer::{ConsumeError, DEFAULT_RETRY_AFTER};
 use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::otlp_to_sentry::{ExpansionClaims, MAX_PLAUSIBLE_CLAIM};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Estimated bytes one expanded observation takes until its chunk is handed over.
-pub const OBSERVATION_BYTES: u64 = 48;
+pub(crate) const OBSERVATION_BYTES: u64 = 48;
 
 /// Default of [`Budget::max_request_expansion`]: the translator's own per-profile cap, so any
 /// request of one aggregated profile fits.
-pub const DEFAULT_MAX_REQUEST_EXPANSION: u64 = 1_000_000;
+pub(crate) const DEFAULT_MAX_REQUEST_EXPANSION: u64 = 1_000_000;
 
 /// Default of [`Budget::max_request_bytes`]: 128 MiB (a one-hour, one-million-observation
 /// session takes about 50 MiB).
-pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 128 << 20;
+pub(crate) const DEFAULT_MAX_REQUEST_BYTES: u64 = 128 << 20;
 
 /// Default of [`Budget::max_in_flight_bytes`]: 256 MiB.
-pub const DEFAULT_MAX_IN_FLIGHT_BYTES: u64 = 256 << 20;
-
-/// How long a client is asked to wait when the shared budget is exhausted.
-pub const BUDGET_RETRY_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_MAX_IN_FLIGHT_BYTES: u64 = 256 << 20;
 
 /// Permits are counted in units of this many bytes (a semaphore holds fewer than 2^61).
 const UNIT: u64 = 1024;
@@ -118,7 +114,7 @@ impl Budget {
 
     /// Checks a request's claims (rules 1 and 2 of the module docs) and reserves their
     /// memory.
-    pub fn admit(&self, claims: &ExpansionClaims) -> Result<Reservation, ConsumeError> {
+    pub(crate) fn admit(&self, claims: &ExpansionClaims) -> Result<Reservation, ConsumeError> {
         if claims.is_implausible() {
             return Err(ConsumeError::Rejected(format!(
                 "{} profile(s) claim more observations from aggregated sample values than any \
@@ -146,7 +142,7 @@ impl Budget {
 
 /// Memory one request holds in the [`Budget`]; released on drop.
 #[derive(Debug)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     budget: Budget,
     bytes: u64,
     permits: Option<OwnedSemaphorePermit>,
@@ -199,15 +195,16 @@ impl Reservation {
         self.outcome.clone()
     }
 
-    /// Estimated bytes reserved.
-    pub fn bytes(&self) -> u64 {
+    /// Estimated bytes reserved (the tests' view of the reservation).
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 }
 
 fn full() -> ConsumeError {
     ConsumeError::Full {
-        retry_after: BUDGET_RETRY_AFTER,
+        retry_after: DEFAULT_RETRY_AFTER,
     }
 }
 

@@ -6,7 +6,7 @@ use profilink_translator::TranslateError;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Translation error reasons, in counter order.
-pub const TRANSLATION_ERROR_REASONS: [&str; 6] = [
+pub(crate) const TRANSLATION_ERROR_REASONS: [&str; 6] = [
     "index_out_of_range",
     "sentry_index_out_of_range",
     "invalid_timestamp",
@@ -16,7 +16,7 @@ pub const TRANSLATION_ERROR_REASONS: [&str; 6] = [
 ];
 
 /// The `reason` of a translated chunk removed because it failed the chunk validator.
-pub const INVALID_CHUNK_REASON: &str = "invalid_chunk";
+pub(crate) const INVALID_CHUNK_REASON: &str = "invalid_chunk";
 
 /// The `reason` label of a translation error.
 pub fn translation_error_reason(e: &TranslateError) -> &'static str {

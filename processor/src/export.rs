@@ -84,7 +84,7 @@ impl<T> Exporter<T> {
 }
 
 /// Maps an exporter error to the receivers' consume error.
-pub fn consume_error(id: &str, e: ExportError) -> ConsumeError {
+pub(crate) fn consume_error(id: &str, e: ExportError) -> ConsumeError {
     match e {
         ExportError::Full { retry_after } => ConsumeError::Full { retry_after },
         ExportError::Closed => ConsumeError::Internal(format!("exporter {id} is shutting down")),

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How long a client is asked to wait when too many requests are being processed.
-pub const BUSY_RETRY_AFTER: Duration = Duration::from_millis(200);
+pub(crate) const BUSY_RETRY_AFTER: Duration = Duration::from_millis(200);
 
 /// The consumer of one receiver: hands every batch to each pipeline that lists it.
 ///
@@ -29,7 +29,7 @@ pub struct Fanout {
 }
 
 /// The default bound on requests in the pipelines at once: 4 per CPU, at least 8.
-pub fn default_max_in_flight() -> usize {
+pub(crate) fn default_max_in_flight() -> usize {
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     (4 * cpus).max(8)
 }
@@ -43,7 +43,7 @@ impl Drop for InFlight<'_> {
 }
 
 impl Fanout {
-    /// A fan-out to `pipelines` (at least one), bounded by [`default_max_in_flight`].
+    /// A fan-out to `pipelines` (at least one), bounded by the default (4 requests in flight per CPU, at least 8).
     pub fn new(pipelines: Vec<Arc<Pipeline>>) -> Self {
         Self::with_traces(pipelines, Vec::new())
     }

@@ -11,7 +11,7 @@
 //!
 //! * [`Fanout`]: the [`Consumer`](profilink_consumer::Consumer) of one receiver, handing each
 //!   batch to every pipeline that lists the receiver, bounding the requests in flight.
-//! * [`Pipeline`]: a `profiles` pipeline: its processor chain (sampling ([`Sampler`]),
+//! * [`Pipeline`]: a `profiles` pipeline: its processor chain (sampling,
 //!   symbolization) and one route per kind of data and exporter (OTLP → chunks, OTLP
 //!   forwarded, Sentry chunks passed through, Sentry → OTLP with the trace-linking join buffer
 //!   ([`JoinConfig`], [`JoinMetrics`])), and the [`StoreWriter`] of the `profile_store`
@@ -20,7 +20,7 @@
 //! * [`TracesPipeline`]: a `traces` pipeline: span stamping for Sentry's trace linking.
 //! * [`ProcessorSpec`]: the processors' configs (`batch`: [`BatchConfig`],
 //!   `profile_sampling`: [`SamplingConfig`], `profile_linking`: [`LinkingConfig`],
-//!   `symbolize`: [`SymbolizeStage`]).
+//!   `symbolize`: the symbolizer's config).
 //! * [`Exporter`]: one running exporter by its component id, driven through the contract's
 //!   `Export` trait (`profilink-consumer`), which every exporter implements itself.
 //! * [`ServiceCounters`]: the counters every profiles pipeline shares.
@@ -47,24 +47,17 @@ mod timers;
 mod traces;
 mod translation;
 
-pub use budget::{
-    BUDGET_RETRY_AFTER, Budget, DEFAULT_MAX_IN_FLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_MAX_REQUEST_EXPANSION, OBSERVATION_BYTES, Reservation,
-};
-pub use counters::{INVALID_CHUNK_REASON, ServiceCounters, TRANSLATION_ERROR_REASONS};
-pub use export::{ChunkExporter, Exporter, ProfileExporter, TraceExporter, consume_error};
-pub use fanout::{BUSY_RETRY_AFTER, Fanout, default_max_in_flight};
-pub use join::buffer::{JoinConfig, ORDER_SLACK};
-pub use join::{JoinMetrics, MAX_PARKED, TICK as JOIN_TICK};
+pub use budget::Budget;
+pub use counters::ServiceCounters;
+pub use export::{ChunkExporter, Exporter, ProfileExporter, TraceExporter};
+pub use fanout::Fanout;
+pub use join::JoinMetrics;
+pub use join::buffer::JoinConfig;
 pub use linking::LinkingConfig;
-pub use profiles::FULL_RETRY_AFTER;
 pub use profiles::Pipeline;
-pub use sampling::{Sampler, SamplingConfig};
+pub use sampling::SamplingConfig;
 pub use spec::{BatchConfig, ProcessorSpec};
-pub use store::{MAX_PENDING_BYTES, StoreCounters, StoreWriter};
-pub use symbolize::SymbolizeStage;
+pub use store::{StoreCounters, StoreWriter};
 pub use timers::start_timers;
-pub use traces::{
-    SharedSpanThreads, StampCounters, TICK as TRACES_TICK, TracesPipeline, span_threads,
-};
-pub use translation::{all_threads, otlp_to_sentry_options, resource_attributes};
+pub use traces::{SharedSpanThreads, StampCounters, TracesPipeline, span_threads};
+pub use translation::otlp_to_sentry_options;

@@ -32,7 +32,7 @@ impl Default for SamplingConfig {
 
 /// The decision function of a `profile_sampling` processor.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sampler {
+pub(crate) struct Sampler {
     rate: f64,
 }
 
@@ -42,11 +42,6 @@ impl Sampler {
         Sampler {
             rate: config.session_sample_rate,
         }
-    }
-
-    /// The configured rate.
-    pub fn rate(&self) -> f64 {
-        self.rate
     }
 
     /// True when the session `profiler_id` is kept.

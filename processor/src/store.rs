@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Upper bound of the chunk data waiting to be stored (estimated in-memory size).
-pub const MAX_PENDING_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_PENDING_BYTES: u64 = 64 << 20;
 /// Upper bound of the chunks waiting to be stored.
 const MAX_PENDING_CHUNKS: usize = 4096;
 

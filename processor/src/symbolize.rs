@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// A pipeline's symbolization stage.
 #[derive(Debug, Clone)]
-pub struct SymbolizeStage {
+pub(crate) struct SymbolizeStage {
     symbolizer: Symbolizer,
 }
 

@@ -30,9 +30,8 @@
 //! | `profilink_linking_thread_ids_total` | counter | `pipeline` | spans given `thread.id` from their linked samples |
 //! | `profilink_linking_waiting_bytes` | gauge | `pipeline` | traces waiting for their profiles |
 
-use crate::{
-    JoinMetrics, ServiceCounters, StampCounters, StoreCounters, TRANSLATION_ERROR_REASONS,
-};
+use crate::counters::TRANSLATION_ERROR_REASONS;
+use crate::{JoinMetrics, ServiceCounters, StampCounters, StoreCounters};
 use profilink_consumer::telemetry::{Render, Text};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! The processor's own periodic work: every profiles pipeline with a join buffer releases due
-//! chunks and retries parked requests every [`JOIN_TICK`](crate::JOIN_TICK), and every traces
-//! pipeline whose spans wait releases them every [`TRACES_TICK`](crate::TRACES_TICK), until the
+//! chunks and retries parked requests every `join::TICK` (250 ms), and every traces
+//! pipeline whose spans wait releases them every `traces::TICK` (100 ms), until the
 //! service says stop.
 
 use crate::profiles::Pipeline;
@@ -23,14 +23,14 @@ where
     let mut timers = Vec::new();
     for p in profiles.iter().filter(|p| p.join_metrics().is_some()) {
         let p = p.clone();
-        timers.push(every(crate::JOIN_TICK, stop(), move || {
+        timers.push(every(crate::join::TICK, stop(), move || {
             let p = p.clone();
             async move { p.tick().await }
         }));
     }
     for p in traces.iter().filter(|p| p.waits()) {
         let p = p.clone();
-        timers.push(every(crate::TRACES_TICK, stop(), move || {
+        timers.push(every(crate::traces::TICK, stop(), move || {
             let p = p.clone();
             async move { p.release(false).await }
         }));

@@ -17,8 +17,8 @@
 use crate::each::each;
 use crate::export::{TraceExporter, consume_error};
 use crate::linking::LinkingConfig;
-use profilink_consumer::ConsumeError;
 use profilink_consumer::ExportError;
+use profilink_consumer::{ConsumeError, DEFAULT_RETRY_AFTER};
 use profilink_proto::otlp::ExportTraceServiceRequest;
 use profilink_translator::{SpanThreads, stamp_traces};
 use prost::Message;
@@ -28,10 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How often waiting traces are checked.
-pub const TICK: Duration = Duration::from_millis(100);
-
-/// How long a client is asked to wait when too much trace data is waiting.
-const FULL_RETRY_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -123,7 +120,7 @@ impl TracesPipeline {
         });
         if waiting_full || self.exporters.iter().any(|e| e.is_full()) {
             return Err(ConsumeError::Full {
-                retry_after: FULL_RETRY_AFTER,
+                retry_after: DEFAULT_RETRY_AFTER,
             });
         }
         Ok(())

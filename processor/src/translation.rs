@@ -21,7 +21,7 @@ pub fn otlp_to_sentry_options() -> otlp_to_sentry::ChunkOptions {
 
 /// Every thread id of `chunk`'s samples: for chunks whose threads spans may reference (an
 /// SDK's chunks), so the exporters never group them.
-pub fn all_threads(chunk: &ProfileChunk) -> Vec<CompactString> {
+pub(crate) fn all_threads(chunk: &ProfileChunk) -> Vec<CompactString> {
     let mut out: Vec<CompactString> = Vec::new();
     for s in &chunk.profile.samples {
         if out.last() != Some(&s.thread_id) && !out.contains(&s.thread_id) {
@@ -32,7 +32,7 @@ pub fn all_threads(chunk: &ProfileChunk) -> Vec<CompactString> {
 }
 
 /// Resource attributes as text (`key` → value), for exporter routing.
-pub fn resource_attributes(
+pub(crate) fn resource_attributes(
     dictionary: Option<&ProfilesDictionary>,
     rp: &ResourceProfiles,
 ) -> BTreeMap<String, String> {

@@ -2,7 +2,7 @@
 
 use crate::service::components::NotForTraces;
 use crate::telemetry::http::BindError;
-use profilink_exporter::ExportError;
+use profilink_exporter::StartError;
 use profilink_flamegraph::StoreError;
 use profilink_receiver::ReceiverError;
 use profilink_receiver::auth::TokenFileError;
@@ -80,7 +80,7 @@ pub enum ServiceError {
         id: String,
         /// Why.
         #[source]
-        source: ExportError,
+        source: StartError,
     },
     /// The traces instance of an exporter could not start.
     #[error("exporters.{id}: cannot start for traces: {source}")]
@@ -89,7 +89,7 @@ pub enum ServiceError {
         id: String,
         /// Why.
         #[source]
-        source: ExportError,
+        source: StartError,
     },
     /// An exporter listed in a traces pipeline cannot export traces.
     #[error("exporters.{id}: cannot start for traces: {source}")]
@@ -117,7 +117,7 @@ pub enum ServiceError {
         at: String,
         /// Why.
         #[source]
-        source: ExportError,
+        source: StartError,
     },
     /// A pipeline's join log could not be opened (its directory cannot be written, or another
     /// pipeline or process holds it).

@@ -46,7 +46,7 @@ pub async fn start_forwarders(
                 Some(PathBuf::from(format!("./profilink-data/forward-{name}")));
         }
         let queue = if cfg.sending_queue.enabled {
-            format!("queue in {}", cfg.sending_queue.dir().display())
+            format!("queue in {}", cfg.sending_queue.forward_dir().display())
         } else {
             "in-memory queue".into()
         };

@@ -38,10 +38,10 @@ pub use sink::{Delivery, Sink};
 pub use state::EngineConfig;
 
 use crate::clock::SharedClock;
-use crate::config::QueueConfig;
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::input_writer::InputWriter;
 use crate::queue::{Queue, QueueError, Recovery, input};
+use crate::queue_config::QueueConfig;
 use crate::{ExportChunk, ExportError};
 use profilink_proto::sentry::{CompactString, ProfileChunk};
 use state::{Control, Core, Input};
@@ -191,7 +191,7 @@ impl<S: Sink> Engine<S> {
                 let samples: usize = chunks.iter().map(|(_, c)| c.profile.samples.len()).sum();
                 ExporterMetrics::add(&self.metrics.refused_full_samples, samples as u64);
                 return Err(ExportError::Full {
-                    retry_after: Duration::from_secs(1),
+                    retry_after: profilink_consumer::DEFAULT_RETRY_AFTER,
                 });
             }
             Err(e @ QueueError::Io(_)) => return Err(e.into()),

@@ -1,7 +1,8 @@
 use super::*;
-use crate::config::{AccumulateConfig, QueueConfig, RetryConfig};
+use crate::config::{AccumulateConfig, RetryConfig};
 use crate::queue::ReadyMeta;
 use crate::queue::input::encode_legacy;
+use crate::queue_config::QueueConfig;
 use profilink_proto::sentry::{Frame, Sample};
 use std::sync::Mutex;
 use std::time::Instant;

@@ -23,9 +23,9 @@ pub mod metrics;
 pub mod queue;
 pub mod send;
 
-use crate::ExportError;
 use crate::retry::Backoff;
-pub use config::{ForwardConfig, ForwardQueueConfig, ForwardTlsConfig};
+use crate::start_error::StartError;
+pub use config::ForwardConfig;
 use limits::UpstreamLimits;
 pub use metrics::ForwardMetrics;
 use profilink_consumer::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};
@@ -92,11 +92,14 @@ impl std::fmt::Debug for Forwarder {
     }
 }
 
-fn client(cfg: &ForwardConfig) -> Result<reqwest::Client, ExportError> {
+fn client(cfg: &ForwardConfig) -> Result<reqwest::Client, StartError> {
     let rustls = cfg
         .tls
         .rustls_config(profilink_tls::ALPN_HTTP)
-        .map_err(|e| ExportError::Config(format!("tls: {e}")))?;
+        .map_err(|source| StartError::Tls {
+            context: "tls: ",
+            source,
+        })?;
     reqwest::Client::builder()
         .timeout(cfg.timeout)
         .connect_timeout(cfg.timeout.min(Duration::from_secs(10)))
@@ -104,13 +107,13 @@ fn client(cfg: &ForwardConfig) -> Result<reqwest::Client, ExportError> {
         .tcp_nodelay(true)
         .use_preconfigured_tls(rustls)
         .build()
-        .map_err(|e| ExportError::Config(format!("upstream HTTP client: {e}")))
+        .map_err(|e| StartError::client("upstream HTTP client: ", e))
 }
 
 impl Forwarder {
     /// Opens the queue (sending on what an earlier run left) and starts the sender.
-    pub async fn start(cfg: ForwardConfig) -> Result<Forwarder, ExportError> {
-        cfg.validate().map_err(ExportError::Config)?;
+    pub async fn start(cfg: ForwardConfig) -> Result<Forwarder, StartError> {
+        cfg.validate()?;
         let client = client(&cfg)?;
         let qcfg = cfg.sending_queue.clone();
         let (queue, recovered) =

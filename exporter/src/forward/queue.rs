@@ -1,5 +1,5 @@
 //! The durable queue of forwarded requests: the exporter's segment log
-//! ([`crate::queue::segment`]) holding each request as received, with one FIFO lane per
+//! ([`profilink_storage`]) holding each request as received, with one FIFO lane per
 //! project in memory so that a project's requests go out in order while projects do not wait
 //! for each other. Bounded in bytes of unacknowledged records: a push past the bound is
 //! refused (the receiver answers 503). With `sending_queue.enabled: false` the records live in
@@ -7,10 +7,10 @@
 //!
 //! Record: `meta length (u32 LE) | meta JSON | body`.
 
-use super::config::ForwardQueueConfig;
-use crate::queue::segment::{RecordRef, SegmentLog};
+use crate::queue_config::QueueConfig;
 use bytes::Bytes;
 use profilink_consumer::ForwardRequest;
+use profilink_storage::{RecordRef, SegmentLog};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
@@ -135,14 +135,14 @@ pub struct ForwardQueue {
 
 impl ForwardQueue {
     /// Opens the queue (replaying what an earlier run left) or an in-memory one.
-    pub fn open(cfg: &ForwardQueueConfig) -> io::Result<(ForwardQueue, Recovered)> {
+    pub fn open(cfg: &QueueConfig) -> io::Result<(ForwardQueue, Recovered)> {
         let mut lanes: BTreeMap<u64, VecDeque<(u64, u64)>> = BTreeMap::new();
         let mut rec = Recovered::default();
         let mut max_id = 0;
         let mut bytes = 0;
         let store = if cfg.enabled {
             let (log, stats) =
-                SegmentLog::open(&cfg.dir(), cfg.fsync, SEGMENT_BYTES, |id, body| {
+                SegmentLog::open(&cfg.forward_dir(), cfg.fsync, SEGMENT_BYTES, |id, body| {
                     max_id = max_id.max(id);
                     match project_of(body) {
                         Some(p) => {
@@ -297,10 +297,10 @@ mod tests {
         }
     }
 
-    fn cfg(dir: &std::path::Path, mib: u64) -> ForwardQueueConfig {
-        ForwardQueueConfig {
+    fn cfg(dir: &std::path::Path, mib: u64) -> QueueConfig {
+        QueueConfig {
             storage: Some(dir.to_path_buf()),
-            max_size_mib: mib,
+            max_size_mib: Some(mib),
             fsync: false,
             ..Default::default()
         }
@@ -354,7 +354,7 @@ mod tests {
 
     #[test]
     fn memory_queue_works_without_a_directory() {
-        let c = ForwardQueueConfig {
+        let c = QueueConfig {
             enabled: false,
             ..Default::default()
         };

@@ -1,6 +1,7 @@
 //! The pooled HTTP client of the HTTP exporters, and the text of a failed request.
 
-use crate::{ExportError, SDK_NAME, VERSION};
+use crate::start_error::StartError;
+use crate::{SDK_NAME, VERSION};
 use profilink_tls::ClientTlsConfig;
 use std::error::Error as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,10 +74,13 @@ pub fn client(
     timeout: Duration,
     pool: usize,
     tls: &ClientTlsConfig,
-) -> Result<reqwest::Client, ExportError> {
+) -> Result<reqwest::Client, StartError> {
     let rustls = tls
         .rustls_config(profilink_tls::ALPN_HTTP)
-        .map_err(|e| ExportError::Config(e.to_string()))?;
+        .map_err(|source| StartError::Tls {
+            context: "",
+            source,
+        })?;
     reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)
@@ -84,5 +88,5 @@ pub fn client(
         .user_agent(format!("{SDK_NAME}/{VERSION}"))
         .use_preconfigured_tls(rustls)
         .build()
-        .map_err(|e| ExportError::Config(format!("HTTP client: {e}")))
+        .map_err(|e| StartError::client("HTTP client: ", e))
 }

@@ -2,7 +2,8 @@
 //! through `hyper-rustls`, and proxies from the environment through an HTTP `CONNECT` tunnel.
 
 use super::client::{handshake_failed, is_tls_error};
-use crate::{ExportError, SDK_NAME, VERSION};
+use crate::start_error::StartError;
+use crate::{SDK_NAME, VERSION};
 use ::http::Uri;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -45,28 +46,29 @@ pub fn grpc_channel(
     endpoint: &str,
     timeout: Duration,
     tls: &ClientTlsConfig,
-) -> Result<Channel, ExportError> {
+) -> Result<Channel, StartError> {
     let url = grpc_url(endpoint, tls);
     let ep = Endpoint::from_shared(url.clone())
-        .map_err(|e| ExportError::Config(format!("invalid OTLP endpoint {endpoint:?}: {e}")))?
+        .map_err(|e| StartError::invalid(format!("OTLP endpoint {endpoint:?}"), e))?
         .connect_timeout(timeout)
         .user_agent(format!("{SDK_NAME}/{VERSION}"))
-        .map_err(|e| ExportError::Config(e.to_string()))?;
+        .map_err(|e| StartError::client("", e))?;
     let proxy = ProxyConnector::from_env();
     if !url.starts_with("https://") {
         return Ok(ep.connect_with_connector_lazy(proxy));
     }
     // hyper-rustls offers `h2` itself (`enable_http2`) and refuses a preset ALPN list.
-    let config = tls
-        .rustls_config(&[])
-        .map_err(|e| ExportError::Config(e.to_string()))?;
+    let config = tls.rustls_config(&[]).map_err(|source| StartError::Tls {
+        context: "",
+        source,
+    })?;
     let builder = HttpsConnectorBuilder::new()
         .with_tls_config(config)
         .https_only();
     let https = match &tls.server_name_override {
         Some(name) => {
             let name = ServerName::try_from(name.trim().to_string()).map_err(|e| {
-                ExportError::Config(format!("tls.server_name_override: {name:?}: {e}"))
+                StartError::invalid(format!("tls.server_name_override {name:?}"), e)
             })?;
             builder
                 .with_server_name_resolver(FixedServerNameResolver::new(name))

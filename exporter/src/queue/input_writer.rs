@@ -112,8 +112,8 @@ fn commit(queue: &Queue, group: Vec<Job>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::QueueConfig;
     use crate::metrics::ExporterMetrics;
+    use crate::queue_config::QueueConfig;
 
     fn open(dir: &std::path::Path, max_size_mib: u64) -> Arc<Queue> {
         let cfg = QueueConfig {

@@ -2,7 +2,7 @@
 //! (`sending_queue.enabled: false`); and the input log's capacity charges.
 
 use super::input;
-use super::segment::{RecordRef, SegmentLog};
+use profilink_storage::{RecordRef, SegmentLog};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 

@@ -2,7 +2,7 @@
 //!
 //! # Design
 //!
-//! Two [`segment`] logs under the queue directory:
+//! Two segment logs ([`profilink_storage`]) under the queue directory:
 //! * `input/`: every batch of chunks accepted by `export`, appended and fsynced **before**
 //!   `export` returns `Ok` (so the receiver answers success only for data on disk). One record
 //!   holds a whole batch in a compact binary format ([`input`]): a version byte, the batch's
@@ -43,27 +43,25 @@
 //!
 //! Files: this one holds the [`Queue`]; `log` where a log's records live (disk or memory);
 //! `ready` the ready record format; [`input`] the input record format; [`consumed`] the
-//! consumption records; [`segment`] the segment log; [`input_writer`] the input log's
-//! group-commit writer.
+//! consumption records; [`input_writer`] the input log's group-commit writer. The segment
+//! logs themselves are `profilink_storage`'s (shared with the processor's join log).
 
 pub mod consumed;
 pub mod input;
 pub mod input_writer;
 mod log;
 mod ready;
-/// The segment log the queues are written with (its own crate, shared with the processor's
-/// join log).
-pub use profilink_storage as segment;
 #[cfg(test)]
 mod tests;
 
 pub use ready::{ReadyMeta, decode_ready};
 
-use crate::config::{Overflow, QueueConfig};
 use crate::metrics::ExporterMetrics;
+use crate::queue_config::{Overflow, QueueConfig};
 use log::{InputLog, Located, Log, MemLog, record_size};
+use profilink_consumer::{DEFAULT_RETRY_AFTER, ExportError};
+use profilink_storage::SegmentLog;
 use ready::{prefix_len, record_parts};
-use segment::SegmentLog;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::Path;
@@ -87,6 +85,19 @@ pub enum QueueError {
     /// Disk trouble.
     #[error("queue I/O error: {0}")]
     Io(#[from] io::Error),
+}
+
+impl From<QueueError> for ExportError {
+    /// A full queue asks the producer to come back after the contract's
+    /// [`DEFAULT_RETRY_AFTER`]; disk trouble is an I/O failure of the queue.
+    fn from(e: QueueError) -> Self {
+        match e {
+            QueueError::Full { .. } => ExportError::Full {
+                retry_after: DEFAULT_RETRY_AFTER,
+            },
+            QueueError::Io(e) => e.into(),
+        }
+    }
 }
 
 /// An accepted input record: one `export` batch ([`input`] format, or a legacy single-chunk
@@ -184,7 +195,7 @@ impl Queue {
             let (input, s1) = SegmentLog::open(
                 &dir.join("input"),
                 cfg.fsync,
-                cfg.segment_bytes,
+                cfg.segment_bytes(),
                 |id, body| {
                     max_id = max_id.max(id);
                     input_log.add(id, body);
@@ -198,7 +209,7 @@ impl Queue {
             let (ready_log, s2) = SegmentLog::open(
                 &dir.join("ready"),
                 cfg.fsync,
-                cfg.segment_bytes,
+                cfg.segment_bytes(),
                 |id, body| {
                     max_id = max_id.max(id);
                     match decode_ready(id, body) {

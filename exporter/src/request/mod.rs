@@ -39,6 +39,7 @@ use crate::metrics::DiscardReason;
 use crate::otlp_retry::AttemptError;
 use crate::send_queue::SendQueue;
 use crate::send_queue::record::Queued;
+use profilink_consumer::DEFAULT_RETRY_AFTER;
 use std::future::Future;
 use std::time::Duration;
 
@@ -82,9 +83,10 @@ pub trait RequestSender: Send + Sync + 'static {
         AttemptOutcome::of_error(error)
     }
 
-    /// The wait suggested to producers whose request a full queue refused (default 1 s).
+    /// The wait suggested to producers whose request a full queue refused (default
+    /// [`DEFAULT_RETRY_AFTER`], 1 s).
     fn full_retry_after(&self) -> Duration {
-        Duration::from_secs(1)
+        DEFAULT_RETRY_AFTER
     }
 
     /// Why an in-memory queue's requests still unsent at shutdown are dropped (default

@@ -7,7 +7,9 @@ use super::{Queue, RequestMetrics, RequestSender, retry_sender};
 use crate::ExportError;
 use crate::clock::{SharedClock, system_clock};
 use crate::config::RetryConfig;
-use crate::send_queue::{PushError, QueueLimits, SendingQueueConfig};
+use crate::queue_config::{QueueConfig, QueueLimits};
+use crate::send_queue::PushError;
+use crate::start_error::StartError;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,12 +38,12 @@ impl RequestSettings {
     /// unset, the system clock, and `retry`. An error for queue settings profilink cannot
     /// honour.
     pub fn new(
-        sending_queue: &SendingQueueConfig,
+        sending_queue: &QueueConfig,
         signal: &str,
         queue_size: u64,
         num_consumers: usize,
         retry: RetryConfig,
-    ) -> Result<Self, ExportError> {
+    ) -> Result<Self, StartError> {
         Ok(RequestSettings {
             limits: sending_queue.limits(queue_size)?,
             consumers: sending_queue.consumers(num_consumers),
@@ -156,7 +158,7 @@ impl<S: RequestSender> RequestExporter<S> {
         sender: S,
         metrics: Arc<S::Metrics>,
         settings: RequestSettings,
-    ) -> Result<Self, ExportError> {
+    ) -> Result<Self, StartError> {
         let RequestSettings {
             dir,
             fsync,

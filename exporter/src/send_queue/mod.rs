@@ -5,7 +5,7 @@
 //! * In memory, requests are kept as they are (no encoding); what is queued is lost if the
 //!   process dies.
 //! * With storage, each request is encoded ([`record`]) and appended to the exporter's segment
-//!   log ([`crate::queue::segment`], the same log the Sentry exporter's queue and the
+//!   log ([`profilink_storage`], the same log the Sentry exporter's queue and the
 //!   receiver's upstream forwarder use) and, with `fsync`, synced before `push_all` returns.
 //!   A sender claims the oldest record ([`SendQueue::pop`], read back from disk and decoded)
 //!   and the record is removed ([`SendQueue::ack`]) only once it was delivered or given up
@@ -21,14 +21,12 @@
 //! larger than the bound cannot block the exporter for ever. Order: FIFO; with several
 //! consumers, requests are sent concurrently in queue order (retries may reorder).
 
-pub mod config;
 pub mod record;
 #[cfg(test)]
 mod tests;
 
-pub use config::{QueueLimits, QueueSizer, SendingQueueConfig};
-
-use crate::queue::segment::{RecordRef, SegmentLog};
+use crate::queue_config::QueueLimits;
+use profilink_storage::{RecordRef, SegmentLog};
 use record::Queued;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -69,7 +67,7 @@ struct State<T> {
 
 /// Why a push was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum PushError {
+pub(crate) enum PushError {
     /// A bound would be exceeded.
     #[error("sending queue full: {requests} requests, {bytes} of {max_bytes} bytes queued")]
     Full {
@@ -91,7 +89,7 @@ pub enum PushError {
 /// A request claimed by a sender: acknowledge `id` with [`SendQueue::ack`] once it is
 /// delivered or given up.
 #[derive(Debug)]
-pub struct Claimed<T> {
+pub(crate) struct Claimed<T> {
     /// The record id.
     pub id: u64,
     /// The request.
@@ -102,7 +100,7 @@ pub struct Claimed<T> {
 
 /// A claimed record that could not be read back (to count, log and acknowledge).
 #[derive(Debug)]
-pub struct Corrupt {
+pub(crate) struct Corrupt {
     /// The record id.
     pub id: u64,
     /// Its items, as its header says (0 when the header does not read).
@@ -127,7 +125,7 @@ pub struct Recovered {
 
 /// The queue. See the module docs.
 #[derive(Debug)]
-pub struct SendQueue<T> {
+pub(crate) struct SendQueue<T> {
     state: Mutex<State<T>>,
     log: Option<Mutex<SegmentLog>>,
     dir: Option<PathBuf>,
@@ -456,11 +454,6 @@ impl<T: Queued> SendQueue<T> {
     /// Requests waiting (not claimed).
     pub fn len(&self) -> usize {
         lock(&self.state).waiting.len()
-    }
-
-    /// True when no request is waiting (claimed ones may still be in flight).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Bytes counted against the bound (see the module docs).

@@ -1,6 +1,6 @@
 //! The record format of the OTLP exporters' durable queue ([`super::SendQueue`] with
 //! `storage`): one export request per record, as the segment log's opaque body
-//! ([`crate::queue::segment`] adds the frame, id and CRC):
+//! ([`profilink_storage`] adds the frame, id and CRC):
 //!
 //! `version (u8, 1) | kind (u8: b'P' profiles, b'T' traces) | items (u64 LE) | protobuf request`
 //!

@@ -1,6 +1,6 @@
 use super::record::{self, Queued, RecordError};
 use super::*;
-use crate::queue::segment::SegmentLog;
+use profilink_storage::SegmentLog;
 use std::time::Duration;
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -29,6 +29,7 @@ pub mod client_report;
 pub mod routing;
 pub mod transport;
 
+use crate::chunk_engine::start_engine;
 use crate::clock::{SharedClock, system_clock};
 use crate::config::SentryExporterConfig;
 use crate::engine::{Delivery, Engine, Sink};
@@ -36,6 +37,7 @@ use crate::file::{envelope_file_name, write_atomic};
 use crate::http::{compress_level, parse_retry_after};
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::ReadyMeta;
+use crate::start_error::StartError;
 use crate::{ExportChunk, ExportError, SDK_NAME, VERSION};
 use client_report::{Discards, client_report_envelope, rfc3339};
 use profilink_proto::sentry::Envelope;
@@ -281,7 +283,7 @@ impl Drop for SentryExporter {
 
 impl SentryExporter {
     /// Parses the DSNs, opens the queue (replaying what a previous run left) and starts sending.
-    pub async fn start(cfg: SentryExporterConfig) -> Result<Self, ExportError> {
+    pub async fn start(cfg: SentryExporterConfig) -> Result<Self, StartError> {
         Self::start_with_clock(cfg, system_clock()).await
     }
 
@@ -289,19 +291,16 @@ impl SentryExporter {
     pub async fn start_with_clock(
         cfg: SentryExporterConfig,
         clock: SharedClock,
-    ) -> Result<Self, ExportError> {
+    ) -> Result<Self, StartError> {
         let Some(dsn) = cfg.dsn.as_deref() else {
-            return Err(ExportError::Config(
-                "exporters.sentry.dsn is required".into(),
-            ));
+            return Err(StartError::Missing("exporters.sentry.dsn"));
         };
-        cfg.check()
-            .map_err(|e| ExportError::Config(format!("exporters.sentry.{e}")))?;
+        cfg.check().map_err(|e| e.under("exporters.sentry"))?;
         let router = Router::new(dsn, cfg.routing.as_ref())?;
         let level = cfg
             .compression_params
             .level_for(cfg.compression)
-            .map_err(|e| ExportError::Config(format!("exporters.sentry.{e}")))?;
+            .map_err(|e| e.under("exporters.sentry"))?;
         let transport = Transport::new(
             cfg.compression,
             level,
@@ -320,14 +319,14 @@ impl SentryExporter {
             default_rate_limit: cfg.default_rate_limit,
             rate_limit_max_wait: cfg.rate_limit_max_wait,
         });
-        let engine = cfg
-            .start_engine(
-                sink.clone(),
-                cfg.retry_on_failure.clone(),
-                clock,
-                metrics.clone(),
-            )
-            .await?;
+        let engine = start_engine(
+            &cfg,
+            sink.clone(),
+            cfg.retry_on_failure.clone(),
+            clock,
+            metrics.clone(),
+        )
+        .await?;
         let (report_stop, mut stop_rx) = watch::channel(false);
         let interval = cfg.client_report_interval.max(Duration::from_millis(10));
         let s2 = sink.clone();
@@ -368,7 +367,7 @@ impl SentryExporter {
 
     /// True while requests should be refused before they are read: with
     /// `sending_queue.overflow: backpressure`, once the durable queue is within its headroom of
-    /// full ([`QUEUE_HEADROOM`](crate::QUEUE_HEADROOM)).
+    /// full (16 MiB, or a tenth of the capacity when that is less).
     pub fn is_full(&self) -> bool {
         self.backpressure && crate::contract::within_headroom(&self.metrics)
     }

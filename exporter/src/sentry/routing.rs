@@ -6,7 +6,9 @@
 
 use crate::config::RoutingConfig;
 use crate::http::RateLimits;
-use crate::{ExportError, SDK_NAME, VERSION};
+use crate::queue_config::SettingError;
+use crate::start_error::StartError;
+use crate::{SDK_NAME, VERSION};
 use sentry_types::{Auth, Dsn};
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
@@ -30,16 +32,16 @@ pub struct Route {
 
 impl Route {
     /// Parses `dsn` into a route.
-    pub fn new(key: &str, dsn: &str) -> Result<Self, ExportError> {
+    pub fn new(key: &str, dsn: &str) -> Result<Self, StartError> {
         let parsed = Dsn::from_str(dsn.trim())
-            .map_err(|e| ExportError::invalid(format!("DSN {dsn:?}"), e))?;
+            .map_err(|e| StartError::invalid(format!("DSN {dsn:?}"), e))?;
         let client = format!("{SDK_NAME}/{VERSION}");
         let auth = Auth::from_pairs([
             ("sentry_key", parsed.public_key()),
             ("sentry_version", "7"),
             ("sentry_client", client.as_str()),
         ])
-        .map_err(|e| ExportError::invalid(format!("DSN {dsn:?}"), e))?;
+        .map_err(|e| StartError::invalid(format!("DSN {dsn:?}"), e))?;
         Ok(Route {
             key: key.to_string(),
             dsn: dsn.trim().to_string(),
@@ -66,7 +68,7 @@ pub struct Router {
 
 impl Router {
     /// Builds the routes; every DSN must parse.
-    pub fn new(default_dsn: &str, routing: Option<&RoutingConfig>) -> Result<Self, ExportError> {
+    pub fn new(default_dsn: &str, routing: Option<&RoutingConfig>) -> Result<Self, StartError> {
         let default = Arc::new(Route::new("", default_dsn)?);
         let mut routes = HashMap::new();
         let mut attribute = None;
@@ -74,9 +76,11 @@ impl Router {
             attribute = Some(r.attribute.clone());
             for (value, dsn) in &r.dsns {
                 if value.is_empty() {
-                    return Err(ExportError::Config(
-                        "routing.dsns: an empty attribute value cannot be routed".into(),
-                    ));
+                    return Err(SettingError::new(
+                        "routing.dsns",
+                        "an empty attribute value cannot be routed",
+                    )
+                    .into());
                 }
                 routes.insert(value.clone(), Arc::new(Route::new(value, dsn)?));
             }

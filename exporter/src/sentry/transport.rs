@@ -40,7 +40,7 @@ impl Transport {
         timeout: Duration,
         pool: usize,
         tls: &ClientTlsConfig,
-    ) -> Result<Self, crate::ExportError> {
+    ) -> Result<Self, crate::start_error::StartError> {
         let client = crate::http::client(timeout, pool, tls)?;
         Ok(Transport {
             client,

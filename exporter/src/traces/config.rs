@@ -21,7 +21,7 @@
 //! ```
 
 use crate::config::{ClientTlsConfig, Compression, RetryConfig};
-use crate::send_queue::SendingQueueConfig;
+use crate::queue_config::QueueConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -33,10 +33,6 @@ pub const DEFAULT_HTTP_ENDPOINT: &str = "http://127.0.0.1:4318";
 /// Default largest uncompressed request body (10 MiB, below Sentry's 12 MiB
 /// `max_container_size`).
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 10 << 20;
-
-/// `sending_queue` of a traces exporter: the OTLP exporters' [`SendingQueueConfig`] (in
-/// memory, or durable with `storage`); `max_requests` is accepted for `queue_size`.
-pub type TracesQueueConfig = SendingQueueConfig;
 
 /// `otlp/traces` (gRPC) and `otlp_http/traces` (HTTP/protobuf).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -60,7 +56,7 @@ pub struct OtlpTracesConfig {
     /// Concurrent requests (default 2).
     pub num_consumers: usize,
     /// The sending queue (in memory, or durable with `storage`).
-    pub sending_queue: SendingQueueConfig,
+    pub sending_queue: QueueConfig,
     /// Requests whose uncompressed protobuf is larger are split by resource, scope and span
     /// (default 10 MiB; 0 = never split).
     pub max_request_bytes: u64,
@@ -80,7 +76,7 @@ impl Default for OtlpTracesConfig {
             headers: BTreeMap::new(),
             retry_on_failure: RetryConfig::default(),
             num_consumers: 2,
-            sending_queue: SendingQueueConfig::default(),
+            sending_queue: QueueConfig::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             auth: Default::default(),
         }
@@ -106,7 +102,7 @@ pub struct SentryTracesConfig {
     /// Concurrent requests (default 2).
     pub num_consumers: usize,
     /// The sending queue (in memory, or durable with `storage`).
-    pub sending_queue: SendingQueueConfig,
+    pub sending_queue: QueueConfig,
     /// Requests whose uncompressed protobuf is larger are split by resource, scope and span
     /// (default 10 MiB, below Sentry's 12 MiB limit; 0 = never split).
     pub max_request_bytes: u64,
@@ -124,7 +120,7 @@ impl Default for SentryTracesConfig {
             tls: ClientTlsConfig::default(),
             retry_on_failure: RetryConfig::default(),
             num_consumers: 2,
-            sending_queue: SendingQueueConfig::default(),
+            sending_queue: QueueConfig::default(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             default_rate_limit: Duration::from_secs(60),
         }
@@ -155,7 +151,7 @@ impl TracesExporterConfig {
     }
 
     /// The sending queue settings.
-    pub fn sending_queue(&self) -> &SendingQueueConfig {
+    pub fn sending_queue(&self) -> &QueueConfig {
         match self {
             TracesExporterConfig::Otlp(c) | TracesExporterConfig::OtlpHttp(c) => &c.sending_queue,
             TracesExporterConfig::Sentry(c) => &c.sending_queue,

@@ -4,8 +4,10 @@
 
 use crate::durations::AttemptDurations;
 use crate::metrics::{self, DiscardReason, ReasonCounters, count_for, get};
+use crate::queue_config::QueueLimits;
+use crate::request::{QueueLevels, RequestMetrics};
 use serde::Serialize;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live counters of one traces exporter.
 #[derive(Debug, Default)]
@@ -148,6 +150,67 @@ impl TracesMetrics {
             queue_capacity_requests: get(&self.queue_capacity_requests),
             dropped: self.dropped.snapshot(),
         }
+    }
+}
+
+impl RequestMetrics for TracesMetrics {
+    fn attempt_durations(&self) -> &AttemptDurations {
+        &self.attempt_durations
+    }
+
+    /// Unreadable records found at start are logged, not counted: their spans are unknown.
+    fn queue_opened(&self, limits: &QueueLimits, _corrupt: u64) {
+        self.queue_capacity_bytes
+            .store(limits.max_bytes, Ordering::Relaxed);
+        self.queue_capacity_requests
+            .store(limits.max_requests.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    fn queue_levels(&self, levels: QueueLevels) {
+        self.queue_requests.store(levels.waiting, Ordering::Relaxed);
+        self.queue_bytes
+            .store(levels.waiting_bytes, Ordering::Relaxed);
+    }
+
+    /// One accepted `export` call; the requests beyond the first are the splits of
+    /// `max_request_bytes`.
+    fn accepted(&self, requests: u64, items: u64) {
+        metrics::add(&self.accepted_requests, 1);
+        metrics::add(&self.accepted_spans, items);
+        metrics::add(&self.split_requests, requests.saturating_sub(1));
+    }
+
+    fn refused_full(&self, items: u64) {
+        metrics::add(&self.refused_full, 1);
+        metrics::add(&self.refused_full_spans, items);
+    }
+
+    fn sent(&self, items: u64) {
+        metrics::add(&self.sent_requests, 1);
+        metrics::add(&self.sent_spans, items);
+    }
+
+    fn partial_success(&self, rejected: u64) {
+        metrics::add(&self.partial_successes, 1);
+        metrics::add(&self.rejected_spans, rejected);
+    }
+
+    fn failed_attempt(&self) {
+        metrics::add(&self.failed_attempts, 1);
+    }
+
+    fn retry(&self) {
+        metrics::add(&self.retries, 1);
+    }
+
+    /// Spans only: the traces counters have no per-reason request counts.
+    fn dropped(&self, reason: DiscardReason, _requests: u64, items: u64) {
+        self.add_dropped(reason, items);
+    }
+
+    /// An unreadable record's spans are dropped as `send_error`.
+    fn corrupt(&self, items: u64) {
+        self.add_dropped(DiscardReason::SendError, items);
     }
 }
 

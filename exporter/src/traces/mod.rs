@@ -39,16 +39,17 @@ pub mod metrics;
 pub mod send;
 pub mod split;
 
-pub use config::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig, TracesQueueConfig};
+pub use config::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig};
 pub use metrics::{TracesMetrics, TracesMetricsSnapshot};
 pub use profilink_proto::otlp::ExportTraceServiceRequest;
 
 use crate::ExportError;
 use crate::clock::{SharedClock, system_clock};
 use crate::config::OtlpProtocol;
+use crate::queue_config::DEFAULT_QUEUE_SIZE;
 use crate::request::{RequestExporter, RequestSettings};
-use crate::send_queue::config::DEFAULT_QUEUE_SIZE;
 use crate::send_queue::record::Queued;
+use crate::start_error::StartError;
 use send::Sender;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,7 +78,7 @@ impl std::fmt::Debug for TracesExporter {
 impl TracesExporter {
     /// Validates the config (endpoint, DSN, headers), builds the client (connections are made
     /// lazily) and starts `num_consumers` senders. Must run inside a tokio runtime.
-    pub async fn start(cfg: TracesExporterConfig) -> Result<Self, ExportError> {
+    pub async fn start(cfg: TracesExporterConfig) -> Result<Self, StartError> {
         Self::start_with_clock(cfg, system_clock()).await
     }
 
@@ -86,7 +87,7 @@ impl TracesExporter {
     pub async fn start_with_clock(
         cfg: TracesExporterConfig,
         clock: SharedClock,
-    ) -> Result<Self, ExportError> {
+    ) -> Result<Self, StartError> {
         let metrics = Arc::new(TracesMetrics::default());
         let sender = match &cfg {
             TracesExporterConfig::Otlp(c) => {

@@ -6,14 +6,16 @@ use super::config::{
     DEFAULT_GRPC_ENDPOINT, DEFAULT_HTTP_ENDPOINT, OtlpTracesConfig, SentryTracesConfig,
 };
 use super::metrics::TracesMetrics;
-use crate::ExportError;
 use crate::clock::SharedClock;
 use crate::config::{Compression, OtlpProtocol};
 use crate::http::RateLimits;
 use crate::metrics::DiscardReason;
 use crate::otlp_client::{OtlpClient, note_partial, partial_from_body, post};
 use crate::otlp_retry::AttemptError;
+use crate::queue_config::SettingError;
 use crate::request::{RequestSender, SendOutcome};
+use crate::start_error::StartError;
+use profilink_consumer::DEFAULT_RETRY_AFTER;
 use profilink_proto::otlp::{ExportTracePartialSuccess, ExportTraceServiceRequest};
 use profilink_proto::signal::Traces;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -49,14 +51,14 @@ pub fn traces_http_url(endpoint: &str) -> String {
 /// Sentry's OTLP traces URL and `x-sentry-auth` value for a DSN:
 /// (`{scheme}://{host}[:port]{path}api/{project_id}/integration/otlp/v1/traces`,
 /// `sentry sentry_key=<public key>`).
-pub fn sentry_traces_target(dsn: &str) -> Result<(String, String), ExportError> {
+pub fn sentry_traces_target(dsn: &str) -> Result<(String, String), StartError> {
     // The error text of a bad DSN may echo it; keep the key out of errors and logs.
-    let parsed = Dsn::from_str(dsn.trim())
-        .map_err(|e| ExportError::Config(format!("invalid sentry/traces DSN: {e}")))?;
+    let parsed =
+        Dsn::from_str(dsn.trim()).map_err(|e| StartError::invalid("sentry/traces DSN", e))?;
     let envelope = parsed.envelope_api_url().to_string();
     let base = envelope
         .strip_suffix("envelope/")
-        .ok_or_else(|| ExportError::Config("unexpected Sentry API URL shape".into()))?;
+        .ok_or_else(|| SettingError::new("sentry/traces dsn", "unexpected Sentry API URL shape"))?;
     Ok((
         format!("{base}integration/otlp/v1/traces"),
         format!("sentry sentry_key={}", parsed.public_key()),
@@ -152,7 +154,7 @@ impl Sender {
         cfg: &OtlpTracesConfig,
         clock: SharedClock,
         metrics: Arc<TracesMetrics>,
-    ) -> Result<Self, ExportError> {
+    ) -> Result<Self, StartError> {
         let default_endpoint = match protocol {
             OtlpProtocol::Grpc => DEFAULT_GRPC_ENDPOINT,
             OtlpProtocol::Http => DEFAULT_HTTP_ENDPOINT,
@@ -180,11 +182,11 @@ impl Sender {
         cfg: &SentryTracesConfig,
         clock: SharedClock,
         metrics: Arc<TracesMetrics>,
-    ) -> Result<Self, ExportError> {
+    ) -> Result<Self, StartError> {
         let dsn = cfg
             .dsn
             .as_deref()
-            .ok_or_else(|| ExportError::Config("sentry/traces: dsn is required".into()))?;
+            .ok_or(StartError::Missing("sentry/traces: dsn"))?;
         let (url, auth) = sentry_traces_target(dsn)?;
         Ok(Sender {
             transport: Transport::Sentry {
@@ -310,16 +312,17 @@ impl RequestSender for Sender {
         }
     }
 
-    /// The rest of an active rate limit (1 s to 60 s), else 1 s.
+    /// The rest of an active rate limit (at least [`DEFAULT_RETRY_AFTER`], at most 60 s), else
+    /// [`DEFAULT_RETRY_AFTER`] (1 s).
     fn full_retry_after(&self) -> Duration {
         let now = self.clock.now();
         self.blocked_until(now)
             .map(|until| {
                 until
                     .saturating_duration_since(now)
-                    .clamp(Duration::from_secs(1), Duration::from_secs(60))
+                    .clamp(DEFAULT_RETRY_AFTER, Duration::from_secs(60))
             })
-            .unwrap_or(Duration::from_secs(1))
+            .unwrap_or(DEFAULT_RETRY_AFTER)
     }
 
     /// `ratelimit_backoff` while a rate limit is active, else `network_error`.

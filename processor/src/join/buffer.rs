@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// Margin on the order in which an SDK sends spans: spans ending within it of each other may
 /// arrive in either order (see [`JoinConfig`]).
-pub const ORDER_SLACK: Duration = Duration::from_secs(1);
+pub(crate) const ORDER_SLACK: Duration = Duration::from_secs(1);
 
 /// Settings of the trace-linking join buffer of Sentry → OTLP pipelines.
 ///
@@ -41,7 +41,7 @@ pub const ORDER_SLACK: Duration = Duration::from_secs(1);
 /// longest duration (end − start) of any span seen in the session, and `E`, the latest end of the
 /// spans that arrived. A chunk is **covered** when
 ///
-/// `E > C + D + ORDER_SLACK` ([`ORDER_SLACK`] = 1 s)
+/// `E > C + D + ORDER_SLACK` (`ORDER_SLACK` = 1 s)
 ///
 /// A span that overlaps the chunk and has not arrived yet ends, in SDK order, at or after about
 /// `E` (within the slack, for threads whose transactions end within a second of each other and

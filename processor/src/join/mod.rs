@@ -18,7 +18,7 @@ pub(crate) mod writer;
 
 use buffer::{JoinBuffer, JoinConfig, JoinCounts, Release};
 use log::JoinLog;
-use profilink_consumer::ConsumeError;
+use profilink_consumer::{ConsumeError, DEFAULT_RETRY_AFTER};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::SpanInterval;
@@ -31,10 +31,10 @@ use std::time::{Duration, Instant, SystemTime};
 use writer::JoinWriter;
 
 /// How often a pipeline's join buffer is checked for due chunks.
-pub const TICK: std::time::Duration = std::time::Duration::from_millis(250);
+pub(crate) const TICK: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Upper bound of translated requests waiting for a refusing OTLP exporter.
-pub const MAX_PARKED: usize = 64;
+pub(crate) const MAX_PARKED: usize = 64;
 
 /// Counters of one pipeline's join buffer, plus its current size.
 #[derive(Debug, Default)]
@@ -126,7 +126,7 @@ fn arrived_at(arrived_unix_ns: u64, now: Instant, wall_now: u64) -> Instant {
 fn refusal(e: &std::io::Error) -> ConsumeError {
     match e.kind() {
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => ConsumeError::Full {
-            retry_after: crate::profiles::FULL_RETRY_AFTER,
+            retry_after: DEFAULT_RETRY_AFTER,
         },
         _ => ConsumeError::Internal(format!("join log: {e}")),
     }

@@ -30,7 +30,7 @@ use crate::translation::otlp_to_sentry_options;
 use chain::Chain;
 use otlp_forward::OtlpForward;
 use otlp_to_chunks::OtlpToChunks;
-use profilink_consumer::{ConsumeError, Payload, SentryBatch};
+use profilink_consumer::{ConsumeError, DEFAULT_RETRY_AFTER, Payload, SentryBatch};
 use profilink_proto::otlp::ProfilesData;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_proto::sentry::{SampleProfileV1, Transaction};
@@ -39,16 +39,12 @@ use sentry_chunks::SentryChunks;
 use sentry_to_otlp::SentryToOtlp;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub(crate) mod chain;
 pub(crate) mod otlp_forward;
 pub(crate) mod otlp_to_chunks;
 pub(crate) mod sentry_chunks;
 pub(crate) mod sentry_to_otlp;
-
-/// How long a client is asked to wait when a queue is full and the exporter gave no delay.
-pub const FULL_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// One pipeline. See the module docs.
 #[derive(Debug)]
@@ -193,7 +189,7 @@ impl Pipeline {
             || self.otlp.as_ref().is_some_and(|r| r.from_sentry.is_full())
         {
             return Err(ConsumeError::Full {
-                retry_after: FULL_RETRY_AFTER,
+                retry_after: DEFAULT_RETRY_AFTER,
             });
         }
         Ok(())
@@ -314,7 +310,7 @@ impl Pipeline {
     }
 
     /// Retries parked requests and releases the chunks whose window ran out (run every
-    /// [`crate::join::TICK`] by the pipeline's timer, see [`start_timers`](crate::start_timers)).
+    /// 250 ms (the join's `TICK`) by the pipeline's timer, see [`start_timers`](crate::start_timers)).
     pub async fn tick(&self) {
         if let Some(r) = &self.otlp {
             r.from_sentry.tick(&r.forward).await;

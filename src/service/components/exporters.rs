@@ -113,13 +113,9 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
                 return Err(ConfigError::at(format!("{at}.dsn"), "is empty"));
             }
             c.check().map_err(|e| setting(&at, e))?;
-            if let Err(e) = c.compression_params.level_for(c.compression) {
-                let detail = e.strip_prefix("compression_params.level ").unwrap_or(&e);
-                return Err(ConfigError::at(
-                    format!("{at}.compression_params.level"),
-                    detail,
-                ));
-            }
+            c.compression_params
+                .level_for(c.compression)
+                .map_err(|e| setting(&at, e))?;
             if let Err(e) = Router::new(dsn, c.routing.as_ref()) {
                 let msg = e.to_string();
                 let msg = msg
@@ -152,6 +148,9 @@ pub fn read_exporter(id: &str, value: &Value) -> Result<ExporterSpec, ConfigErro
             if c.endpoint.trim().is_empty() {
                 return Err(ConfigError::at(format!("{at}.endpoint"), "is empty"));
             }
+            c.sending_queue
+                .check_request_keys()
+                .map_err(|e| setting(&at, e))?;
             check_client_tls(&at, &c.tls)?;
             Ok(ExporterSpec::Otlp(c))
         }

@@ -179,11 +179,9 @@ pub fn read_receiver(id: &str, value: &Value) -> Result<ReceiverSpec, ConfigErro
 pub fn read_upstream(at: &str, value: &serde_json::Value) -> Result<ForwardConfig, ConfigError> {
     let cfg: ForwardConfig = serde_json::from_value(value.clone())
         .map_err(|e| ConfigError::at(format!("{at}.upstream"), e.to_string()))?;
-    // `validate` says `<key>: <problem>` of a key under `upstream`.
-    cfg.validate().map_err(|e| match e.split_once(": ") {
-        Some((key, problem)) => ConfigError::at(format!("{at}.upstream.{key}"), problem),
-        None => ConfigError::at(format!("{at}.upstream"), e),
-    })?;
+    // `validate` names a key under `upstream`.
+    cfg.validate()
+        .map_err(|e| ConfigError::at(format!("{at}.upstream.{}", e.key), e.message))?;
     cfg.tls
         .check()
         .map_err(|e| ConfigError::tls(&format!("{at}.upstream"), e))?;

@@ -1,135 +1,19 @@
-//! `sending_queue` of the `sentry` and `file` exporters: their durable chunk queue, in the
-//! OpenTelemetry Collector's keys (exporterhelper: `enabled`, `num_consumers`, `queue_size`,
-//! `sizer`, `block_on_overflow`, `storage`) and profilink's own (`max_size_mib`, `overflow`,
-//! `fsync`, `segment_bytes`).
+//! The chunk queue's reading of `sending_queue` (the `sentry` and `file` exporters' durable
+//! queue of accumulated chunks).
 //!
 //! The queue holds accumulated chunks and is bounded in bytes, so `queue_size` is honoured with
 //! `sizer: bytes`; the Collector's other sizers (`requests`, the default, and `items`) count
 //! what this queue does not hold and are refused by [`QueueConfig::check`], which names the key
 //! and the alternative, as it does for every value profilink cannot honour.
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
-use std::path::PathBuf;
-use thiserror::Error;
+use super::{AT, Overflow, QueueConfig, QueueSizer, SettingError};
 
-/// What `export` does when the queue is full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Overflow {
-    /// Refuse new data with [`crate::ExportError::Full`] so receivers answer
-    /// UNAVAILABLE / 429 and producers retry (default; the Collector's
-    /// `block_on_overflow: false`).
-    #[default]
-    Backpressure,
-    /// Drop the oldest queued chunks (counted, reported as `queue_overflow`).
-    DropOldest,
-}
+/// Capacity when neither `queue_size` (bytes) nor `max_size_mib` is given (also the forward
+/// queue's).
+pub(super) const DEFAULT_QUEUE_MIB: u64 = 256;
 
-/// `sending_queue.sizer`: what `queue_size` counts (the Collector's names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QueueSizer {
-    /// Requests (the Collector's default): honoured by the OTLP exporters' queue, refused by
-    /// the chunk queues (see the module docs).
-    #[default]
-    Requests,
-    /// Items (samples, spans…): refused here, see the module docs.
-    Items,
-    /// Bytes of queued data: honoured.
-    Bytes,
-}
-
-impl QueueSizer {
-    fn name(self) -> &'static str {
-        match self {
-            QueueSizer::Requests => "requests",
-            QueueSizer::Items => "items",
-            QueueSizer::Bytes => "bytes",
-        }
-    }
-}
-
-/// A setting that cannot be used: its key relative to the exporter's section
-/// (`sending_queue.sizer`) and why.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{key}: {message}")]
-pub struct SettingError {
-    /// The key (`sending_queue.queue_size`).
-    pub key: String,
-    /// What is wrong, and what to write instead.
-    pub message: String,
-}
-
-impl SettingError {
-    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> SettingError {
-        SettingError {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-}
-
-/// Capacity when neither `queue_size` (bytes) nor `max_size_mib` is given.
-pub(crate) const DEFAULT_QUEUE_MIB: u64 = 256;
-
-/// `sending_queue`: the durable queue in front of the sender. Read the resolved values through
-/// [`capacity_bytes`](Self::capacity_bytes), [`overflow`](Self::overflow) and the exporter's
-/// `consumers()`, after [`check`](Self::check).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct QueueConfig {
-    /// Persist to disk (default true). When false the queue lives in memory only and data
-    /// accepted but not yet delivered is lost on a crash.
-    pub enabled: bool,
-    /// Concurrent deliveries (the Collector's key; the `sentry` exporter also reads its
-    /// exporter-level `num_consumers`). Default: the exporter's.
-    pub num_consumers: Option<usize>,
-    /// Capacity in units of `sizer`; only `sizer: bytes` is available.
-    pub queue_size: Option<u64>,
-    /// What `queue_size` counts: `bytes` (the Collector's `requests` and `items` are refused).
-    pub sizer: Option<QueueSizer>,
-    /// The Collector's overflow switch: `false` refuses new data when full (profilink's
-    /// `overflow: backpressure`); `true` (wait for room) is refused.
-    pub block_on_overflow: Option<bool>,
-    /// The Collector's `wait_for_result`: only `false` (answer once queued) is available.
-    pub wait_for_result: bool,
-    /// The Collector's `sending_queue.batch`: refused (the exporter batches into chunks).
-    pub batch: Option<IgnoredAny>,
-    /// Directory of the queue's segment files (default `./profilink-data/queue` for Sentry;
-    /// `<path>/.queue` for the file exporter). The service also accepts the id of a
-    /// `file_storage` extension here and puts the queue in a directory of that extension.
-    pub storage: Option<PathBuf>,
-    /// Capacity in MiB of queued (unacknowledged) records (default 256): profilink's name,
-    /// the same as `sizer: bytes` with `queue_size` in bytes.
-    pub max_size_mib: Option<u64>,
-    /// What happens when full (default `backpressure`).
-    pub overflow: Option<Overflow>,
-    /// fsync every append before acknowledging it (default true). Turning it off trades crash
-    /// safety on power loss for throughput; process crashes still lose nothing.
-    pub fsync: bool,
-    /// Segment file size at which a new segment starts (default 16 MiB).
-    pub segment_bytes: u64,
-}
-
-impl Default for QueueConfig {
-    fn default() -> Self {
-        QueueConfig {
-            enabled: true,
-            num_consumers: None,
-            queue_size: None,
-            sizer: None,
-            block_on_overflow: None,
-            wait_for_result: false,
-            batch: None,
-            storage: None,
-            max_size_mib: None,
-            overflow: None,
-            fsync: true,
-            segment_bytes: 16 << 20,
-        }
-    }
-}
+/// Segment file size when `segment_bytes` is not given.
+const DEFAULT_SEGMENT_BYTES: u64 = 16 << 20;
 
 impl QueueConfig {
     /// Capacity in bytes: `queue_size` with `sizer: bytes`, else `max_size_mib` (default
@@ -149,10 +33,14 @@ impl QueueConfig {
         self.overflow.unwrap_or_default()
     }
 
+    /// Segment file size: `segment_bytes`, else 16 MiB.
+    pub fn segment_bytes(&self) -> u64 {
+        self.segment_bytes.unwrap_or(DEFAULT_SEGMENT_BYTES)
+    }
+
     /// Refuses what this queue cannot honour and keys that disagree, naming the key
     /// (`sending_queue.<key>`) and what to write instead.
     pub fn check(&self) -> Result<(), SettingError> {
-        const AT: &str = "sending_queue";
         if self.batch.is_some() {
             return Err(SettingError::new(
                 format!("{AT}.batch"),
@@ -287,6 +175,7 @@ mod tests {
         let q = queue("{}");
         q.check().unwrap();
         assert_eq!(q.capacity_bytes(), DEFAULT_QUEUE_MIB << 20);
+        assert_eq!(q.segment_bytes(), 16 << 20);
         assert!(q.enabled && q.fsync);
     }
 
