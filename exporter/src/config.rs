@@ -196,7 +196,7 @@ macro_rules! chunk_exporter_parts {
                 retry: RetryConfig,
                 clock: crate::SharedClock,
                 metrics: std::sync::Arc<crate::ExporterMetrics>,
-            ) -> Result<crate::engine::Engine<S>, crate::ExportError> {
+            ) -> Result<crate::engine::Engine<S>, profilink_consumer::ExportError> {
                 let engine = crate::engine::EngineConfig {
                     accumulate: self.accumulate(),
                     retry,

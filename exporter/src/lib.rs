@@ -27,7 +27,7 @@
 //! accepted data stays in the queue and is delivered on the next start.
 //!
 //! Counters of every exporter are in [`ExporterMetrics`] (chunk and profile exporters) and
-//! [`TracesMetrics`]; a [`ChunkObserver`] sees every merged chunk once it is durably queued
+//! [`TracesMetrics`]; a [`ChunkObserver`](profilink_consumer::ChunkObserver) sees every merged chunk once it is durably queued
 //! (the service's profile store). Time is read through a [`Clock`], so tests can drive it
 //! ([`ManualClock`]).
 //!
@@ -75,6 +75,7 @@ mod sentry;
 pub mod telemetry;
 mod traces;
 
+use profilink_consumer::ExportError;
 use std::time::Duration;
 
 pub use client_auth::{AuthSlot, ClientAuth, NoToken};
@@ -93,11 +94,9 @@ pub use forward::{ForwardConfig, ForwardMetrics, ForwardQueueConfig, ForwardTlsC
 pub use http::tls_handshake_failures;
 pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
-pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
+pub use observer::ObserverSlot;
 pub use otlp::OtlpExporter;
 pub use otlp_retry::AttemptError;
-/// The contract the exporters meet (from `profilink-consumer`), re-exported for their users.
-pub use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
 /// The durable queues' segment log (`profilink-storage`), re-exported for this crate's users.
 pub use queue::segment::{RecordRef, ScanStats, SegmentLog};
 pub use request::{

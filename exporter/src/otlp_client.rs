@@ -14,11 +14,11 @@
 //! ([`crate::request`], behind [`crate::otlp`] for profiles and [`crate::traces`] for traces),
 //! which retries by [`crate::otlp_retry::after_failure`].
 
-use crate::ExportError;
 use crate::client_auth::{AuthSlot, NoToken};
 use crate::config::{Compression, OtlpProtocol};
 use crate::http::{compress, content_encoding, parse_retry_after, read_response, request_error};
 use crate::otlp_retry::{AttemptError, classify_grpc_status, classify_http};
+use profilink_consumer::ExportError;
 use profilink_proto::signal::Signal;
 use profilink_tls::ClientTlsConfig;
 use prost::Message;

@@ -17,7 +17,7 @@ use thiserror::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Overflow {
-    /// Refuse new data with [`crate::ExportError::Full`] so receivers answer
+    /// Refuse new data with [`profilink_consumer::ExportError::Full`] so receivers answer
     /// UNAVAILABLE / 429 and producers retry (default; the Collector's
     /// `block_on_overflow: false`).
     #[default]

@@ -4,10 +4,11 @@
 mod common;
 
 use common::*;
+use profilink_consumer::ExportError;
 use profilink_exporter::{
-    ClientTlsConfig, Compression, DiscardReason, ExportError, ManualClock, OtlpTracesConfig,
-    RetryConfig, SentryTracesConfig, SharedClock, TracesExporter, TracesExporterConfig,
-    TracesMetrics, TracesMetricsSnapshot, TracesQueueConfig,
+    ClientTlsConfig, Compression, DiscardReason, ManualClock, OtlpTracesConfig, RetryConfig,
+    SentryTracesConfig, SharedClock, TracesExporter, TracesExporterConfig, TracesMetrics,
+    TracesMetricsSnapshot, TracesQueueConfig,
 };
 use profilink_proto::otlp::Resource;
 use profilink_proto::otlp::{AnyValue, InstrumentationScope, KeyValue, any_value};

@@ -2,7 +2,7 @@
 
 use crate::service::components::NotForTraces;
 use crate::telemetry::http::BindError;
-use profilink_exporter::ExportError;
+use profilink_consumer::ExportError;
 use profilink_flamegraph::StoreError;
 use profilink_receiver::ReceiverError;
 use profilink_receiver::auth::TokenFileError;

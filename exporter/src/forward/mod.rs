@@ -23,12 +23,13 @@ pub mod metrics;
 pub mod queue;
 pub mod send;
 
-use crate::ExportError;
 use crate::retry::Backoff;
 pub use config::{ForwardConfig, ForwardQueueConfig, ForwardTlsConfig};
 use limits::UpstreamLimits;
 pub use metrics::ForwardMetrics;
-use profilink_consumer::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};
+use profilink_consumer::{
+    ExportError, ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit,
+};
 use queue::{ForwardQueue, PushError};
 use send::Outcome;
 use std::collections::{HashMap, HashSet};

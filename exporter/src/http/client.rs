@@ -1,6 +1,7 @@
 //! The pooled HTTP client of the HTTP exporters, and the text of a failed request.
 
-use crate::{ExportError, SDK_NAME, VERSION};
+use crate::{SDK_NAME, VERSION};
+use profilink_consumer::ExportError;
 use profilink_tls::ClientTlsConfig;
 use std::error::Error as _;
 use std::sync::atomic::{AtomicU64, Ordering};

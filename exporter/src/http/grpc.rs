@@ -2,13 +2,14 @@
 //! through `hyper-rustls`, and proxies from the environment through an HTTP `CONNECT` tunnel.
 
 use super::client::{handshake_failed, is_tls_error};
-use crate::{ExportError, SDK_NAME, VERSION};
+use crate::{SDK_NAME, VERSION};
 use ::http::Uri;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::TokioIo;
+use profilink_consumer::ExportError;
 use profilink_tls::ClientTlsConfig;
 use profilink_tls::rustls::pki_types::ServerName;
 use std::future::Future;

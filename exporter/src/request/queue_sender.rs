@@ -4,10 +4,10 @@
 
 use super::metrics::QueueLevels;
 use super::{Queue, RequestMetrics, RequestSender, retry_sender};
-use crate::ExportError;
 use crate::clock::{SharedClock, system_clock};
 use crate::config::RetryConfig;
 use crate::send_queue::{PushError, QueueLimits, SendingQueueConfig};
+use profilink_consumer::ExportError;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

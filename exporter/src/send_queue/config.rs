@@ -13,7 +13,7 @@
 //!   max_size_mib: 256          # bound in MiB (default 64 in memory, 256 with storage)
 //! ```
 
-use crate::ExportError;
+use profilink_consumer::ExportError;
 use serde::Deserialize;
 use std::path::PathBuf;
 

@@ -6,7 +6,8 @@
 
 use crate::config::RoutingConfig;
 use crate::http::RateLimits;
-use crate::{ExportError, SDK_NAME, VERSION};
+use crate::{SDK_NAME, VERSION};
+use profilink_consumer::ExportError;
 use sentry_types::{Auth, Dsn};
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;

@@ -40,7 +40,7 @@ impl Transport {
         timeout: Duration,
         pool: usize,
         tls: &ClientTlsConfig,
-    ) -> Result<Self, crate::ExportError> {
+    ) -> Result<Self, profilink_consumer::ExportError> {
         let client = crate::http::client(timeout, pool, tls)?;
         Ok(Transport {
             client,

@@ -43,12 +43,12 @@ pub use config::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig, Tra
 pub use metrics::{TracesMetrics, TracesMetricsSnapshot};
 pub use profilink_proto::otlp::ExportTraceServiceRequest;
 
-use crate::ExportError;
 use crate::clock::{SharedClock, system_clock};
 use crate::config::OtlpProtocol;
 use crate::request::{RequestExporter, RequestSettings};
 use crate::send_queue::config::DEFAULT_QUEUE_SIZE;
 use crate::send_queue::record::Queued;
+use profilink_consumer::ExportError;
 use send::Sender;
 use std::sync::Arc;
 use std::time::Duration;

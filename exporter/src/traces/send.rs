@@ -6,7 +6,6 @@ use super::config::{
     DEFAULT_GRPC_ENDPOINT, DEFAULT_HTTP_ENDPOINT, OtlpTracesConfig, SentryTracesConfig,
 };
 use super::metrics::TracesMetrics;
-use crate::ExportError;
 use crate::clock::SharedClock;
 use crate::config::{Compression, OtlpProtocol};
 use crate::http::RateLimits;
@@ -14,6 +13,7 @@ use crate::metrics::DiscardReason;
 use crate::otlp_client::{OtlpClient, note_partial, partial_from_body, post};
 use crate::otlp_retry::AttemptError;
 use crate::request::{RequestSender, SendOutcome};
+use profilink_consumer::ExportError;
 use profilink_proto::otlp::{ExportTracePartialSuccess, ExportTraceServiceRequest};
 use profilink_proto::signal::Traces;
 use reqwest::header::{HeaderMap, HeaderValue};
