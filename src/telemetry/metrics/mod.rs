@@ -5,7 +5,7 @@
 //! their samples carry.
 //!
 //! This module is a registry: each crate names its own metric families beside the counters
-//! they read, in its `telemetry` module, through the neutral [`Render`](profilink_consumer::telemetry::Render) interface of
+//! they read, in its `telemetry` module, through the neutral [`Render`] interface of
 //! `profilink-consumer`; the [`Registry`] holds the running components' counters (by
 //! component id and by pipeline), puts their families in order (the Collector's names first)
 //! and encodes them with the `prometheus-client` crate through its [`Collector`] trait, which
