@@ -168,7 +168,7 @@ async fn main() {
     }
     let (tx, mut arrivals) = mpsc::unbounded_channel();
     let upstream = standin(tx).await;
-    let (otlp_consumer, mut otlp_rx) = profilink_receiver::ChannelConsumer::new(1024);
+    let (otlp_consumer, mut otlp_rx) = profilink_consumer::ChannelConsumer::new(1024);
     let otlp = profilink_receiver::serve_otlp_grpc(
         &profilink_receiver::OtlpGrpcConfig {
             endpoint: "127.0.0.1:0".into(),

@@ -1,9 +1,10 @@
 //! The OTLP gRPC exporter through an HTTP `CONNECT` proxy named by `HTTPS_PROXY`, with TLS to
 //! the endpoint inside the tunnel. Its own test binary: it sets process environment variables.
 
+use profilink_consumer::ChannelConsumer;
 use profilink_exporter::{ClientTlsConfig, OtlpExporter, OtlpExporterConfig, RetryConfig};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
-use profilink_receiver::{ChannelConsumer, OtlpGrpcConfig, Stats, TlsConfig, serve_otlp_grpc};
+use profilink_receiver::{OtlpGrpcConfig, Stats, TlsConfig, serve_otlp_grpc};
 use profilink_tls::test_pki::TestCa;
 use prost::Message;
 use std::sync::Arc;
@@ -122,7 +123,7 @@ fn grpc_exporter_tunnels_through_https_proxy() {
             .await
             .expect("delivered through the proxy")
             .unwrap();
-        assert_eq!(batch.transport, profilink_receiver::Transport::Grpc);
+        assert_eq!(batch.transport, profilink_consumer::Transport::Grpc);
         assert!(
             tunnels.load(Ordering::SeqCst) >= 1,
             "went through the proxy"

@@ -8,15 +8,16 @@
 mod common;
 
 use common::{KEY, PROFILER_A, T0, chunk};
+use profilink_consumer::ExportChunk;
+use profilink_consumer::{Batch, ChannelConsumer, Payload, ReceiverKind, Transport};
 use profilink_exporter::{
-    ClientTlsConfig, DiscardReason, ExportChunk, OtlpExporter, OtlpExporterConfig, OtlpProtocol,
-    QueueConfig, RetryConfig, SentryExporter, SentryExporterConfig,
+    ClientTlsConfig, DiscardReason, OtlpExporter, OtlpExporterConfig, OtlpProtocol, QueueConfig,
+    RetryConfig, SentryExporter, SentryExporterConfig,
 };
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_receiver::{
-    Batch, ChannelConsumer, OtlpGrpcConfig, OtlpHttpConfig, Payload, ReceiverKind,
-    SentryReceiverConfig, ServerHandle, Stats, TlsConfig, Transport, serve_otlp_grpc,
-    serve_otlp_http, serve_sentry,
+    OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, ServerHandle, Stats, TlsConfig,
+    serve_otlp_grpc, serve_otlp_http, serve_sentry,
 };
 use profilink_tls::test_pki::TestCa;
 use prost::Message;
@@ -372,8 +373,8 @@ async fn sentry_exporter_trusts_a_ca_that_is_only_in_ca_file() {
 /// Forwards one envelope through a Sentry receiver's upstream forwarder with `tls`; returns
 /// whether it was sent within a few seconds.
 async fn forward_once(endpoint: String, tls: ClientTlsConfig, dir: &Path) -> bool {
+    use profilink_consumer::{ForwardRequest, Upstream};
     use profilink_exporter::{ForwardConfig, Forwarder, QueueConfig};
-    use profilink_receiver::{ForwardRequest, Upstream};
     use std::sync::atomic::Ordering;
     let cfg = ForwardConfig {
         endpoint,

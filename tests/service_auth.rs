@@ -82,7 +82,7 @@ async fn bearer_tokens_on_receivers_and_exporters_and_cors() {
     std::fs::write(&token_file, "first-token\nsecond-token\n").unwrap();
     let (recorder, seen) = header_recorder().await;
     // A gRPC backend that itself requires the client token (the `bearer_token` shorthand).
-    let (backend_cfg_consumer, mut backend_batches) = profilink_receiver::ChannelConsumer::new(64);
+    let (backend_cfg_consumer, mut backend_batches) = profilink_consumer::ChannelConsumer::new(64);
     let backend = profilink_receiver::serve_otlp_grpc(
         &profilink_receiver::OtlpGrpcConfig {
             endpoint: "127.0.0.1:0".into(),

@@ -17,9 +17,9 @@
 mod service_support;
 
 use profilink::telemetry::metrics::scrape;
+use profilink_consumer::{Batch, Payload};
 use profilink_proto::otlp::{ExportProfilesServiceRequest, request_from_data};
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_receiver::{Batch, Payload};
 use profilink_translator::sentry_to_otlp::restore_chunk_with_links;
 use profilink_translator::{Dictionary, SampleLink};
 use service_support::*;

@@ -12,9 +12,9 @@
 mod service_support;
 
 use profilink::telemetry::metrics::scrape;
+use profilink_consumer::{Batch, Payload};
 use profilink_proto::otlp::request_from_data;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_receiver::{Batch, Payload};
 use profilink_translator::sentry_to_otlp::restore_request;
 use service_support::*;
 use std::path::Path;
@@ -100,7 +100,7 @@ async fn start_backend(
     profilink_receiver::ServerHandle,
     tokio::sync::mpsc::Receiver<Batch>,
 ) {
-    let (consumer, batches) = profilink_receiver::ChannelConsumer::new(256);
+    let (consumer, batches) = profilink_consumer::ChannelConsumer::new(256);
     let server = profilink_receiver::serve_otlp_grpc(
         &profilink_receiver::OtlpGrpcConfig {
             endpoint: addr.to_owned(),

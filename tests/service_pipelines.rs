@@ -5,9 +5,9 @@
 mod service_support;
 
 use profilink::telemetry::metrics::scrape;
+use profilink_consumer::Payload;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
-use profilink_receiver::Payload;
 use prost::Message;
 use service_support::*;
 use std::io::Write;

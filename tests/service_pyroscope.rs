@@ -16,9 +16,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use pprof_support::*;
+use profilink_consumer::{Batch, Payload};
 use profilink_proto::otlp::any_value;
 use profilink_receiver::pyroscope::push::PushRequest;
-use profilink_receiver::{Batch, Payload};
 use profilink_translator::pprof::{
     PprofFunction, PprofLine, PprofLocation, PprofProfile, PprofSample, PprofValueType,
 };

@@ -4,7 +4,8 @@
 
 mod service_support;
 
-use profilink_receiver::{ChannelConsumer, OtlpGrpcConfig, Payload, Stats, TlsConfig};
+use profilink_consumer::{ChannelConsumer, Payload};
+use profilink_receiver::{OtlpGrpcConfig, Stats, TlsConfig};
 use profilink_tls::test_pki::TestCa;
 use service_support::*;
 use std::sync::Arc;

@@ -347,7 +347,7 @@ service:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn otlp_json_traces_over_http_reach_an_otlp_backend_stamped_at_once() {
-    use profilink_receiver::Payload;
+    use profilink_consumer::Payload;
     // The OTLP backend takes traces over gRPC.
     let (backend, mut batches) = otlp_backend(true).await;
     let dir = tempfile::tempdir().unwrap();

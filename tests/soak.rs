@@ -254,10 +254,10 @@ struct Backend {
 }
 
 impl Backend {
-    fn take(&self, b: profilink_receiver::Batch) {
+    fn take(&self, b: profilink_consumer::Batch) {
         use prost::Message;
         use std::hash::{Hash, Hasher};
-        let profilink_receiver::Payload::Otlp(data) = b.payload else {
+        let profilink_consumer::Payload::Otlp(data) = b.payload else {
             return;
         };
         let req = profilink_proto::otlp::request_from_data(data);
@@ -277,7 +277,7 @@ impl Backend {
     /// Serves on `addr` until `stop` fires; then the server ends (in-flight calls answered,
     /// connections closed) and the address refuses connections.
     async fn serve(self: &Arc<Self>, addr: &str, stop: tokio::sync::watch::Receiver<bool>) {
-        let (consumer, mut batches) = profilink_receiver::ChannelConsumer::new(64);
+        let (consumer, mut batches) = profilink_consumer::ChannelConsumer::new(64);
         let server = loop {
             match profilink_receiver::serve_otlp_grpc(
                 &profilink_receiver::OtlpGrpcConfig {

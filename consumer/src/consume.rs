@@ -3,13 +3,20 @@
 //! [`ChannelConsumer`], a bounded-channel consumer that never waits.
 
 use crate::batch::Batch;
+use crate::export::ExportError;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
 /// Why a [`Consumer`] did not take a batch.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+///
+/// Receivers answer three ways: [`Full`](ConsumeError::Full) asks the client to retry later,
+/// [`Rejected`](ConsumeError::Rejected) refuses the data for good, and every other variant
+/// is a failure of the pipeline the client may retry past (gRPC `UNAVAILABLE` without
+/// `RetryInfo`, HTTP 503), answered with the error's text.
+#[derive(Debug, Clone, Error)]
 pub enum ConsumeError {
     /// No room now; the client should retry after `retry_after`. Receivers answer gRPC
     /// `UNAVAILABLE` with `RetryInfo`, HTTP 503 with `Retry-After` (OTLP and Sentry, as Relay).
@@ -21,11 +28,55 @@ pub enum ConsumeError {
     /// The data is refused for good; retrying will not help (gRPC `INVALID_ARGUMENT`, HTTP 400).
     #[error("rejected: {0}")]
     Rejected(String),
-    /// The pipeline failed (e.g. the queue could not persist); the client may retry (gRPC
-    /// `UNAVAILABLE` without `RetryInfo`, HTTP 503).
-    #[error("internal error: {0}")]
-    Internal(String),
+    /// The pipeline is closed (its receiving end is gone: the service is stopping).
+    #[error("the pipeline is closed")]
+    Closed,
+    /// An exporter of the pipeline is shutting down.
+    #[error("exporter {exporter} is shutting down")]
+    ExporterClosed {
+        /// The exporter's component id.
+        exporter: String,
+    },
+    /// An exporter of the pipeline failed to take the data (its queue could not persist it).
+    #[error("exporter {exporter}: {source}")]
+    Export {
+        /// The exporter's component id.
+        exporter: String,
+        /// The exporter's error.
+        #[source]
+        source: ExportError,
+    },
+    /// A stage's task failed (it panicked or was cancelled), and the batch with it.
+    #[error("{stage}: {source}")]
+    Task {
+        /// The stage (`symbolize`).
+        stage: &'static str,
+        /// The task's failure.
+        #[source]
+        source: Arc<tokio::task::JoinError>,
+    },
+    /// The pipeline's own durable log could not persist the batch (other than a full disk,
+    /// which is [`Full`](ConsumeError::Full)).
+    #[error("{log}: {source}")]
+    Log {
+        /// The log (`join log`).
+        log: &'static str,
+        /// The I/O error.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
 }
+
+/// Two consume errors are equal when they are the same variant and say the same (their text:
+/// the sources, I/O and task errors, have no equality of their own).
+impl PartialEq for ConsumeError {
+    fn eq(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for ConsumeError {}
 
 /// The pipeline behind the receivers.
 ///
@@ -53,7 +104,7 @@ pub trait Consumer: Send + Sync + 'static {
 }
 
 /// A [`Consumer`] that puts batches into a bounded tokio channel with `try_send`: a full
-/// channel is [`ConsumeError::Full`], a closed one [`ConsumeError::Internal`].
+/// channel is [`ConsumeError::Full`], a closed one [`ConsumeError::Closed`].
 ///
 /// It takes traces only when built [`with_traces`](ChannelConsumer::with_traces)`(true)`.
 #[derive(Debug, Clone)]
@@ -109,16 +160,14 @@ impl Consumer for ChannelConsumer {
             Err(mpsc::error::TrySendError::Full(_)) => Err(ConsumeError::Full {
                 retry_after: self.retry_after,
             }),
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                Err(ConsumeError::Internal("the pipeline is closed".into()))
-            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(ConsumeError::Closed),
         };
         std::future::ready(result)
     }
 
     fn check_ready(&self) -> Result<(), ConsumeError> {
         if self.sender.is_closed() {
-            Err(ConsumeError::Internal("the pipeline is closed".into()))
+            Err(ConsumeError::Closed)
         } else if self.sender.capacity() == 0 {
             Err(ConsumeError::Full {
                 retry_after: self.retry_after,
@@ -164,10 +213,9 @@ mod tests {
         assert!(rx.recv().await.is_some());
         c.consume(batch()).await.unwrap();
         drop(rx);
-        assert!(matches!(
-            c.consume(batch()).await,
-            Err(ConsumeError::Internal(_))
-        ));
-        assert!(matches!(c.check_ready(), Err(ConsumeError::Internal(_))));
+        let closed = c.consume(batch()).await;
+        assert!(matches!(closed, Err(ConsumeError::Closed)), "{closed:?}");
+        assert_eq!(closed.unwrap_err().to_string(), "the pipeline is closed");
+        assert!(matches!(c.check_ready(), Err(ConsumeError::Closed)));
     }
 }

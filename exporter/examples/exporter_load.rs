@@ -8,7 +8,8 @@
 //! ```
 //! Defaults: 50 sessions, 3 minutes of profile time, fsync on.
 
-use profilink_exporter::{ExportChunk, QueueConfig, SentryExporter, SentryExporterConfig};
+use profilink_consumer::ExportChunk;
+use profilink_exporter::{QueueConfig, SentryExporter, SentryExporterConfig};
 use profilink_proto::sentry::{ClientSdk, Frame, ProfileChunk, Sample, ThreadMetadata};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -172,7 +173,7 @@ async fn main() {
         loop {
             match exp.export(batch.clone()).await {
                 Ok(()) => break,
-                Err(profilink_exporter::ExportError::Full { .. }) => {
+                Err(profilink_consumer::ExportError::Full { .. }) => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Err(e) => panic!("export: {e}"),

@@ -9,9 +9,8 @@
 //! ```
 //! Default: 2000 requests per mode.
 
-use profilink_exporter::{
-    ClientTlsConfig, ExportError, OtlpExporter, OtlpExporterConfig, QueueConfig,
-};
+use profilink_consumer::ExportError;
+use profilink_exporter::{ClientTlsConfig, OtlpExporter, OtlpExporterConfig, QueueConfig};
 use profilink_proto::otlp::profiles_service_server::{ProfilesService, ProfilesServiceServer};
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportProfilesServiceResponse};
 use prost::Message;

@@ -27,7 +27,7 @@
 //! accepted data stays in the queue and is delivered on the next start.
 //!
 //! Counters of every exporter are in [`ExporterMetrics`] (chunk and profile exporters) and
-//! [`TracesMetrics`]; a [`ChunkObserver`] sees every merged chunk once it is durably queued
+//! [`TracesMetrics`]; a [`ChunkObserver`](profilink_consumer::ChunkObserver) sees every merged chunk once it is durably queued
 //! (the service's profile store). Time is read through a [`Clock`], so tests can drive it
 //! ([`ManualClock`]).
 //!
@@ -98,11 +98,9 @@ pub use forward::{ForwardConfig, ForwardMetrics, Forwarder};
 pub use http::tls_handshake_failures;
 pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
-pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
+pub use observer::ObserverSlot;
 pub use otlp::OtlpExporter;
 pub use otlp_retry::AttemptError;
-/// The contract the exporters meet (from `profilink-consumer`), re-exported for their users.
-pub use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
 pub use queue_config::{Overflow, QueueConfig, QueueLimits, QueueSizer, SettingError};
 pub use request::{
     QueueLevels, RequestExporter, RequestMetrics, RequestSender, RequestSettings, SendOutcome,

@@ -2,7 +2,7 @@
 //! chunk an exporter queues for delivery; the service's `profile_store` keeps them for the
 //! flamegraph API): a config slot, [`ObserverSlot`].
 
-pub use profilink_consumer::{ChunkObserver, SharedObserver};
+use profilink_consumer::{ChunkObserver, SharedObserver};
 use profilink_proto::sentry::ProfileChunk;
 use std::sync::Arc;
 

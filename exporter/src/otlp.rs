@@ -9,13 +9,13 @@
 //! [`ExportError::Full`] when it is full. The queue, its senders, the retries and the counters
 //! are the request exporter's ([`crate::request`]); this module supplies one attempt.
 
-use crate::ExportError;
 use crate::config::OtlpExporterConfig;
 use crate::metrics::ExporterMetrics;
 use crate::otlp_client::{OtlpClient, note_partial};
 use crate::request::{RequestExporter, RequestSender, RequestSettings, SendOutcome};
 use crate::send_queue::record::Queued;
 use crate::start_error::StartError;
+use profilink_consumer::ExportError;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::signal::{Profiles, profile_counts};
 use std::sync::Arc;

@@ -3,7 +3,8 @@
 mod common;
 
 use common::*;
-use profilink_exporter::{ExportChunk, FileExporter, FileExporterConfig, ManualClock, SharedClock};
+use profilink_consumer::ExportChunk;
+use profilink_exporter::{FileExporter, FileExporterConfig, ManualClock, SharedClock};
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,9 +6,10 @@
 mod common;
 
 use common::*;
+use profilink_consumer::ExportError;
 use profilink_exporter::{
-    DiscardReason, ExportError, OtlpExporter, OtlpExporterConfig, OtlpProtocol, OtlpTracesConfig,
-    QueueConfig, QueueSizer, RetryConfig, TracesExporter, TracesExporterConfig,
+    DiscardReason, OtlpExporter, OtlpExporterConfig, OtlpProtocol, OtlpTracesConfig, QueueConfig,
+    QueueSizer, RetryConfig, TracesExporter, TracesExporterConfig,
 };
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, Profile, ResourceProfiles, ScopeProfiles,

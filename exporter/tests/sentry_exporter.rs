@@ -3,10 +3,11 @@
 mod common;
 
 use common::*;
+use profilink_consumer::{ExportChunk, ExportError};
 use profilink_exporter::{
-    Clock, DiscardReason, ExportChunk, ExportError, ManualClock, Overflow, QueueConfig,
-    RetryConfig, RoutingConfig, SentryExporter, SentryExporterConfig, SharedClock, StartError,
-    VERSION, content_checksum, merged_chunk_id,
+    Clock, DiscardReason, ManualClock, Overflow, QueueConfig, RetryConfig, RoutingConfig,
+    SentryExporter, SentryExporterConfig, SharedClock, StartError, VERSION, content_checksum,
+    merged_chunk_id,
 };
 use std::collections::BTreeMap;
 use std::path::Path;

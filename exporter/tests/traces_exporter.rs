@@ -4,10 +4,11 @@
 mod common;
 
 use common::*;
+use profilink_consumer::ExportError;
 use profilink_exporter::{
-    ClientTlsConfig, Compression, DiscardReason, ExportError, ManualClock, OtlpTracesConfig,
-    QueueConfig, RetryConfig, SentryTracesConfig, SharedClock, StartError, TracesExporter,
-    TracesExporterConfig, TracesMetrics, TracesMetricsSnapshot,
+    ClientTlsConfig, Compression, DiscardReason, ManualClock, OtlpTracesConfig, QueueConfig,
+    RetryConfig, SentryTracesConfig, SharedClock, StartError, TracesExporter, TracesExporterConfig,
+    TracesMetrics, TracesMetricsSnapshot,
 };
 use profilink_proto::otlp::Resource;
 use profilink_proto::otlp::{AnyValue, InstrumentationScope, KeyValue, any_value};

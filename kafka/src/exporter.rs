@@ -14,9 +14,10 @@
 use crate::config::{Encoding, KafkaExporterConfig};
 use crate::keying::{split_profiles, split_traces};
 use crate::record::KafkaRecord;
+use profilink_consumer::ExportError;
 use profilink_exporter::{
-    AttemptError, AttemptOutcome, ExportError, ExporterMetrics, RequestExporter, RequestSender,
-    RequestSettings, SendOutcome, SettingError, StartError,
+    AttemptError, AttemptOutcome, ExporterMetrics, RequestExporter, RequestSender, RequestSettings,
+    SendOutcome, SettingError, StartError,
 };
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, ExportTraceServiceRequest, PROFILES_VERSION_HEADER,

@@ -7,7 +7,7 @@
 //!   profiler id ([`keying`]), so a downstream consumer group keeps a session on one
 //!   consumer.
 //! * [`KafkaReceiver`] ([`receiver`]): a consumer-group member that hands each message to the
-//!   pipeline's [`Consumer`](profilink_receiver::Consumer) and marks its offset only once the
+//!   pipeline's [`Consumer`](profilink_consumer::Consumer) and marks its offset only once the
 //!   pipeline accepted it (with a durable exporter queue: once it is on disk), so a replica
 //!   killed at any moment loses nothing; backpressure pauses the partitions; a message that
 //!   can never be accepted is counted, logged and skipped ([`decode`]).

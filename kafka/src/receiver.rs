@@ -10,8 +10,8 @@
 //! about one `autocommit.interval` of messages) is read again too: the only duplicates,
 //! re-deliveries of uncommitted messages.
 //!
-//! **Backpressure.** When the pipeline answers [`ConsumeError::Full`] (or fails,
-//! [`ConsumeError::Internal`]), the receiver pauses every assigned partition, keeps the
+//! **Backpressure.** When the pipeline answers [`ConsumeError::Full`] (or fails: any
+//! [`ConsumeError`] but `Rejected`), the receiver pauses every assigned partition, keeps the
 //! messages it already received in order, and retries the oldest after the wait the pipeline
 //! asked for (or `error_backoff`); it keeps polling meanwhile, so the group membership and
 //! rebalances go on. Nothing is dropped (unless `message_marking.on_error` says to skip
@@ -32,10 +32,9 @@ use crate::closing::Closing;
 use crate::config::KafkaReceiverConfig;
 use crate::decode::{Permanent, WithResources, decode_message};
 use crate::metrics::KafkaReceiverMetrics;
+use profilink_consumer::{ConsumeError, Consumer, ReceiverKind, Transport};
 use profilink_proto::signal::{Profiles, Traces};
-use profilink_receiver::{
-    ConsumeError, Consumer, IngestSignal, ReceiverKind, Split, Stats, Transport,
-};
+use profilink_receiver::{IngestSignal, Split, Stats};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{
@@ -257,11 +256,11 @@ impl<C: Consumer> Loop<C> {
                     S::count_refused(&self.stats.kafka, &valid.plus(&rejected));
                     return self.permanent(m, signal, Permanent::Rejected(message));
                 }
-                Err(ConsumeError::Internal(message)) => {
+                Err(failure) => {
                     if self.cfg.message_marking.on_error {
                         S::count_refused(&self.stats.kafka, &valid.plus(&rejected));
                         KafkaReceiverMetrics::add(&self.metrics.skipped, 1);
-                        tracing::warn!(topic = m.topic(), partition = m.partition(), offset = m.offset(), error = %message, "Kafka message dropped after a pipeline error (message_marking.on_error)");
+                        tracing::warn!(topic = m.topic(), partition = m.partition(), offset = m.offset(), error = %failure, "Kafka message dropped after a pipeline error (message_marking.on_error)");
                         return Outcome::Skipped { mark: true };
                     }
                     let wait = self.error_wait;
@@ -272,7 +271,7 @@ impl<C: Consumer> Loop<C> {
                                 .min(b.max_interval.as_secs_f64()),
                         );
                     }
-                    tracing::warn!(topic = m.topic(), partition = m.partition(), offset = m.offset(), error = %message, ?wait, "Kafka message: the pipeline failed; retrying");
+                    tracing::warn!(topic = m.topic(), partition = m.partition(), offset = m.offset(), error = %failure, ?wait, "Kafka message: the pipeline failed; retrying");
                     return Outcome::Wait(wait);
                 }
             }

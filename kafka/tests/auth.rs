@@ -15,12 +15,13 @@
 //! independently, the receiver and exporter authenticate with each mechanism, also over TLS,
 //! and a wrong password is refused visibly. No log line holds a password.
 
+use profilink_consumer::{Batch, ConsumeError, Consumer};
 use profilink_kafka::testing::{Broker, BrokerOptions, free_loopback_port};
 use profilink_kafka::{
     KafkaExporter, KafkaExporterConfig, KafkaReceiver, KafkaReceiverConfig, KafkaReceiverMetrics,
 };
 use profilink_proto::otlp::ExportProfilesServiceRequest;
-use profilink_receiver::{Batch, ConsumeError, Consumer, Stats};
+use profilink_receiver::Stats;
 use profilink_tls::ServerTlsConfig;
 use profilink_tls::test_pki::TestCa;
 use prost::Message;

@@ -3,10 +3,11 @@
 //! (and counts) a message that does not decode without blocking its partition, and commits
 //! offsets up to the end of every partition.
 
+use profilink_consumer::{Batch, ConsumeError, Consumer, Payload};
 use profilink_kafka::testing::Broker;
 use profilink_kafka::{KafkaReceiver, KafkaReceiverConfig, KafkaReceiverMetrics};
 use profilink_proto::otlp::{AnyValue, ExportProfilesServiceRequest, KeyValue, any_value};
-use profilink_receiver::{Batch, ConsumeError, Consumer, Payload, Stats};
+use profilink_receiver::Stats;
 use prost::Message;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};

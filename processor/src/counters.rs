@@ -5,29 +5,19 @@
 use profilink_translator::TranslateError;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Translation error reasons, in counter order.
+/// Translation error reasons, in counter order: the translator's ([`TranslateError::REASONS`])
+/// and [`INVALID_CHUNK_REASON`].
 pub(crate) const TRANSLATION_ERROR_REASONS: [&str; 6] = [
-    "index_out_of_range",
-    "sentry_index_out_of_range",
-    "invalid_timestamp",
-    "limit_exceeded",
-    "invalid",
+    TranslateError::REASONS[0],
+    TranslateError::REASONS[1],
+    TranslateError::REASONS[2],
+    TranslateError::REASONS[3],
+    TranslateError::REASONS[4],
     INVALID_CHUNK_REASON,
 ];
 
 /// The `reason` of a translated chunk removed because it failed the chunk validator.
 pub(crate) const INVALID_CHUNK_REASON: &str = "invalid_chunk";
-
-/// The `reason` label of a translation error.
-pub fn translation_error_reason(e: &TranslateError) -> &'static str {
-    match e {
-        TranslateError::IndexOutOfRange { .. } => TRANSLATION_ERROR_REASONS[0],
-        TranslateError::SentryIndexOutOfRange { .. } => TRANSLATION_ERROR_REASONS[1],
-        TranslateError::InvalidTimestamp(_) => TRANSLATION_ERROR_REASONS[2],
-        TranslateError::LimitExceeded(_) => TRANSLATION_ERROR_REASONS[3],
-        TranslateError::Invalid(_) => TRANSLATION_ERROR_REASONS[4],
-    }
-}
 
 /// Counters of the pipelines (translation and processors), shared by every pipeline.
 #[derive(Debug, Default)]
@@ -69,7 +59,7 @@ pub const SKIPPED_TYPES_OVERFLOW: &str = "other";
 impl ServiceCounters {
     /// Counts one translation error.
     pub fn translation_error(&self, e: &TranslateError) {
-        let reason = translation_error_reason(e);
+        let reason = e.reason();
         if let Some(i) = TRANSLATION_ERROR_REASONS.iter().position(|r| *r == reason) {
             self.translation_errors[i].fetch_add(1, Ordering::Relaxed);
         }

@@ -87,9 +87,14 @@ impl<T> Exporter<T> {
 pub(crate) fn consume_error(id: &str, e: ExportError) -> ConsumeError {
     match e {
         ExportError::Full { retry_after } => ConsumeError::Full { retry_after },
-        ExportError::Closed => ConsumeError::Internal(format!("exporter {id} is shutting down")),
+        ExportError::Closed => ConsumeError::ExporterClosed {
+            exporter: id.to_owned(),
+        },
         e @ ExportError::TooLarge { .. } => ConsumeError::Rejected(format!("exporter {id}: {e}")),
-        other => ConsumeError::Internal(format!("exporter {id}: {other}")),
+        source => ConsumeError::Export {
+            exporter: id.to_owned(),
+            source,
+        },
     }
 }
 

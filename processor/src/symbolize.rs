@@ -6,6 +6,7 @@
 //! never wait for it. A request spends at most the processor's `wait` waiting for downloads;
 //! frames still waiting then go on unsymbolized and are counted (`timeout`).
 
+use profilink_consumer::ConsumeError;
 use profilink_proto::otlp::ProfilesData;
 use profilink_symbolizer::{Symbolizer, SymbolizerConfig, SymbolizerMetrics};
 use std::sync::Arc;
@@ -32,7 +33,7 @@ impl SymbolizeStage {
     /// Symbolizes `data` on a blocking thread and hands it back. Should the blocking task
     /// fail (a panic), the request is lost to the caller: the error says so and the receiver
     /// refuses the request, so nothing is dropped silently.
-    pub async fn apply(&self, mut data: ProfilesData) -> Result<ProfilesData, String> {
+    pub async fn apply(&self, mut data: ProfilesData) -> Result<ProfilesData, ConsumeError> {
         let s = self.symbolizer.clone();
         tokio::task::spawn_blocking(move || {
             if let Some(d) = data.dictionary.as_mut() {
@@ -41,6 +42,9 @@ impl SymbolizeStage {
             data
         })
         .await
-        .map_err(|e| format!("symbolize: {e}"))
+        .map_err(|e| ConsumeError::Task {
+            stage: "symbolize",
+            source: Arc::new(e),
+        })
     }
 }

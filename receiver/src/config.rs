@@ -185,7 +185,7 @@ http_listener_config! {
         /// The Sentry or Relay the SDKs' data belongs to (`{ endpoint, timeout,
         /// forward_profiles, sending_queue, retry_on_failure, tls }`). Kept as a raw value
         /// here: the service types and validates it (`profilink_exporter::ForwardConfig`) and
-        /// hands the receiver an [`Upstream`](crate::Upstream). Without one, items no pipeline
+        /// hands the receiver an [`Upstream`](profilink_consumer::Upstream). Without one, items no pipeline
         /// consumes are dropped (counted and logged).
         pub upstream: Option<serde_json::Value> = None,
     }

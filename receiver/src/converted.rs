@@ -9,11 +9,11 @@
 //! (a translation bug, never the sender's), the others go on. Nothing valid left: refused as
 //! invalid.
 
-use crate::batch::{ConsumeError, Consumer, ReceiverKind, Transport};
 use crate::otlp::ingest::{Refused, Split};
 use crate::otlp::profiles;
 use crate::server::decompress::{BodyError, Encoding, decode_bytes};
 use crate::stats::Counters;
+use profilink_consumer::{ConsumeError, Consumer, ReceiverKind, Transport};
 use profilink_proto::otlp::{
     AnyValue, KeyValue, ProfilesData, Resource, any_value, request_from_data,
 };

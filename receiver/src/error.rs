@@ -15,9 +15,9 @@ pub enum ReceiverError {
         /// The socket error.
         source: io::Error,
     },
-    /// The TLS certificate or key could not be loaded.
+    /// The TLS certificate or key could not be loaded (or the TLS settings are not usable).
     #[error("TLS: {0}")]
-    Tls(String),
+    Tls(#[source] profilink_tls::TlsError),
     /// The listener's configuration cannot be served (an `auth` whose authenticator was not
     /// resolved).
     #[error("configuration: {0}")]

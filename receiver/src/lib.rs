@@ -10,26 +10,28 @@
 //! * [`serve_pyroscope`]: the Pyroscope doors ([`pyroscope`]: `POST /ingest`,
 //!   `POST /push.v1.PusherService/Push`; default `127.0.0.1:4040`).
 //! * [`serve_sentry`]: Sentry's `POST /api/{project_id}/envelope/` (default `127.0.0.1:9000`),
-//!   optionally forwarding everything to an [`Upstream`] ([`serve_sentry_with`]) and
-//!   then proxying the other ingest paths SDKs use (store, security, minidump, OTLP
-//!   integration) too.
+//!   optionally forwarding everything to an [`Upstream`](profilink_consumer::Upstream)
+//!   ([`serve_sentry_with`]) and then proxying the other ingest paths SDKs use (store,
+//!   security, minidump, OTLP integration) too.
 //!
 //! The source is laid out by door: `otlp/` (both transports, and one file per signal:
 //! `profiles.rs`, `traces.rs`, with what they share in `ingest.rs`), `sentry/` (the envelope
 //! endpoint and the proxied paths), and `server/` for what the doors share (binding and
 //! serving, TLS, connection limits, request bodies, CORS).
 //!
-//! Each server takes its config ([`OtlpGrpcConfig`], [`OtlpHttpConfig`], [`SentryReceiverConfig`]), an `Arc` of a [`Consumer`] (the pipeline), an
-//! `Arc<`[`Stats`]`>` and a shutdown future; it binds at once (port 0 picks a free port, see
-//! [`ServerHandle::local_addr`]) and serves until the future resolves, then finishes in-flight
-//! requests. A request is answered with success only after the consumer returned `Ok`.
-//! Backpressure: a consumer that is full is asked before the body is read
-//! ([`Consumer::check_ready`]) and again when the batch is offered; requests are never queued
-//! inside the receivers.
+//! Each server takes its config ([`OtlpGrpcConfig`], [`OtlpHttpConfig`],
+//! [`SentryReceiverConfig`]), an `Arc` of a [`Consumer`](profilink_consumer::Consumer) (the
+//! pipeline), an `Arc<`[`Stats`]`>` and a shutdown future; it binds at once (port 0 picks a
+//! free port, see [`ServerHandle::local_addr`]) and serves until the future resolves, then
+//! finishes in-flight requests. A request is answered with success only after the consumer
+//! returned `Ok`. Backpressure: a consumer that is full is asked before the body is read
+//! ([`Consumer::check_ready`](profilink_consumer::Consumer::check_ready)) and again when the
+//! batch is offered; requests are never queued inside the receivers.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), profilink_receiver::ReceiverError> {
-//! use profilink_receiver::{ChannelConsumer, OtlpGrpcConfig, Stats, serve_otlp_grpc};
+//! use profilink_consumer::ChannelConsumer;
+//! use profilink_receiver::{OtlpGrpcConfig, Stats, serve_otlp_grpc};
 //! use std::sync::Arc;
 //! let (consumer, mut batches) = ChannelConsumer::new(16);
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -63,9 +65,9 @@
 //! | unsupported `Content-Encoding` | `UNIMPLEMENTED` (tonic) | 400 (as the Collector) |
 //! | unsupported `Content-Type` | — | 415 |
 //! | missing/wrong token (`auth` or `bearer_token` configured) | `UNAUTHENTICATED` | 401 |
-//! | pipeline full ([`ConsumeError::Full`]) | `UNAVAILABLE` + `google.rpc.RetryInfo` | 503 + `Retry-After` (+ `RetryInfo` detail) |
-//! | pipeline rejected ([`ConsumeError::Rejected`]) | `INVALID_ARGUMENT` | 400 |
-//! | pipeline failed ([`ConsumeError::Internal`]) | `UNAVAILABLE` | 503 |
+//! | pipeline full ([`ConsumeError::Full`](profilink_consumer::ConsumeError::Full)) | `UNAVAILABLE` + `google.rpc.RetryInfo` | 503 + `Retry-After` (+ `RetryInfo` detail) |
+//! | pipeline rejected ([`ConsumeError::Rejected`](profilink_consumer::ConsumeError::Rejected)) | `INVALID_ARGUMENT` | 400 |
+//! | pipeline failed (any other [`ConsumeError`](profilink_consumer::ConsumeError): closed, an exporter failing, a stage's task or log failing) | `UNAVAILABLE` | 503 |
 //! | unknown method / path | `UNIMPLEMENTED` | 404 |
 //! | other HTTP method on the path | — | 405 (`Allow: POST`) |
 //!
@@ -73,10 +75,10 @@
 //! 16 bytes, `span_id` not 8 bytes or `parent_span_id` neither empty nor 8 bytes is rejected
 //! (`partial_success.rejected_spans`), the others go on. Both signals go
 //! through the same code ([`ExportService`], the HTTP handlers), generic over
-//! the signal ([`IngestSignal`]). A consumer that does
-//! not take traces ([`Consumer::accepts_traces`], the default) makes `TraceService/Export`
-//! `UNIMPLEMENTED` and `/v1/traces` 404, as a Collector without a traces pipeline on the
-//! receiver answers.
+//! the signal ([`IngestSignal`]). A consumer that does not take traces
+//! ([`Consumer::accepts_traces`](profilink_consumer::Consumer::accepts_traces), the default)
+//! makes `TraceService/Export` `UNIMPLEMENTED` and `/v1/traces` 404, as a Collector without a
+//! traces pipeline on the receiver answers.
 //!
 //! Sentry envelopes (error bodies `{"detail":"…"}`, as Relay):
 //!
@@ -93,17 +95,16 @@
 //! | empty body, corrupt compression, malformed envelope (bad item `length`…), bad `event_id` / `sent_at` | 400 |
 //! | more than 500 items | 400 |
 //! | a chunk, V1 profile or transaction that is not valid JSON for its type | 400 (item index + JSON path) |
-//! | a `span` item (or a span in it) that cannot be read | 200; the span is skipped and counted ([`SentryBatch::invalid_spans`]) |
+//! | a `span` item (or a span in it) that cannot be read | 200; the span is skipped and counted ([`SentryBatch::invalid_spans`](profilink_consumer::SentryBatch::invalid_spans)) |
 //! | a chunk failing the door check (the chunk validator's error rules, [`validate_chunk_errors`](profilink_proto::validate::validate_chunk_errors), and plausible Unix-second timestamps) | 400 naming the rule; with an upstream 200, counted with the rule as reason and forwarded |
 //! | pipeline full, or the upstream queue full | 503 + `Retry-After` (as Relay; never a category-less 429) |
-//! | an item whose category upstream rate-limits (with an [`Upstream`]) | 429 + `X-Sentry-Rate-Limits` naming the matched limits + `Retry-After`; the other items are still forwarded |
+//! | an item whose category upstream rate-limits (with an [`Upstream`](profilink_consumer::Upstream)) | 429 + `X-Sentry-Rate-Limits` naming the matched limits + `Retry-After`; the other items are still forwarded |
 //! | pipeline rejected / failed | 400 / 503 |
 //! | path without the trailing slash, other paths | 404 |
 //! | other HTTP method | 405 (`OPTIONS` answers CORS preflights) |
 #![warn(missing_docs)]
 
 pub mod auth;
-mod batch;
 mod config;
 mod converted;
 mod error;
@@ -117,10 +118,6 @@ mod stats;
 pub mod telemetry;
 mod upstream;
 
-pub use batch::{
-    Batch, ChannelConsumer, ConsumeError, Consumer, Payload, ReceiverKind, SentryBatch, Transport,
-    trace_span_count,
-};
 pub use config::{OtlpGrpcConfig, OtlpHttpConfig, SentryReceiverConfig, TlsConfig};
 pub use error::ReceiverError;
 pub use otlp::grpc::{
@@ -146,7 +143,6 @@ pub use server::http::HttpServerSettings;
 pub use server::tls::MAX_HANDSHAKES as MAX_TLS_HANDSHAKES;
 pub use server::{ServerHandle, bind_and_serve};
 pub use stats::{Counters, CountersSnapshot, RefusalReason, Stats};
-pub use upstream::{ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit};
 
 #[doc(hidden)]
 pub mod testing {

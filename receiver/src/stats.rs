@@ -5,7 +5,7 @@
 //! timestamp or one value of an OTLP `Sample`, one entry of a Sentry chunk's `samples`), and
 //! **sample records** by `sample_type` ([`crate::sample_records`], the Collector's unit).
 //! Requests refused before their body was decoded (authentication, version, size, a full
-//! pipeline at [`Consumer::check_ready`](crate::Consumer::check_ready)) count as refused
+//! pipeline at [`Consumer::check_ready`](profilink_consumer::Consumer::check_ready)) count as refused
 //! requests, with a [`RefusalReason`], and no samples: none were read.
 
 use crate::pprof::scrape_stats::ScrapeCounters;
@@ -33,7 +33,8 @@ pub enum RefusalReason {
     Invalid,
     /// The pipeline rejected the data for good.
     Rejected,
-    /// The pipeline failed ([`ConsumeError::Internal`](crate::ConsumeError::Internal)).
+    /// The pipeline failed (any [`ConsumeError`](profilink_consumer::ConsumeError) but `Full`
+    /// and `Rejected`).
     Unavailable,
     /// Upstream rate limits cover the request (Sentry receiver, 429).
     RateLimited,

@@ -1,9 +1,6 @@
-//! The Sentry receiver's upstream: the [`Upstream`] contract (from `profilink-consumer`,
-//! re-exported), and the Sentry data categories its rate limits are matched by.
-
-pub use profilink_consumer::{
-    ForwardError, ForwardFuture, ForwardRequest, Upstream, UpstreamLimit,
-};
+//! What the Sentry receiver's upstream rate limits are matched by: the Sentry data category of
+//! an envelope item, and the bounded `type` label of the item counters. (The upstream contract
+//! itself, [`Upstream`](profilink_consumer::Upstream), is the contract crate's.)
 
 /// The Sentry data category that rate-limits an envelope item, as Relay assigns them; `None`
 /// for items no quota applies to (client reports, unknown types).

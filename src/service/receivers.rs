@@ -6,12 +6,13 @@ use super::components::{Plan, ReceiverSpec};
 use super::error::ServiceError;
 use super::stop::waiter;
 use crate::config::component_type;
+use profilink_consumer::Upstream;
 use profilink_exporter::Forwarder;
 use profilink_kafka::KafkaReceiverMetrics;
 use profilink_processor::Fanout;
 use profilink_receiver::{
-    ServerHandle, Stats, Upstream, serve_otlp_grpc, serve_otlp_http, serve_pprof_http,
-    serve_pyroscope, serve_sentry_with, start_pprof_file, start_pprof_remote,
+    ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_pprof_http, serve_pyroscope,
+    serve_sentry_with, start_pprof_file, start_pprof_remote,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;

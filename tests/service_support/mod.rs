@@ -700,9 +700,9 @@ pub async fn otlp_backend(
     traces: bool,
 ) -> (
     profilink_receiver::ServerHandle,
-    tokio::sync::mpsc::Receiver<profilink_receiver::Batch>,
+    tokio::sync::mpsc::Receiver<profilink_consumer::Batch>,
 ) {
-    let (consumer, batches) = profilink_receiver::ChannelConsumer::new(256);
+    let (consumer, batches) = profilink_consumer::ChannelConsumer::new(256);
     let server = profilink_receiver::serve_otlp_grpc(
         &profilink_receiver::OtlpGrpcConfig {
             endpoint: "127.0.0.1:0".into(),

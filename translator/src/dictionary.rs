@@ -11,7 +11,7 @@
 //! reference-based (`key_strindex`, `string_value_strindex`), recursively inside arrays and
 //! key-value lists.
 
-use crate::error::TranslateError;
+use crate::error::{Limit, TranslateError};
 use profilink_proto::otlp::{
     AnyValue, Function, KeyValue, KeyValueAndUnit, Link, Location, Mapping, ProfilesDictionary,
     Stack, any_value,
@@ -259,9 +259,10 @@ impl<'a> Dictionary<'a> {
     fn any_value_at(&self, v: &'a AnyValue, depth: usize) -> Result<AttrValue<'a>, TranslateError> {
         use any_value::Value as V;
         if depth > MAX_VALUE_DEPTH {
-            return Err(TranslateError::LimitExceeded(format!(
-                "attribute value nested deeper than {MAX_VALUE_DEPTH}"
-            )));
+            return Err(Limit::ValueDepth {
+                max: MAX_VALUE_DEPTH,
+            }
+            .into());
         }
         Ok(match &v.value {
             None => AttrValue::Empty,

@@ -35,7 +35,7 @@ pub mod sentry_to_otlp;
 mod span_stamping;
 
 pub use dictionary::{Attr, AttrValue, Dictionary};
-pub use error::TranslateError;
+pub use error::{JsonError, Limit, Malformed, TimestampError, TranslateError};
 pub use folded::{FoldedError, FoldedOptions, folded_to_otlp};
 pub use from_bytes::{
     InputError, SentryParts, decode_otlp, decode_otlp_report, folded_bytes_to_chunks, ndjson_chunk,

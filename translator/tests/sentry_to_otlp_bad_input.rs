@@ -66,7 +66,7 @@ fn non_finite_and_negative_timestamps_are_rejected() {
     for t in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 1e300] {
         match translate_one(with_timestamp(t)) {
             Err(TranslateError::InvalidTimestamp(msg)) => {
-                assert!(msg.contains("samples[1].timestamp"), "{msg}")
+                assert!(msg.to_string().contains("samples[1].timestamp"), "{msg}")
             }
             other => panic!("{t}: {other:?}"),
         }

@@ -42,7 +42,7 @@ use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::input_writer::InputWriter;
 use crate::queue::{Queue, QueueError, Recovery, input};
 use crate::queue_config::QueueConfig;
-use crate::{ExportChunk, ExportError};
+use profilink_consumer::{ExportChunk, ExportError};
 use profilink_proto::sentry::{CompactString, ProfileChunk};
 use state::{Control, Core, Input};
 use std::path::PathBuf;
@@ -157,7 +157,7 @@ impl<S: Sink> Engine<S> {
 
     /// Durably queues `chunks` (routing key, chunk), with `linked[i]` the thread ids of chunk
     /// `i` that spans may reference (persisted with it; see
-    /// [`crate::ExportChunk::linked_threads`]); `Ok` only once they are on disk.
+    /// [`profilink_consumer::ExportChunk::linked_threads`]); `Ok` only once they are on disk.
     pub async fn export_linked(
         &self,
         chunks: Vec<(String, ProfileChunk)>,

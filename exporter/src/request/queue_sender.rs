@@ -4,12 +4,12 @@
 
 use super::metrics::QueueLevels;
 use super::{Queue, RequestMetrics, RequestSender, retry_sender};
-use crate::ExportError;
 use crate::clock::{SharedClock, system_clock};
 use crate::config::RetryConfig;
 use crate::queue_config::{QueueConfig, QueueLimits};
 use crate::send_queue::PushError;
 use crate::start_error::StartError;
+use profilink_consumer::ExportError;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

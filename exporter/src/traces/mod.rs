@@ -43,13 +43,13 @@ pub use config::{OtlpTracesConfig, SentryTracesConfig, TracesExporterConfig};
 pub use metrics::{TracesMetrics, TracesMetricsSnapshot};
 pub use profilink_proto::otlp::ExportTraceServiceRequest;
 
-use crate::ExportError;
 use crate::clock::{SharedClock, system_clock};
 use crate::config::OtlpProtocol;
 use crate::queue_config::DEFAULT_QUEUE_SIZE;
 use crate::request::{RequestExporter, RequestSettings};
 use crate::send_queue::record::Queued;
 use crate::start_error::StartError;
+use profilink_consumer::ExportError;
 use send::Sender;
 use std::sync::Arc;
 use std::time::Duration;

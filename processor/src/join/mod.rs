@@ -122,13 +122,16 @@ fn arrived_at(arrived_unix_ns: u64, now: Instant, wall_now: u64) -> Instant {
 }
 
 /// What a failed join log write answers the client: a full disk asks it to come back later,
-/// anything else is an internal error (both 503 / `UNAVAILABLE`).
-fn refusal(e: &std::io::Error) -> ConsumeError {
+/// anything else is the log's failure, with the I/O error (both 503 / `UNAVAILABLE`).
+fn refusal(e: std::io::Error) -> ConsumeError {
     match e.kind() {
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => ConsumeError::Full {
             retry_after: DEFAULT_RETRY_AFTER,
         },
-        _ => ConsumeError::Internal(format!("join log: {e}")),
+        _ => ConsumeError::Log {
+            log: "join log",
+            source: Arc::new(e),
+        },
     }
 }
 
@@ -241,7 +244,7 @@ impl SentryJoin {
                 .log_append_failures
                 .fetch_add(1, Ordering::Relaxed);
             tracing::warn!(dir = %d.log.dir().display(), error = %e, "join log: cannot write a request's chunks and spans; refusing it");
-            refusal(&e)
+            refusal(e)
         })
     }
 

@@ -182,7 +182,13 @@ async fn a_request_the_log_cannot_take_is_refused_and_not_held() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, ConsumeError::Internal(ref m) if m.starts_with("join log:")),
+        matches!(
+            err,
+            ConsumeError::Log {
+                log: "join log",
+                ..
+            }
+        ) && err.to_string().starts_with("join log:"),
         "{err:?}"
     );
     let m = join.metrics();
@@ -233,9 +239,9 @@ fn arrival_times_convert_between_the_clocks() {
 #[test]
 fn a_full_disk_asks_the_client_to_come_back() {
     let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
-    assert!(matches!(refusal(&full), ConsumeError::Full { .. }));
+    assert!(matches!(refusal(full), ConsumeError::Full { .. }));
     let other = std::io::Error::other("boom");
-    assert!(matches!(refusal(&other), ConsumeError::Internal(_)));
+    assert!(matches!(refusal(other), ConsumeError::Log { .. }));
 }
 
 /// A chunk sent again after a crash (released, its acknowledgement not yet written) is the

@@ -69,7 +69,7 @@ impl Chain {
         let mut data = data;
         for s in &self.steps {
             if let Step::Symbolize(stage) = s {
-                data = stage.apply(data).await.map_err(ConsumeError::Internal)?;
+                data = stage.apply(data).await?;
             }
         }
         Ok(data)

@@ -27,7 +27,6 @@
 //!   do not use the receiver; not counted.
 
 use crate::auth::ListenerAuth;
-use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::config::OtlpHttpConfig;
 use crate::error::ReceiverError;
 use crate::otlp::ingest::{self, ExportError, IngestSignal, consume_reason};
@@ -43,6 +42,7 @@ use axum::routing::post;
 use http::header::{ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode};
+use profilink_consumer::{ConsumeError, Consumer, Transport};
 use profilink_proto::signal::{Profiles, Signal, Traces};
 use prost::Message;
 use std::future::Future;
@@ -387,11 +387,11 @@ fn consume_error_response(format: Format, error: &ConsumeError) -> Response {
             message,
             None,
         ),
-        ConsumeError::Internal(message) => status_response(
+        failure => status_response(
             format,
             StatusCode::SERVICE_UNAVAILABLE,
             Code::Unavailable,
-            message,
+            &failure.to_string(),
             None,
         ),
     }

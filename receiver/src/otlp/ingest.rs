@@ -13,10 +13,10 @@
 //! Before any of this, the transports read the request's version metadata
 //! ([`IngestSignal::request_version`]) and decode the body with the decoder of that version.
 
-use crate::batch::{ConsumeError, Consumer, Payload, ReceiverKind, Transport};
 use crate::profiles_version::VersionError;
 use crate::sample_records::SampleRecords;
 use crate::stats::{Counters, RefusalReason};
+use profilink_consumer::{ConsumeError, Consumer, Payload, ReceiverKind, Transport};
 use profilink_proto::otlp_json::OtlpJsonError;
 use profilink_proto::signal::{ItemCounts, Signal};
 
@@ -117,7 +117,7 @@ pub(crate) fn consume_reason(error: &ConsumeError) -> RefusalReason {
     match error {
         ConsumeError::Full { .. } => RefusalReason::Full,
         ConsumeError::Rejected(_) => RefusalReason::Rejected,
-        ConsumeError::Internal(_) => RefusalReason::Unavailable,
+        _ => RefusalReason::Unavailable,
     }
 }
 

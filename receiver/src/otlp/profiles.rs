@@ -14,12 +14,12 @@
 //!   of its profiles as refused (labels resolved as far as its string table allows).
 //! * The version and decoders are [`crate::profiles_version`]'s.
 
-use crate::batch::{Consumer, Payload};
 use crate::otlp::ingest::{
     BodyDecodeError, IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
 };
 use crate::profiles_version::{self, ProfilesVersion, VersionError};
 use crate::stats::Counters;
+use profilink_consumer::{Consumer, Payload};
 use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, data_from_request};
 use profilink_proto::otlp_json::OtlpJsonError;
 use profilink_proto::signal::{ItemCounts, Profiles, profile_samples};

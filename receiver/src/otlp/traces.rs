@@ -9,12 +9,12 @@
 //!   links go on as they are.
 //! * The rest (partial success, the consumer, counting) is [`crate::otlp::ingest`]'s.
 
-use crate::batch::{Consumer, Payload};
 use crate::otlp::ingest::{
     BodyDecodeError, IngestSignal, MESSAGE_FINDINGS, Refused, Split, Tally, rejection_message,
 };
 use crate::profiles_version::VersionError;
 use crate::stats::Counters;
+use profilink_consumer::{Consumer, Payload};
 use profilink_proto::otlp::{ExportTraceServiceRequest, Span};
 use profilink_proto::otlp_json::OtlpJsonError;
 use profilink_proto::signal::{ItemCounts, Signal, Traces};

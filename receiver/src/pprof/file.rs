@@ -7,7 +7,6 @@
 //! read, or one that is not pprof is counted in `profilink_receiver_scrape_failures_total`
 //! (`transport="file"`) and logged as a warning, once per version of the file.
 
-use crate::batch::{Consumer, Transport};
 use crate::converted::pprof_to_otlp;
 use crate::error::ReceiverError;
 use crate::pprof::config::PprofFileConfig;
@@ -15,6 +14,7 @@ use crate::pprof::pull::{deliver, every};
 use crate::pprof::scrape_stats::ScrapeFailure;
 use crate::server::ServerHandle;
 use crate::stats::Stats;
+use profilink_consumer::{Consumer, Transport};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::Read;

@@ -3,10 +3,10 @@
 //! late delays the next instead of bunching them) and the end of a pull (its profile handed to
 //! the pipeline, the outcome counted and logged).
 
-use crate::batch::{ConsumeError, Consumer, ReceiverKind, Transport};
 use crate::converted::{HandoffError, hand_off};
 use crate::pprof::scrape_stats::ScrapeFailure;
 use crate::stats::Counters;
+use profilink_consumer::{ConsumeError, Consumer, ReceiverKind, Transport};
 use profilink_proto::otlp::ProfilesData;
 use std::future::Future;
 use std::time::Duration;
@@ -57,6 +57,6 @@ fn consume_failure(e: &ConsumeError) -> ScrapeFailure {
     match e {
         ConsumeError::Full { .. } => ScrapeFailure::Full,
         ConsumeError::Rejected(_) => ScrapeFailure::Rejected,
-        ConsumeError::Internal(_) => ScrapeFailure::Unavailable,
+        _ => ScrapeFailure::Unavailable,
     }
 }

@@ -11,7 +11,6 @@
 //! `profilink_receiver_scrape_failures_total` with its reason and logged as a warning; the
 //! next one runs on schedule.
 
-use crate::batch::{Consumer, Transport};
 use crate::converted::pprof_to_otlp;
 use crate::error::ReceiverError;
 use crate::pprof::config::PprofRemoteConfig;
@@ -20,6 +19,7 @@ use crate::pprof::scrape_stats::ScrapeFailure;
 use crate::server::ServerHandle;
 use crate::stats::Stats;
 use profilink_consumer::body::BodyBound;
+use profilink_consumer::{Consumer, Transport};
 use std::future::Future;
 use std::sync::Arc;
 

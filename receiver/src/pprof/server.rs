@@ -16,7 +16,6 @@
 //! Error bodies are plain text. Every request is counted (`transport="http"`), refusals with
 //! their reason.
 
-use crate::batch::{Consumer, ReceiverKind, Transport};
 use crate::converted::{HandoffError, hand_off, pprof_to_otlp};
 use crate::error::ReceiverError;
 use crate::pprof::config::PprofServerConfig;
@@ -30,6 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use http::header::ALLOW;
 use http::{HeaderValue, Method, StatusCode};
+use profilink_consumer::{Consumer, ReceiverKind, Transport};
 use std::future::Future;
 use std::sync::Arc;
 

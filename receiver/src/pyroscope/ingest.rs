@@ -19,7 +19,6 @@
 //! plain text: 400 naming the bad key or what is wrong with the body, 413 too large, 415 a
 //! format not read, 503 a full pipeline (`Retry-After`).
 
-use crate::batch::{Consumer, ReceiverKind, Transport};
 use crate::converted::{
     FoldedMeta, HandoffError, fill_missing_times, folded_to_otlp, hand_off, pprof_to_otlp,
     set_resource_attributes,
@@ -36,6 +35,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, StatusCode};
+use profilink_consumer::{Consumer, ReceiverKind, Transport};
 use profilink_proto::otlp::ProfilesData;
 use std::sync::Arc;
 

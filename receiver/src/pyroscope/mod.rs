@@ -11,7 +11,6 @@ pub(crate) mod labels;
 pub mod push;
 pub(crate) mod query;
 
-use crate::batch::Consumer;
 use crate::error::ReceiverError;
 use crate::server::plain::text;
 use crate::server::{self, ServerHandle};
@@ -22,6 +21,7 @@ use axum::routing::post;
 use config::PyroscopeReceiverConfig;
 use http::header::ALLOW;
 use http::{HeaderValue, StatusCode};
+use profilink_consumer::Consumer;
 use std::future::Future;
 use std::sync::Arc;
 

@@ -16,7 +16,6 @@
 //!   `resource_exhausted` 429 for a body over the limit, `unavailable` 503 with
 //!   `Retry-After` for a full pipeline).
 
-use crate::batch::{Consumer, ReceiverKind, Transport};
 use crate::converted::{
     HandoffError, fill_missing_times, hand_off, pprof_to_otlp, set_resource_attributes,
 };
@@ -31,6 +30,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
+use profilink_consumer::{Consumer, ReceiverKind, Transport};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

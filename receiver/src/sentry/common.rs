@@ -3,7 +3,6 @@
 //! is answered and counted, CORS for browser SDKs, authentication and key checks, body reading
 //! within the limits, and the hand-over to the upstream.
 
-use crate::batch::ConsumeError;
 use crate::config::SentryReceiverConfig;
 use crate::sample_records::{SENTRY_SAMPLE_TYPE, SampleRecords};
 use crate::sentry::auth::{self, AuthError, SentryAuth};
@@ -11,12 +10,13 @@ use crate::sentry::item_stats::{ItemCounters, LogLimiter};
 use crate::server::decompress::{self, BodyError, Encoding};
 use crate::server::http::retry_after_secs;
 use crate::stats::Stats;
-use crate::upstream::{ForwardError, ForwardRequest, Upstream};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode};
+use profilink_consumer::ConsumeError;
+use profilink_consumer::{ForwardError, ForwardRequest, Upstream};
 use profilink_proto::validate::MAX_CHUNK_BYTES;
 use serde_json::Value;
 use std::sync::Arc;
@@ -139,9 +139,7 @@ pub(crate) fn consume_refusal(error: &ConsumeError) -> Refusal {
             r
         }
         ConsumeError::Rejected(message) => Refusal::bad_request(message.clone()),
-        ConsumeError::Internal(message) => {
-            Refusal::new(StatusCode::SERVICE_UNAVAILABLE, message.clone())
-        }
+        failure => Refusal::new(StatusCode::SERVICE_UNAVAILABLE, failure.to_string()),
     }
 }
 

@@ -21,12 +21,12 @@
 //!    (400 naming the rule) and counted with the rule as reason.
 //!    Perfetto chunks (`content_type: application/x-perfetto-trace` or a `meta_length`
 //!    header) and all other item types are accepted and counted in
-//!    [`SentryBatch::other_items`](crate::SentryBatch::other_items).
+//!    [`SentryBatch::other_items`](profilink_consumer::SentryBatch::other_items).
 //!    `span` items (span streaming: V2 span containers
 //!    `application/vnd.sentry.items.span.v2+json` and legacy single spans) are parsed into
-//!    [`SentryBatch::spans`](crate::SentryBatch::spans) (see [`SpanItem`](profilink_proto::sentry::SpanItem)). Unlike the types
+//!    [`SentryBatch::spans`](profilink_consumer::SentryBatch::spans) (see [`SpanItem`](profilink_proto::sentry::SpanItem)). Unlike the types
 //!    above, **an unreadable span never fails the envelope**: it is skipped and counted in
-//!    [`SentryBatch::invalid_spans`](crate::SentryBatch::invalid_spans) and the `refused_spans` counter, as Relay accepts the
+//!    [`SentryBatch::invalid_spans`](profilink_consumer::SentryBatch::invalid_spans) and the `refused_spans` counter, as Relay accepts the
 //!    envelope and drops such spans later with an outcome (a whole item that is not JSON
 //!    counts its `item_count` header, or 1).
 //! 7. The batch goes to the consumer when it holds chunks, profiles, transactions or spans:
@@ -44,7 +44,6 @@
 //! Error bodies are Relay's `{"detail":"…"}`. Responses carry CORS headers, and `OPTIONS`
 //! answers preflights, so browser SDKs can post too.
 
-use crate::batch::{Batch, Consumer, Payload, ReceiverKind, Transport};
 use crate::config::SentryReceiverConfig;
 use crate::error::ReceiverError;
 use crate::sample_records::{SENTRY_SAMPLE_TYPE, SampleRecords};
@@ -59,7 +58,6 @@ use crate::sentry::items::{check_envelope_headers, check_items, parse_items};
 use crate::server::decompress::Encoding;
 use crate::server::{self, ServerHandle};
 use crate::stats::Stats;
-use crate::upstream::Upstream;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -68,6 +66,8 @@ use axum::routing::post;
 use bytes::Bytes;
 use http::StatusCode;
 use http::request::Parts;
+use profilink_consumer::Upstream;
+use profilink_consumer::{Batch, Consumer, Payload, ReceiverKind, Transport};
 use profilink_proto::sentry::Envelope;
 use std::future::Future;
 use std::sync::Arc;

@@ -4,11 +4,12 @@
 //! and, without an upstream, the visible account of the items nothing consumes.
 
 use crate::sentry::item_stats::{ItemCounters, LogLimiter};
-use crate::upstream::{ForwardRequest, UpstreamLimit, item_category, item_type_label};
+use crate::upstream::{item_category, item_type_label};
 use bytes::Bytes;
 use http::HeaderMap;
 use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, HOST};
 use http::request::Parts;
+use profilink_consumer::{ForwardRequest, UpstreamLimit};
 use profilink_proto::sentry::{Envelope, EnvelopeItem};
 use serde_json::Value;
 use std::collections::BTreeMap;

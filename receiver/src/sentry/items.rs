@@ -2,11 +2,11 @@
 //! then the items pipelines consume, parsed, with every chunk checked at the door
 //! ([`crate::sentry::chunk_door`]).
 
-use crate::batch::SentryBatch;
 use crate::sentry::auth::{self, AuthError};
 use crate::sentry::chunk_door;
 use crate::sentry::common::{MAX_PROFILE_ITEM_SIZE, PERFETTO, Refusal};
 use http::StatusCode;
+use profilink_consumer::SentryBatch;
 use profilink_proto::sentry::MAX_ENVELOPE_ITEMS;
 use profilink_proto::sentry::{
     Envelope, EnvelopeItem, ProfileChunk, SampleProfileV1, Transaction, parse_span_item,

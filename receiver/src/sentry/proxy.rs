@@ -15,7 +15,6 @@
 //! nothing here consumes these requests: they are answered 200, counted in
 //! `profilink_receiver_dropped_items_total{type}` and logged (at most once per 10 s).
 
-use crate::batch::Consumer;
 use crate::sentry::auth::{self, AuthError};
 use crate::sentry::common::{
     Refusal, SentryState, answer, authenticate, check_declared_size, forward_refusal, json_ok,
@@ -31,6 +30,7 @@ use axum::routing::post;
 use bytes::Bytes;
 use http::StatusCode;
 use http::request::Parts;
+use profilink_consumer::Consumer;
 use std::sync::Arc;
 
 /// One proxied path: its route, the item type label it counts as, its data category.

@@ -4,13 +4,13 @@
 //! message and a newline) or by the door's own protocol; the answer to a pipeline refusal
 //! ([`consume_error`]); and the bounded body read ([`read_body`]).
 
-use crate::batch::{ConsumeError, Consumer};
 use crate::server::decompress::{self, BodyError, Encoding};
 use crate::server::http::retry_after_secs;
 use crate::stats::RefusalReason;
 use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, StatusCode};
+use profilink_consumer::{ConsumeError, Consumer};
 use std::time::Duration;
 
 /// A request answered with an error.
@@ -82,10 +82,10 @@ pub(crate) fn consume_error(error: &ConsumeError) -> Refusal {
             StatusCode::BAD_REQUEST,
             message.clone(),
         ),
-        ConsumeError::Internal(message) => Refusal::new(
+        failure => Refusal::new(
             RefusalReason::Unavailable,
             StatusCode::SERVICE_UNAVAILABLE,
-            message.clone(),
+            failure.to_string(),
         ),
     }
 }

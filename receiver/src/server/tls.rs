@@ -38,7 +38,7 @@ pub fn server_config(
     config
         .rustls_config(alpn)
         .map(Arc::new)
-        .map_err(|e| ReceiverError::Tls(e.to_string()))
+        .map_err(ReceiverError::Tls)
 }
 
 /// A TLS connection with the client's address.

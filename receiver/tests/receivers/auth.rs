@@ -166,7 +166,7 @@ async fn an_unresolved_authenticator_keeps_the_listener_from_starting() {
     let auth = Some(AuthSettings {
         authenticator: "bearertokenauth/missing".into(),
     });
-    let (consumer, _batches) = profilink_receiver::ChannelConsumer::new(1);
+    let (consumer, _batches) = profilink_consumer::ChannelConsumer::new(1);
     let consumer = Arc::new(consumer);
     let grpc = OtlpGrpcConfig {
         endpoint: "127.0.0.1:0".into(),

@@ -2,16 +2,15 @@
 //! gRPC client.
 
 use bytes::BufMut;
+use profilink_consumer::{Batch, ChannelConsumer, Payload, ReceiverKind, SentryBatch};
 use profilink_proto::otlp::{
     EXPORT_PATH, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
     ExportTraceServiceRequest, ProfilesData, data_from_request,
 };
-use profilink_receiver::Batch;
 use profilink_receiver::{
-    ChannelConsumer, OtlpGrpcConfig, OtlpHttpConfig, Payload, ReceiverError, SentryBatch,
-    SentryReceiverConfig, ServerHandle, Stats, serve_otlp_grpc, serve_otlp_http, serve_sentry,
+    OtlpGrpcConfig, OtlpHttpConfig, ReceiverError, SentryReceiverConfig, ServerHandle, Stats,
+    serve_otlp_grpc, serve_otlp_http, serve_sentry,
 };
-pub use profilink_receiver::{ReceiverKind, Transport};
 use prost::Message;
 use std::io::Write;
 use std::net::SocketAddr;

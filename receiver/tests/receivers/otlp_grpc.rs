@@ -1,6 +1,7 @@
 //! OTLP/gRPC with tonic's generated client and a raw-bytes client.
 
 use crate::common::*;
+use profilink_consumer::{ReceiverKind, Transport};
 use profilink_proto::otlp::profiles_service_client::ProfilesServiceClient;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ProfilesData, data_from_request};
 use profilink_receiver::OtlpGrpcConfig;

@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use crate::otlp_grpc::request_with_one_invalid_profile;
+use profilink_consumer::{ReceiverKind, Transport};
 use profilink_proto::otlp::ExportProfilesServiceResponse;
 use profilink_proto::otlp_json;
 use profilink_receiver::OtlpHttpConfig;

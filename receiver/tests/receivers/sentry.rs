@@ -2,8 +2,9 @@
 
 use crate::common::*;
 use base64::Engine;
+use profilink_consumer::{ReceiverKind, SentryBatch, Transport};
 use profilink_proto::sentry::{Envelope, ProfileChunk, SampleProfileV1, Transaction};
-use profilink_receiver::{SentryBatch, SentryReceiverConfig};
+use profilink_receiver::SentryReceiverConfig;
 use reqwest::StatusCode;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

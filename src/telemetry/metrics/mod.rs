@@ -34,8 +34,6 @@ mod scrape;
 mod tests;
 
 pub use process::{cpu_seconds, mark_start, resident_memory_bytes};
-/// The neutral interface the components' families are written through (`profilink-consumer`).
-pub use profilink_consumer::telemetry::{Family, Render, Text, escape};
 /// The listeners and exporters the registry reads, as the receiver and exporter crates name them.
 pub use profilink_exporter::telemetry::ExporterEntry;
 pub use profilink_receiver::telemetry::ReceiverEntry;
@@ -43,6 +41,7 @@ pub use scrape::{scrape, scrape_f64};
 
 use axum::Router;
 use axum::routing::get;
+use profilink_consumer::telemetry::{Family, Render, Text};
 use profilink_exporter::TracesMetrics;
 use profilink_exporter::telemetry::{
     Exporters, Forwarders, OtelcolExporters, TlsHandshakes, TracesExporters,

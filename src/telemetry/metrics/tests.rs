@@ -1,10 +1,11 @@
 //! Rendering a registry and scraping it back.
 
 use super::*;
+use profilink_consumer::telemetry::escape;
 use profilink_exporter::ExporterMetrics;
 use profilink_receiver::sample_records::SampleRecords;
 use profilink_receiver::{RefusalReason, Stats};
-use profilink_translator::TranslateError;
+use profilink_translator::{Malformed, TranslateError};
 use std::sync::atomic::Ordering;
 
 #[test]
@@ -15,7 +16,9 @@ fn renders_and_scrapes() {
     ExporterMetrics::add(&m.sent_chunks, 3);
     m.add_dropped(profilink_exporter::DiscardReason::SendError, 1);
     let counters = Arc::new(ServiceCounters::default());
-    counters.translation_error(&TranslateError::Invalid("x".into()));
+    counters.translation_error(&TranslateError::Invalid(Malformed::NoTimestamps {
+        sample: 0,
+    }));
     counters.invalid_chunks(2);
     let r = Registry {
         receivers: vec![ReceiverEntry {

@@ -1,7 +1,7 @@
 //! Per-profile collection: OTLP samples resolved into sessions, threads, stacks and links.
 //!
 //! Observations are not made here: each sample is resolved once (a [`SampleRef`]), counted
-//! in its session (observations, runtimes, linked threads) and placed in a [`Block`] of its
+//! in its session (observations, runtimes, linked threads) and placed in a [`Block`](super::observations::Block) of its
 //! session, so that splitting can make a session's observations one window at a time (see
 //! [`super::window`]). Blocks are runs of consecutive samples of one session spanning at most
 //! the block span (a quarter of the chunk duration); a longer sample is cut into blocks by
@@ -11,25 +11,29 @@
 //! A profile is translated completely or not at all: its sample refs, blocks and counts are
 //! removed again (the sessions restored to their previous state) when any index in the profile
 //! turns out invalid, so the rejected profile leaves nothing behind in the output.
+//!
+//! Rooms: which session and thread a sample belongs to is in `identity.rs`, where a sample's
+//! observations go in its session's blocks ([`Walk`], one pass over a profile) in
+//! `blocks.rs`.
+
+mod blocks;
+mod identity;
 
 use super::frames::FrameTable;
-use super::ids::digest64;
-use super::observations::{Block, Part, SampleRef, Session, ThreadInfo};
+use super::observations::{SampleRef, Session};
 use super::options::{ChunkOptions, NonCpuPolicy};
 use super::platform::Runtime;
-use super::platform::{hint_from_runtime_name, hint_from_sdk_language};
 use super::restore_hook::{self, CHUNK_ID_KEY, Restore};
-use super::samples::{
-    PerValue, classify, expansion_count, scaled, spread, thread_id_text, value_sum,
-};
-use super::session::{PROFILER_ID_KEY, ProcessIdentity, derive_profiler_id};
+use super::samples::{PerValue, classify, expansion_count, scaled, value_sum};
+use super::session::PROFILER_ID_KEY;
 use super::stacks::StackTable;
 use crate::dictionary::{Attr, AttrValue, Dictionary};
-use crate::error::TranslateError;
+use crate::error::{Limit, Malformed, TranslateError};
 use crate::sample_link::SampleLink;
+use blocks::Walk;
+use identity::{ATTR_UNKNOWN, AttrKey};
 use profilink_proto::otlp::{Profile, ResourceProfiles, Sample};
-use profilink_proto::sentry::parse_sentry_id;
-use profilink_proto::sentry::{CompactString, ProfileChunk};
+use profilink_proto::sentry::{ProfileChunk, parse_sentry_id};
 use std::collections::HashMap;
 
 const UNRESOLVED: u32 = u32::MAX;
@@ -132,8 +136,8 @@ pub(crate) struct Collector<'a> {
     /// once it is translated.
     linked_marks: Vec<(u32, u32)>,
     profile_gen: u32,
-    /// Per attribute-table index: [`ATTR_UNKNOWN`], [`ATTR_PROCESS`] (the key can change a
-    /// sample's process), [`ATTR_THREAD`] (its thread) or [`ATTR_OTHER`]; an index is
+    /// Per attribute-table index: `ATTR_UNKNOWN`, `ATTR_PROCESS` (the key can change a
+    /// sample's process), `ATTR_THREAD` (its thread) or `ATTR_OTHER` (see `identity`); an index is
     /// validated when classified.
     attr_class: Vec<u8>,
     /// (resource, the sample's identity and thread attribute indices) -> (session, thread).
@@ -143,45 +147,6 @@ pub(crate) struct Collector<'a> {
     session_cache: hashbrown::HashMap<AttrKey, u32>,
     key_scratch: Vec<i32>,
     process_scratch: Vec<i32>,
-}
-
-/// A resource (by address, stable during a translation) and attribute indices.
-type AttrKey = (usize, Box<[i32]>);
-
-const ATTR_UNKNOWN: u8 = 0;
-const ATTR_PROCESS: u8 = 1;
-const ATTR_THREAD: u8 = 2;
-const ATTR_OTHER: u8 = 3;
-
-/// A borrowed key of [`Collector::identity_cache`] (hashes like the owned key).
-#[derive(Hash)]
-struct IdentityKey<'k>(usize, &'k [i32]);
-
-impl hashbrown::Equivalent<AttrKey> for IdentityKey<'_> {
-    fn equivalent(&self, key: &AttrKey) -> bool {
-        self.0 == key.0 && self.1 == &*key.1
-    }
-}
-
-/// Attribute lookup over the sample layer, then the resource layer; the last occurrence of a
-/// key in a layer wins.
-fn lookup<'x, 'a>(
-    sample: &'x [Attr<'a>],
-    resource: &'x [Attr<'a>],
-    key: &str,
-) -> Option<&'x AttrValue<'a>> {
-    sample
-        .iter()
-        .rev()
-        .find(|a| a.key == key)
-        .or_else(|| resource.iter().rev().find(|a| a.key == key))
-        .map(|a| &a.value)
-}
-
-fn non_empty_str(v: Option<&AttrValue<'_>>) -> Option<String> {
-    v.and_then(AttrValue::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
 }
 
 /// A valid Sentry id (32 hex digits, dashes and case ignored, not all zero), normalized.
@@ -305,9 +270,12 @@ impl<'a> Collector<'a> {
         for (i, s) in profile.samples.iter().enumerate() {
             let (nv, nt) = (s.values.len(), s.timestamps_unix_nano.len());
             if nv != 0 && nt != 0 && nv != nt {
-                return Err(TranslateError::Invalid(format!(
-                    "samples[{i}] has {nv} values but {nt} timestamps"
-                )));
+                return Err(Malformed::ValuesAndTimestamps {
+                    sample: i,
+                    values: nv,
+                    timestamps: nt,
+                }
+                .into());
             }
             if nt == 0 {
                 total += u128::from(expansion_count(kind.per_value, value_sum(&s.values)));
@@ -316,10 +284,11 @@ impl<'a> Collector<'a> {
         // A claim no profiler can make is refused, not scaled: scaling it would count a
         // fictitious drop of up to 2^64 observations (see `claims::MAX_PLAUSIBLE_CLAIM`).
         if total > u128::from(super::claims::MAX_PLAUSIBLE_CLAIM) {
-            return Err(TranslateError::LimitExceeded(format!(
-                "aggregated samples claim {total} observations, over {}",
-                super::claims::MAX_PLAUSIBLE_CLAIM
-            )));
+            return Err(Limit::Claim {
+                total,
+                max: super::claims::MAX_PLAUSIBLE_CLAIM,
+            }
+            .into());
         }
 
         // Pass 2, undone on error.
@@ -368,6 +337,11 @@ impl<'a> Collector<'a> {
         }
     }
 
+    /// Pass 2 over the samples of the profile last pushed to [`Collector::profiles`]: each
+    /// sample resolved ([`Collector::resolve`]), its observations counted
+    /// ([`Walk::observations`], [`Collector::count`]) and placed in blocks of its session
+    /// ([`Collector::place_short`], [`Collector::place_long`]). Returns the observations
+    /// implied, those dropped by the expansion cap, and those with an unusable link.
     fn collect(
         &mut self,
         resource_id: usize,
@@ -375,149 +349,75 @@ impl<'a> Collector<'a> {
         profile: &'a Profile,
     ) -> Result<(u64, u64, u64), TranslateError> {
         let p = self.profiles.len() - 1;
-        let source = &self.profiles[p];
-        let (cap, total, per_value) = (source.cap, source.total, source.per_value);
-        let (start, dur) = source.spread_window();
-        let block_span = self.block_span;
-        let (mut observations, mut dropped, mut unusable) = (0u64, 0u64, 0u64);
+        let mut walk = Walk::new(p as u32, &self.profiles[p], self.block_span);
         self.refs.reserve(profile.samples.len());
-        // Consecutive samples often share their attribute list: skip the lookup then.
-        let mut last: Option<(&'a [i32], (u32, u32))> = None;
-        // The block the previous sample went to: (session, index in its blocks).
-        let mut open: Option<(u32, usize)> = None;
-        // The session last recorded as touched by this profile.
-        let mut touched: Option<u32> = None;
         for (i, s) in profile.samples.iter().enumerate() {
-            let key = s.attribute_indices.as_slice();
-            let (session, thread) = match last {
-                Some((k, v)) if k == key => v,
-                _ => {
-                    let v = self.session_thread_cached(resource_id, resource, s)?;
-                    last = Some((key, v));
-                    v
-                }
-            };
-            let stack = self.st.resolve(&mut self.ft, s.stack_index)?;
-            let (link, link_unusable) = self.link(s.link_index)?;
-            self.refs.push(SampleRef {
-                thread,
-                stack,
-                link,
-            });
-            // The sample's observations: how many, their time range, and whether their times
-            // never decrease.
-            let ts = &s.timestamps_unix_nano;
-            let (n, min, max) = if !ts.is_empty() {
-                let n = ts.len() as u64;
-                observations = observations.saturating_add(n);
-                let (min, max) = ts
-                    .iter()
-                    .fold((u64::MAX, 0), |(lo, hi), &t| (lo.min(t), hi.max(t)));
-                (n, min, max)
-            } else {
-                let requested = expansion_count(per_value, value_sum(&s.values));
-                let n = scaled(requested, cap, total);
-                // Aggregated values are the producer's claim, up to i64::MAX each: the sums
-                // saturate rather than overflow (they are statistics, not data).
-                observations = observations.saturating_add(requested);
-                dropped = dropped.saturating_add(requested - n);
-                let last = n.saturating_sub(1);
-                (n, spread(start, dur, 0, n), spread(start, dur, last, n))
-            };
+            let (session, r, link_unusable) = self.resolve(&mut walk, resource_id, resource, s)?;
+            let (n, min, max) = walk.observations(s);
             if link_unusable {
-                unusable += n;
+                walk.unusable += n;
             }
             if n == 0 {
                 continue;
             }
-            if touched != Some(session) {
-                self.touch(session);
-                touched = Some(session);
-            }
-            if link != 0 {
-                self.linked_marks.push((session, thread));
-            }
-            let primary = self.st.stacks[stack as usize].primary;
-            let sess = &mut self.sessions[session as usize];
-            sess.observations = sess.observations.saturating_add(n);
-            let r = &mut sess.runtimes[primary.index()];
-            *r = r.saturating_add(n);
+            self.count(&mut walk, session, r, n);
             let i = i as u32;
-            if max - min <= block_span {
-                if let Some((bs, bi)) = open
-                    && bs == session
-                {
-                    let b = &mut sess.blocks[bi];
-                    let (lo, hi) = (b.min_ts.min(min), b.max_ts.max(max));
-                    if b.end == i && hi - lo <= block_span {
-                        b.end = i + 1;
-                        b.min_ts = lo;
-                        b.max_ts = hi;
-                        continue;
-                    }
-                }
-                open = Some((session, sess.blocks.len()));
-                sess.blocks.push(Block {
-                    profile: p as u32,
-                    start: i,
-                    end: i + 1,
-                    part: Part::Whole,
-                    min_ts: min,
-                    max_ts: max,
-                });
-                continue;
-            }
-            open = None;
-            // Long: blocks of at most `block_span` each, by index (of a sorted copy of the
-            // timestamps when they are out of order).
-            let ordered = ts.is_empty() || ts.windows(2).all(|w| w[0] <= w[1]);
-            let copy = if ordered {
-                None
+            if max - min <= walk.block_span {
+                self.place_short(&mut walk, session, i, (min, max));
             } else {
-                let mut v = ts.clone();
-                v.sort_unstable();
-                self.sorted.push(v);
-                Some(self.sorted.len() - 1)
-            };
-            let sess = &mut self.sessions[session as usize];
-            let at = |k: u64| match copy {
-                Some(c) => self.sorted[c][k as usize],
-                None if ts.is_empty() => spread(start, dur, k, n),
-                None => ts[k as usize],
-            };
-            let mut lo = 0u64;
-            while lo < n {
-                let first = at(lo);
-                let limit = first.saturating_add(block_span);
-                // The first index past `limit` (times never decrease): binary search.
-                let (mut a, mut b) = (lo + 1, n);
-                while a < b {
-                    let mid = a + (b - a) / 2;
-                    if at(mid) <= limit {
-                        a = mid + 1;
-                    } else {
-                        b = mid;
-                    }
-                }
-                sess.blocks.push(Block {
-                    profile: p as u32,
-                    start: i,
-                    end: i + 1,
-                    part: match copy {
-                        Some(c) => Part::Sorted {
-                            sorted: c as u32,
-                            lo,
-                            hi: a,
-                        },
-                        None => Part::Range(lo, a),
-                    },
-                    min_ts: first,
-                    max_ts: at(a - 1),
-                });
-                lo = a;
+                walk.open = None;
+                self.place_long(&walk, session, i, &s.timestamps_unix_nano, n);
             }
         }
-        Ok((observations, dropped, unusable))
+        Ok((walk.observations, walk.dropped, walk.unusable))
+    }
+
+    /// Resolves sample `s` into a [`SampleRef`] (its session's thread, its stack, its link),
+    /// pushed to [`Collector::refs`]: its session, the ref, and whether its link is present
+    /// but unusable.
+    fn resolve(
+        &mut self,
+        walk: &mut Walk<'a>,
+        resource_id: usize,
+        resource: &[Attr<'a>],
+        s: &'a Sample,
+    ) -> Result<(u32, SampleRef, bool), TranslateError> {
+        let key = s.attribute_indices.as_slice();
+        let (session, thread) = match walk.last {
+            Some((k, v)) if k == key => v,
+            _ => {
+                let v = self.session_thread_cached(resource_id, resource, s)?;
+                walk.last = Some((key, v));
+                v
+            }
+        };
+        let stack = self.st.resolve(&mut self.ft, s.stack_index)?;
+        let (link, link_unusable) = self.link(s.link_index)?;
+        let r = SampleRef {
+            thread,
+            stack,
+            link,
+        };
+        self.refs.push(r);
+        Ok((session, r, link_unusable))
+    }
+
+    /// Counts `n` observations of sample `r` in its session (and in its stack's runtime): the
+    /// session first recorded as touched by this profile, the thread marked linked when the
+    /// sample has a link.
+    fn count(&mut self, walk: &mut Walk<'a>, session: u32, r: SampleRef, n: u64) {
+        if walk.touched != Some(session) {
+            self.touch(session);
+            walk.touched = Some(session);
+        }
+        if r.link != 0 {
+            self.linked_marks.push((session, r.thread));
+        }
+        let primary = self.st.stacks[r.stack as usize].primary;
+        let sess = &mut self.sessions[session as usize];
+        sess.observations = sess.observations.saturating_add(n);
+        let r = &mut sess.runtimes[primary.index()];
+        *r = r.saturating_add(n);
     }
 
     /// Records the session's state before its first change in this profile.
@@ -535,139 +435,6 @@ impl<'a> Collector<'a> {
                 runtimes: sess.runtimes,
                 blocks: sess.blocks.len(),
             });
-        }
-    }
-
-    /// How an attribute counts for a sample's identity ([`ATTR_PROCESS`], [`ATTR_THREAD`]
-    /// or [`ATTR_OTHER`]), remembered per attribute-table index.
-    fn attribute_class(&mut self, index: i32) -> Result<u8, TranslateError> {
-        let slot = usize::try_from(index)
-            .ok()
-            .filter(|&i| i < self.attr_class.len());
-        if let Some(i) = slot
-            && self.attr_class[i] != ATTR_UNKNOWN
-        {
-            return Ok(self.attr_class[i]);
-        }
-        let class = match self.dict.attribute(index)? {
-            Some(a) if ProcessIdentity::is_identity_key(a.key) => ATTR_PROCESS,
-            Some(a) if a.key == "thread.id" || a.key == "thread.name" => ATTR_THREAD,
-            _ => ATTR_OTHER,
-        };
-        if let Some(i) = slot {
-            self.attr_class[i] = class;
-        }
-        Ok(class)
-    }
-
-    /// The session and thread of a sample, computed once per resource and distinct list of
-    /// identity and thread attributes (eBPF samples differ in other attributes too).
-    fn session_thread_cached(
-        &mut self,
-        resource_id: usize,
-        resource: &[Attr<'a>],
-        s: &'a Sample,
-    ) -> Result<(u32, u32), TranslateError> {
-        let mut key = std::mem::take(&mut self.key_scratch);
-        key.clear();
-        for &i in &s.attribute_indices {
-            if self.attribute_class(i)? != ATTR_OTHER {
-                key.push(i);
-            }
-        }
-        let v = match self.identity_cache.get(&IdentityKey(resource_id, &key)) {
-            Some(&v) => v,
-            None => {
-                let attrs = self.dict.attributes(&s.attribute_indices)?;
-                // The process's attributes alone decide the session.
-                let mut process = std::mem::take(&mut self.process_scratch);
-                process.clear();
-                for &i in &key {
-                    if self.attribute_class(i)? == ATTR_PROCESS {
-                        process.push(i);
-                    }
-                }
-                let session = match self.session_cache.get(&IdentityKey(resource_id, &process)) {
-                    Some(&session) => session,
-                    None => {
-                        let session = self.session_of(resource, &attrs);
-                        self.session_cache
-                            .insert((resource_id, process.as_slice().into()), session);
-                        session
-                    }
-                };
-                self.process_scratch = process;
-                let v = (session, self.thread_of(session, resource, &attrs));
-                self.identity_cache
-                    .insert((resource_id, key.as_slice().into()), v);
-                v
-            }
-        };
-        self.key_scratch = key;
-        Ok(v)
-    }
-
-    /// The session of a sample's process (created at its first sample).
-    fn session_of(&mut self, resource: &[Attr<'a>], attrs: &[Attr<'a>]) -> u32 {
-        let identity = ProcessIdentity::from_attributes(resource, attrs);
-        let profiler_id = derive_profiler_id(&identity);
-        let key = (
-            profiler_id,
-            self.producer_chunk_id.clone().unwrap_or_default(),
-        );
-        match self.session_index.get(&key) {
-            Some(&i) => i,
-            None => {
-                let i = self.sessions.len() as u32;
-                let l = |k| lookup(attrs, resource, k);
-                let environment = non_empty_str(l("deployment.environment.name"))
-                    .or_else(|| non_empty_str(l("deployment.environment")));
-                let platform_hint = l("telemetry.sdk.language")
-                    .and_then(AttrValue::as_str)
-                    .and_then(hint_from_sdk_language)
-                    .or_else(|| {
-                        l("process.runtime.name")
-                            .and_then(AttrValue::as_str)
-                            .and_then(hint_from_runtime_name)
-                    });
-                self.sessions.push(Session {
-                    profiler_id: key.0.clone(),
-                    release: non_empty_str(l("service.version")),
-                    environment,
-                    platform_hint,
-                    ..Session::default()
-                });
-                self.chunk_ids.push(self.producer_chunk_id.clone());
-                self.session_index.insert(key, i);
-                i
-            }
-        }
-    }
-
-    /// The thread of a sample in `session` (created at its first sample).
-    fn thread_of(&mut self, session: u32, resource: &[Attr<'a>], attrs: &[Attr<'a>]) -> u32 {
-        let tid = thread_id(attrs, resource);
-        let name = non_empty_str(lookup(attrs, resource, "thread.name"));
-        let sess = &mut self.sessions[session as usize];
-        match sess.thread_index.get(&tid) {
-            Some(&t) => {
-                let info = &mut sess.threads[t as usize];
-                if info.name.is_none() {
-                    info.name = name;
-                }
-                t
-            }
-            None => {
-                let t = sess.threads.len() as u32;
-                sess.threads.push(ThreadInfo {
-                    digest: digest64(tid.as_bytes()),
-                    sample_id: CompactString::from(tid.as_str()),
-                    id: tid.clone(),
-                    name,
-                });
-                sess.thread_index.insert(tid, t);
-                t
-            }
         }
     }
 
@@ -706,12 +473,4 @@ impl<'a> Collector<'a> {
 /// 1 ns), so that a session's window holds little more than the chunk being cut.
 pub(crate) fn block_span(opts: &ChunkOptions) -> u64 {
     (opts.effective_max_chunk_duration_ns() / 4).max(1)
-}
-
-/// The Sentry thread id of a sample (see [`super::samples`]).
-fn thread_id(sample: &[Attr<'_>], resource: &[Attr<'_>]) -> String {
-    lookup(sample, resource, "thread.id")
-        .and_then(thread_id_text)
-        .or_else(|| lookup(sample, resource, "process.pid").and_then(thread_id_text))
-        .unwrap_or_else(|| "0".to_owned())
 }

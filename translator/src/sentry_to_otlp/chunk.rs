@@ -21,7 +21,7 @@ use super::builder::DictionaryBuilder;
 use super::options::OtlpOptions;
 use super::samples::{Body, emit};
 use super::{extras, profile_shell};
-use crate::error::TranslateError;
+use crate::error::{TimestampError, TranslateError};
 use crate::linking::LinkSource;
 use profilink_proto::otlp::Profile;
 use profilink_proto::sentry::ProfileChunk;
@@ -63,11 +63,9 @@ pub fn prepare(chunk: &ProfileChunk) -> Result<Vec<u64>, TranslateError> {
         let ns = match last {
             Some((b, ns)) if b == bits => ns,
             _ => {
-                let ns = secs_to_nanos(s.timestamp).ok_or_else(|| {
-                    TranslateError::InvalidTimestamp(format!(
-                        "samples[{i}].timestamp = {}",
-                        s.timestamp
-                    ))
+                let ns = secs_to_nanos(s.timestamp).ok_or(TimestampError::Sample {
+                    index: i,
+                    timestamp: s.timestamp,
                 })?;
                 last = Some((bits, ns));
                 ns

@@ -16,7 +16,7 @@ use super::builder::{
     DictionaryBuilder, array_value, double_value, int_value, kvlist_value, str_value,
 };
 use crate::dictionary::AttrValue;
-use crate::error::TranslateError;
+use crate::error::{Malformed, TranslateError};
 use profilink_proto::otlp::AnyValue;
 use profilink_proto::sentry::V1Measurement;
 use profilink_proto::sentry::{DebugMeta, Measurement, MeasurementValue, ThreadMetadata};
@@ -108,23 +108,30 @@ pub(crate) fn encode_v1_measurements(
 pub(crate) fn decode_thread_metadata(
     v: &AttrValue<'_>,
 ) -> Result<BTreeMap<String, ThreadMetadata>, TranslateError> {
-    let s = v.as_str().ok_or_else(|| {
-        TranslateError::Invalid(format!("{SENTRY_THREAD_METADATA} is not a string"))
+    let s = v.as_str().ok_or(Malformed::NotAString {
+        key: SENTRY_THREAD_METADATA,
     })?;
-    serde_json::from_str(s)
-        .map_err(|e| TranslateError::Invalid(format!("{SENTRY_THREAD_METADATA}: {e}")))
+    serde_json::from_str(s).map_err(|e| json(SENTRY_THREAD_METADATA, e))
 }
 
 /// Reads `debug_meta` back from its attribute value.
 pub(crate) fn decode_debug_meta(v: &AttrValue<'_>) -> Result<DebugMeta, TranslateError> {
-    let s = v
-        .as_str()
-        .ok_or_else(|| TranslateError::Invalid(format!("{SENTRY_DEBUG_META} is not a string")))?;
-    serde_json::from_str(s)
-        .map_err(|e| TranslateError::Invalid(format!("{SENTRY_DEBUG_META}: {e}")))
+    let s = v.as_str().ok_or(Malformed::NotAString {
+        key: SENTRY_DEBUG_META,
+    })?;
+    serde_json::from_str(s).map_err(|e| json(SENTRY_DEBUG_META, e))
 }
 
-fn doubles(v: Option<&AttrValue<'_>>, what: &str) -> Result<Vec<f64>, TranslateError> {
+/// The error of a `key` attribute that does not parse as JSON of its type.
+fn json(key: &'static str, e: serde_json::Error) -> TranslateError {
+    Malformed::Json {
+        key,
+        source: e.into(),
+    }
+    .into()
+}
+
+fn doubles(v: Option<&AttrValue<'_>>, field: &'static str) -> Result<Vec<f64>, TranslateError> {
     match v {
         None => Ok(Vec::new()),
         Some(AttrValue::Array(items)) => items
@@ -132,14 +139,18 @@ fn doubles(v: Option<&AttrValue<'_>>, what: &str) -> Result<Vec<f64>, TranslateE
             .map(|x| match x {
                 AttrValue::Double(d) => Ok(*d),
                 AttrValue::Int(i) => Ok(*i as f64),
-                _ => Err(TranslateError::Invalid(format!(
-                    "{SENTRY_MEASUREMENTS}: {what} holds a non-number"
-                ))),
+                _ => Err(Malformed::MeasurementNotANumber {
+                    key: SENTRY_MEASUREMENTS,
+                    field,
+                }
+                .into()),
             })
             .collect(),
-        Some(_) => Err(TranslateError::Invalid(format!(
-            "{SENTRY_MEASUREMENTS}: {what} is not an array"
-        ))),
+        Some(_) => Err(Malformed::MeasurementNotAnArray {
+            key: SENTRY_MEASUREMENTS,
+            field,
+        }
+        .into()),
     }
 }
 
@@ -148,16 +159,19 @@ pub(crate) fn decode_measurements(
     v: &AttrValue<'_>,
 ) -> Result<BTreeMap<String, Measurement>, TranslateError> {
     let AttrValue::KvList(entries) = v else {
-        return Err(TranslateError::Invalid(format!(
-            "{SENTRY_MEASUREMENTS} is not a kvlist"
-        )));
+        return Err(Malformed::NotAKvList {
+            key: SENTRY_MEASUREMENTS,
+        }
+        .into());
     };
     let mut out = BTreeMap::new();
     for (name, m) in entries {
         let AttrValue::KvList(fields) = m else {
-            return Err(TranslateError::Invalid(format!(
-                "{SENTRY_MEASUREMENTS}.{name} is not a kvlist"
-            )));
+            return Err(Malformed::MeasurementNotAKvList {
+                key: SENTRY_MEASUREMENTS,
+                name: name.to_string(),
+            }
+            .into());
         };
         let get = |k: &str| fields.iter().find(|(fk, _)| *fk == k).map(|(_, v)| v);
         let unit = get(measurement::UNIT)
@@ -167,11 +181,13 @@ pub(crate) fn decode_measurements(
         let ts = doubles(get(measurement::TIMESTAMPS), measurement::TIMESTAMPS)?;
         let vs = doubles(get(measurement::VALUES), measurement::VALUES)?;
         if ts.len() != vs.len() {
-            return Err(TranslateError::Invalid(format!(
-                "{SENTRY_MEASUREMENTS}.{name}: {} timestamps but {} values",
-                ts.len(),
-                vs.len()
-            )));
+            return Err(Malformed::MeasurementLengths {
+                key: SENTRY_MEASUREMENTS,
+                name: name.to_string(),
+                timestamps: ts.len(),
+                values: vs.len(),
+            }
+            .into());
         }
         let values = ts
             .into_iter()

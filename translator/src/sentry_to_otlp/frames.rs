@@ -39,7 +39,7 @@
 use super::attributes::*;
 use super::builder::{DictionaryBuilder, array_value, str_value};
 use crate::dictionary::{AttrValue, Dictionary};
-use crate::error::TranslateError;
+use crate::error::{Malformed, TranslateError};
 use profilink_proto::otlp::{Function, Line, Location, Mapping};
 use profilink_proto::sentry::image_space::synthetic_image_base;
 use profilink_proto::sentry::{DebugImage, Frame};
@@ -337,10 +337,8 @@ impl<'a> FrameInterner<'a> {
     }
 }
 
-fn u32_field(v: i64, what: &str) -> Result<u32, TranslateError> {
-    u32::try_from(v).map_err(|_| {
-        TranslateError::Invalid(format!("{what} {v} does not fit a Sentry frame (u32)"))
-    })
+fn u32_field(value: i64, field: &'static str) -> Result<u32, TranslateError> {
+    u32::try_from(value).map_err(|_| Malformed::FrameField { field, value }.into())
 }
 
 /// The [`SENTRY_DEBUG_IMAGE_SLOT_BASE`] of mapping `index` (0 when absent).
@@ -351,7 +349,11 @@ fn slot_base_of(dict: &Dictionary<'_>, index: i32) -> Result<u64, TranslateError
     for a in dict.attributes(&m.attribute_indices)? {
         if let (SENTRY_DEBUG_IMAGE_SLOT_BASE, AttrValue::Int(v)) = (a.key, &a.value) {
             return u64::try_from(*v).map_err(|_| {
-                TranslateError::Invalid(format!("{SENTRY_DEBUG_IMAGE_SLOT_BASE} {v} is negative"))
+                Malformed::NegativeSlotBase {
+                    key: SENTRY_DEBUG_IMAGE_SLOT_BASE,
+                    value: *v,
+                }
+                .into()
             });
         }
     }

@@ -47,7 +47,7 @@ use super::attributes::*;
 use super::{extras, frames};
 use crate::SampleLink;
 use crate::dictionary::{AttrValue, Dictionary};
-use crate::error::TranslateError;
+use crate::error::{Malformed, TranslateError};
 use crate::fx_hash::FxHashMap;
 use profilink_proto::otlp::{ExportProfilesServiceRequest, Profile, ResourceProfiles};
 use profilink_proto::sentry::CompactString;
@@ -208,9 +208,12 @@ pub fn check_marker(
 }
 
 fn text(v: &AttrValue<'_>, key: &str) -> Result<String, TranslateError> {
-    v.as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| TranslateError::Invalid(format!("attribute {key} is not a string")))
+    v.as_str().map(str::to_owned).ok_or_else(|| {
+        Malformed::AttributeNotAString {
+            key: key.to_owned(),
+        }
+        .into()
+    })
 }
 
 fn restore(
@@ -271,9 +274,10 @@ fn restore(
         }
     }
     if !has_chunk_id {
-        return Err(TranslateError::Invalid(format!(
-            "profile has no {SENTRY_CHUNK_ID} attribute: it was not made from a chunk"
-        )));
+        return Err(Malformed::NotAChunk {
+            key: SENTRY_CHUNK_ID,
+        }
+        .into());
     }
     for (present, key) in [
         (has_profiler_id, SENTRY_PROFILER_ID),
@@ -281,9 +285,7 @@ fn restore(
         (has_version, SENTRY_VERSION),
     ] {
         if !present {
-            return Err(TranslateError::Invalid(format!(
-                "the chunk's required {key} attribute is missing: not restored"
-            )));
+            return Err(Malformed::MissingChunkAttribute { key }.into());
         }
     }
 
@@ -303,11 +305,8 @@ fn restore(
                         let fid = match frame_of.get(&li) {
                             Some(&f) => f,
                             None => {
-                                let loc = dict.location(li)?.ok_or_else(|| {
-                                    TranslateError::Invalid(format!(
-                                        "stack_table[{}] refers to location 0",
-                                        s.stack_index
-                                    ))
+                                let loc = dict.location(li)?.ok_or(Malformed::LocationZero {
+                                    stack: s.stack_index,
                                 })?;
                                 let frame = frames::decode_location(dict, loc)?;
                                 let next = chunk.profile.frames.len();
@@ -338,13 +337,12 @@ fn restore(
                 };
             }
         }
-        let thread_id = thread_id.ok_or_else(|| {
-            TranslateError::Invalid(format!("samples[{si}] has no string or int {THREAD_ID}"))
+        let thread_id = thread_id.ok_or(Malformed::NoThreadId {
+            sample: si,
+            key: THREAD_ID,
         })?;
         if s.timestamps_unix_nano.is_empty() && !s.values.is_empty() {
-            return Err(TranslateError::Invalid(format!(
-                "samples[{si}] has values but no timestamps: a chunk sample needs a time"
-            )));
+            return Err(Malformed::NoTimestamps { sample: si }.into());
         }
         let link = if want_links && s.link_index != 0 {
             dict.link(s.link_index)?.and_then(|l| {

@@ -22,7 +22,7 @@ use super::chunk::check_stacks;
 use super::options::OtlpOptions;
 use super::samples::{Body, emit};
 use super::{extras, profile_shell};
-use crate::error::TranslateError;
+use crate::error::{TimestampError, TranslateError};
 use crate::linking::{LinkSource, TransactionLinks, span_intervals_with};
 use profilink_proto::otlp::Profile;
 use profilink_proto::sentry::{SampleProfileV1, Transaction};
@@ -65,10 +65,10 @@ pub fn prepare(v: &V1WithTransaction) -> Result<Vec<u64>, TranslateError> {
     let base = p
         .timestamp
         .or_else(|| v.transaction.as_ref().and_then(|t| t.start_timestamp))
-        .ok_or_else(|| TranslateError::InvalidTimestamp("V1 profile has no timestamp".into()))?;
+        .ok_or(TimestampError::Missing)?;
     let base = base
         .as_unix_nanos()
-        .ok_or_else(|| TranslateError::InvalidTimestamp(format!("timestamp = {}", base.0)))?;
+        .ok_or(TimestampError::Unrepresentable { timestamp: base.0 })?;
     let mut out = Vec::with_capacity(p.profile.samples.len());
     for (i, s) in p.profile.samples.iter().enumerate() {
         if s.stack_id >= p.profile.stacks.len() {
@@ -78,12 +78,12 @@ pub fn prepare(v: &V1WithTransaction) -> Result<Vec<u64>, TranslateError> {
                 len: p.profile.stacks.len(),
             });
         }
-        let t = base.checked_add(s.elapsed_since_start_ns).ok_or_else(|| {
-            TranslateError::InvalidTimestamp(format!(
-                "samples[{i}].elapsed_since_start_ns = {} overflows",
-                s.elapsed_since_start_ns
-            ))
-        })?;
+        let t = base
+            .checked_add(s.elapsed_since_start_ns)
+            .ok_or(TimestampError::Elapsed {
+                index: i,
+                elapsed_ns: s.elapsed_since_start_ns,
+            })?;
         out.push(t);
     }
     Ok(out)

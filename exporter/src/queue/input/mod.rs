@@ -22,7 +22,7 @@
 //! ```
 //!
 //! The linked threads (version 2) are the chunk's thread ids that spans may reference
-//! ([`crate::ExportChunk::linked_threads`]): the accumulator never groups them, and a replay
+//! ([`profilink_consumer::ExportChunk::linked_threads`]): the accumulator never groups them, and a replay
 //! must know them to merge as the first run did. Version 1 records (written before them) are
 //! read with no linked threads.
 //!

@@ -2,9 +2,9 @@
 //! to [`crate::otlp::ingest`], the gRPC status of a refusal, and the generated service traits
 //! for a handler mounted in another tonic server.
 
-use crate::batch::{ConsumeError, Consumer, Transport};
 use crate::otlp::ingest::{self, ExportError, IngestSignal, consume_reason};
 use crate::stats::{Counters, RefusalReason, Stats};
+use profilink_consumer::{ConsumeError, Consumer, Transport};
 use profilink_proto::otlp::{
     ExportProfilesServiceRequest, ExportProfilesServiceResponse, ExportTraceServiceRequest,
     ExportTraceServiceResponse, profiles_service_server, trace_service_server,
@@ -132,15 +132,15 @@ pub fn consume_status(error: &ConsumeError) -> Status {
             ErrorDetails::with_retry_info(Some(*retry_after)),
         ),
         ConsumeError::Rejected(message) => Status::invalid_argument(message.clone()),
-        ConsumeError::Internal(message) => Status::unavailable(message.clone()),
+        failure => Status::unavailable(failure.to_string()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ChannelConsumer;
     use profiles_service_server::ProfilesService;
+    use profilink_consumer::ChannelConsumer;
 
     #[tokio::test]
     async fn a_mounted_handler_refuses_other_versions_too() {

@@ -40,7 +40,6 @@ mod service;
 pub use handler::OtlpGrpcHandler;
 pub use service::{ExportService, OtlpGrpcService, OtlpTracesGrpcService};
 
-use crate::batch::Consumer;
 use crate::config::OtlpGrpcConfig;
 use crate::error::ReceiverError;
 use crate::server::connections::{self, ConnectionLimits};
@@ -48,6 +47,7 @@ use crate::server::detach::Detached;
 use crate::server::tls;
 use crate::server::{self, ServerHandle};
 use crate::stats::Stats;
+use profilink_consumer::Consumer;
 use profilink_proto::signal::{Signal, Traces};
 use std::future::Future;
 use std::io;

@@ -5,11 +5,11 @@
 use super::codec::ExportCodec;
 use super::handler::{OtlpGrpcHandler, consume_status, unknown_service};
 use crate::auth::ListenerAuth;
-use crate::batch::Consumer;
 use crate::config::OtlpGrpcConfig;
 use crate::otlp::ingest::{IngestSignal, consume_reason};
 use crate::server::detach::Detached;
 use crate::stats::{RefusalReason, Stats};
+use profilink_consumer::Consumer;
 use profilink_proto::signal::{Profiles, Signal, Traces};
 use std::convert::Infallible;
 use std::marker::PhantomData;
