@@ -9,7 +9,7 @@
 //! * [`TracesExporter`]: OTLP traces requests; full within a tenth of its in-memory queue.
 
 use crate::metrics::ExporterMetrics;
-use crate::{FileExporter, OtlpExporter, SentryExporter, TracesExporter};
+use crate::{FileExporter, OtlpExporter, TracesExporter};
 use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportTraceServiceRequest};
 use std::sync::atomic::Ordering;
@@ -31,20 +31,6 @@ pub(crate) fn within_headroom(metrics: &ExporterMetrics) -> bool {
     let cap = metrics.queue_capacity_bytes.load(Ordering::Relaxed);
     let size = metrics.queue_size_bytes.load(Ordering::Relaxed);
     nearly_full(size, cap, (cap / 10).min(QUEUE_HEADROOM))
-}
-
-impl Export<Vec<ExportChunk>> for SentryExporter {
-    fn export(&self, data: Vec<ExportChunk>) -> BoxFuture<'_, Result<(), ExportError>> {
-        Box::pin(SentryExporter::export(self, data))
-    }
-
-    fn is_full(&self) -> bool {
-        SentryExporter::is_full(self)
-    }
-
-    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(SentryExporter::shutdown(*self, deadline))
-    }
 }
 
 impl Export<Vec<ExportChunk>> for FileExporter {

@@ -61,6 +61,9 @@ mod accumulate;
 mod chunk_engine;
 mod client_auth;
 mod clock;
+// `#[macro_use]`: the chunk exporters' configs (`sentry`, `file`) take their accumulation
+// part from `config`'s `chunk_exporter_parts!`.
+#[macro_use]
 mod config;
 mod contract;
 mod durations;
@@ -88,8 +91,7 @@ pub use client_auth::{AuthSlot, ClientAuth};
 pub use clock::{Clock, ManualClock, SharedClock};
 pub use config::{
     AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, FileExporterConfig,
-    OtlpExporterConfig, OtlpProtocol, RetryConfig, RoutingConfig, SentryExporterConfig,
-    SparseThreads,
+    OtlpExporterConfig, OtlpProtocol, RetryConfig, SparseThreads,
 };
 pub use contract::nearly_full;
 pub use durations::{AttemptDurations, AttemptOutcome, HistogramSnapshot};
@@ -108,8 +110,7 @@ pub use request::{
     QueueLevels, RequestExporter, RequestMetrics, RequestSender, RequestSettings, SendOutcome,
 };
 pub use send_queue::record::Queued;
-pub use sentry::SentryExporter;
-pub use sentry::routing::{Route, Router};
+pub use sentry::{Route, Router, RoutingConfig, SentryExporter, SentryExporterConfig};
 pub use start_error::StartError;
 pub use traces::{
     OtlpTracesConfig, SentryTracesConfig, TracesExporter, TracesExporterConfig, TracesMetrics,
