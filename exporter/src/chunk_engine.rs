@@ -6,7 +6,7 @@
 //! nothing of the engine that runs them.
 
 use crate::clock::SharedClock;
-use crate::config::{FileExporterConfig, RetryConfig};
+use crate::config::RetryConfig;
 use crate::engine::{Engine, EngineConfig, Sink};
 use crate::metrics::ExporterMetrics;
 use crate::queue_config::QueueConfig;
@@ -23,27 +23,6 @@ pub(crate) trait ChunkExporterConfig {
     fn sending_queue(&self) -> &QueueConfig;
     /// The queue directory.
     fn queue_dir(&self) -> PathBuf;
-}
-
-impl ChunkExporterConfig for FileExporterConfig {
-    fn engine_config(&self, retry: RetryConfig) -> EngineConfig {
-        EngineConfig {
-            accumulate: self.accumulate(),
-            retry,
-            num_consumers: self.consumers(),
-            tick: self.tick,
-            observer: self.observer.clone(),
-            flush_on_shutdown: self.flush_on_shutdown,
-        }
-    }
-
-    fn sending_queue(&self) -> &QueueConfig {
-        &self.sending_queue
-    }
-
-    fn queue_dir(&self) -> PathBuf {
-        FileExporterConfig::queue_dir(self)
-    }
 }
 
 /// Opens the exporter's durable queue (replaying what an earlier run left) and starts the

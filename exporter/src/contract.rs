@@ -1,16 +1,18 @@
-//! How each exporter meets the pipeline's contract ([`Export`] of `profilink-consumer`): which
-//! data it takes and its own rule for refusing requests before they are read ([`Export::is_full`]).
+//! The rule by which exporters refuse requests before they are read ([`Export::is_full`] of
+//! the pipeline's contract, `profilink-consumer`). Each exporter implements [`Export`] in its
+//! own `export.rs`.
 //!
-//! * [`SentryExporter`], [`FileExporter`]: chunks. With `sending_queue.overflow: backpressure`
-//!   (the default), full once less than [`QUEUE_HEADROOM`] (or a tenth of the capacity, whichever
-//!   is smaller) of the durable queue is left, so requests are refused before they are read
-//!   rather than after they were decoded and translated.
+//! * [`SentryExporter`](crate::SentryExporter), [`FileExporter`](crate::FileExporter): chunks.
+//!   With `sending_queue.overflow: backpressure` (the default), full once less than
+//!   [`QUEUE_HEADROOM`] (or a tenth of the capacity, whichever is smaller) of the durable queue
+//!   is left ([`within_headroom`]), so requests are refused before they are read rather than
+//!   after they were decoded and translated.
 //! * [`OtlpExporter`]: OTLP profiles requests (its sending queue answers `Full` itself).
 //! * [`TracesExporter`]: OTLP traces requests; full within a tenth of its in-memory queue.
 
 use crate::metrics::ExporterMetrics;
-use crate::{FileExporter, OtlpExporter, TracesExporter};
-use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
+use crate::{OtlpExporter, TracesExporter};
+use profilink_consumer::{BoxFuture, Export, ExportError};
 use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportTraceServiceRequest};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -31,20 +33,6 @@ pub(crate) fn within_headroom(metrics: &ExporterMetrics) -> bool {
     let cap = metrics.queue_capacity_bytes.load(Ordering::Relaxed);
     let size = metrics.queue_size_bytes.load(Ordering::Relaxed);
     nearly_full(size, cap, (cap / 10).min(QUEUE_HEADROOM))
-}
-
-impl Export<Vec<ExportChunk>> for FileExporter {
-    fn export(&self, data: Vec<ExportChunk>) -> BoxFuture<'_, Result<(), ExportError>> {
-        Box::pin(FileExporter::export(self, data))
-    }
-
-    fn is_full(&self) -> bool {
-        FileExporter::is_full(self)
-    }
-
-    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(FileExporter::shutdown(*self, deadline))
-    }
 }
 
 impl Export<ExportProfilesServiceRequest> for OtlpExporter {

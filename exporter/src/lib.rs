@@ -90,12 +90,15 @@ mod traces;
 pub use client_auth::{AuthSlot, ClientAuth};
 pub use clock::{Clock, ManualClock, SharedClock};
 pub use config::{
-    AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, FileExporterConfig,
-    OtlpExporterConfig, OtlpProtocol, RetryConfig, SparseThreads,
+    AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, OtlpExporterConfig,
+    OtlpProtocol, RetryConfig, SparseThreads,
 };
 pub use contract::nearly_full;
 pub use durations::{AttemptDurations, AttemptOutcome, HistogramSnapshot};
-pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, write_atomic_with};
+pub use file::{
+    FileExporter, FileExporterConfig, WritebackFile, envelope_file_name, write_atomic,
+    write_atomic_with,
+};
 pub use forward::{ForwardConfig, ForwardMetrics, Forwarder};
 pub use http::tls_handshake_failures;
 pub use merge::{content_checksum, merged_chunk_id};
