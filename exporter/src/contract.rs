@@ -7,13 +7,13 @@
 //!   [`QUEUE_HEADROOM`] (or a tenth of the capacity, whichever is smaller) of the durable queue
 //!   is left ([`within_headroom`]), so requests are refused before they are read rather than
 //!   after they were decoded and translated.
-//! * [`OtlpExporter`]: OTLP profiles requests (its sending queue answers `Full` itself).
+//! * [`OtlpExporter`](crate::OtlpExporter): OTLP profiles requests (its sending queue answers `Full` itself).
 //! * [`TracesExporter`]: OTLP traces requests; full within a tenth of its in-memory queue.
 
+use crate::TracesExporter;
 use crate::metrics::ExporterMetrics;
-use crate::{OtlpExporter, TracesExporter};
 use profilink_consumer::{BoxFuture, Export, ExportError};
-use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportTraceServiceRequest};
+use profilink_proto::otlp::ExportTraceServiceRequest;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -33,16 +33,6 @@ pub(crate) fn within_headroom(metrics: &ExporterMetrics) -> bool {
     let cap = metrics.queue_capacity_bytes.load(Ordering::Relaxed);
     let size = metrics.queue_size_bytes.load(Ordering::Relaxed);
     nearly_full(size, cap, (cap / 10).min(QUEUE_HEADROOM))
-}
-
-impl Export<ExportProfilesServiceRequest> for OtlpExporter {
-    fn export(&self, data: ExportProfilesServiceRequest) -> BoxFuture<'_, Result<(), ExportError>> {
-        Box::pin(OtlpExporter::export(self, data))
-    }
-
-    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(OtlpExporter::shutdown(*self, deadline))
-    }
 }
 
 impl Export<ExportTraceServiceRequest> for TracesExporter {

@@ -90,8 +90,8 @@ mod traces;
 pub use client_auth::{AuthSlot, ClientAuth};
 pub use clock::{Clock, ManualClock, SharedClock};
 pub use config::{
-    AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, OtlpExporterConfig,
-    OtlpProtocol, RetryConfig, SparseThreads,
+    AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, OtlpProtocol, RetryConfig,
+    SparseThreads,
 };
 pub use contract::nearly_full;
 pub use durations::{AttemptDurations, AttemptOutcome, HistogramSnapshot};
@@ -104,7 +104,7 @@ pub use http::tls_handshake_failures;
 pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
-pub use otlp::OtlpExporter;
+pub use otlp::{OtlpExporter, OtlpExporterConfig};
 pub use otlp_retry::AttemptError;
 /// The contract the exporters meet (from `profilink-consumer`), re-exported for their users.
 pub use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
