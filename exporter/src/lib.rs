@@ -76,7 +76,6 @@ mod metrics;
 mod observer;
 mod otlp;
 mod otlp_client;
-mod otlp_retry;
 mod queue;
 mod queue_config;
 mod request;
@@ -105,12 +104,12 @@ pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::{ChunkObserver, ObserverSlot, SharedObserver};
 pub use otlp::{OtlpExporter, OtlpExporterConfig};
-pub use otlp_retry::AttemptError;
 /// The contract the exporters meet (from `profilink-consumer`), re-exported for their users.
 pub use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
 pub use queue_config::{Overflow, QueueConfig, QueueLimits, QueueSizer, SettingError};
 pub use request::{
-    QueueLevels, RequestExporter, RequestMetrics, RequestSender, RequestSettings, SendOutcome,
+    AttemptError, QueueLevels, RequestExporter, RequestMetrics, RequestSender, RequestSettings,
+    SendOutcome,
 };
 pub use send_queue::record::Queued;
 pub use sentry::{Route, Router, RoutingConfig, SentryExporter, SentryExporterConfig};

@@ -1,6 +1,7 @@
 //! The OTLP profiles exporter (the way back, Sentry → OTLP): gRPC (tonic, gzip) or HTTP
 //! (`POST {endpoint}/v1development/profiles`, protobuf, gzip), through the OTLP client of
-//! [`crate::otlp_client`]; the retry rules are [`crate::otlp_retry`]'s.
+//! [`crate::otlp_client`]; the retry rules are the request
+//! exporter's ([`crate::request::retry_rules`]).
 //!
 //! Partial successes are never retried; they are logged (`rejected_profiles` and the message)
 //! and counted. Requests wait in the exporter's sending queue ([`crate::send_queue`]): in
