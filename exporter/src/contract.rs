@@ -1,21 +1,20 @@
-//! The rule by which exporters refuse requests before they are read ([`Export::is_full`] of
-//! the pipeline's contract, `profilink-consumer`). Each exporter implements [`Export`] in its
-//! own `export.rs`.
+//! The rule by which exporters refuse requests before they are read
+//! ([`Export::is_full`](profilink_consumer::Export::is_full) of the pipeline's contract,
+//! `profilink-consumer`). Each exporter implements [`Export`](profilink_consumer::Export) in
+//! its own `export.rs`.
 //!
 //! * [`SentryExporter`](crate::SentryExporter), [`FileExporter`](crate::FileExporter): chunks.
 //!   With `sending_queue.overflow: backpressure` (the default), full once less than
 //!   [`QUEUE_HEADROOM`] (or a tenth of the capacity, whichever is smaller) of the durable queue
 //!   is left ([`within_headroom`]), so requests are refused before they are read rather than
 //!   after they were decoded and translated.
-//! * [`OtlpExporter`](crate::OtlpExporter): OTLP profiles requests (its sending queue answers `Full` itself).
-//! * [`TracesExporter`]: OTLP traces requests; full within a tenth of its in-memory queue.
+//! * [`OtlpExporter`](crate::OtlpExporter): OTLP profiles requests (its sending queue answers
+//!   `Full` itself).
+//! * [`TracesExporter`](crate::TracesExporter): OTLP traces requests; full within a tenth of
+//!   its queue ([`nearly_full`]).
 
-use crate::TracesExporter;
 use crate::metrics::ExporterMetrics;
-use profilink_consumer::{BoxFuture, Export, ExportError};
-use profilink_proto::otlp::ExportTraceServiceRequest;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 /// Room kept free in a durable chunk queue: requests are refused up front once less than this
 /// (or a tenth of the capacity, whichever is smaller) is left.
@@ -33,22 +32,6 @@ pub(crate) fn within_headroom(metrics: &ExporterMetrics) -> bool {
     let cap = metrics.queue_capacity_bytes.load(Ordering::Relaxed);
     let size = metrics.queue_size_bytes.load(Ordering::Relaxed);
     nearly_full(size, cap, (cap / 10).min(QUEUE_HEADROOM))
-}
-
-impl Export<ExportTraceServiceRequest> for TracesExporter {
-    fn export(&self, data: ExportTraceServiceRequest) -> BoxFuture<'_, Result<(), ExportError>> {
-        Box::pin(TracesExporter::export(self, data))
-    }
-
-    fn is_full(&self) -> bool {
-        let m = self.metrics();
-        let cap = m.queue_capacity_bytes.load(Ordering::Relaxed);
-        nearly_full(m.queue_bytes.load(Ordering::Relaxed), cap, cap / 10)
-    }
-
-    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(TracesExporter::shutdown(*self, deadline))
-    }
 }
 
 #[cfg(test)]
