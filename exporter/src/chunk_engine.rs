@@ -1,9 +1,10 @@
-//! Starting the delivery engine of a chunk exporter (`sentry`, `file`) from its config: the
-//! engine settings its keys give ([`EngineConfig`]), the queue directory, and the durable
-//! queue opened there.
+//! Starting the delivery engine of a chunk exporter (`sentry`, `file`) from its config: what a
+//! config must give ([`ChunkExporterConfig`]: the engine settings, [`EngineConfig`], the
+//! queue settings and directory), and the durable queue opened there.
 //!
-//! This sits above both `config` and `engine`, so the configs stay plain settings that know
-//! nothing of the engine that runs them.
+//! This sits above `config` and `engine` and below the chunk exporters, which implement
+//! [`ChunkExporterConfig`] for their configs in their `export.rs`, so the configs stay plain
+//! settings that know nothing of the engine that runs them.
 
 use crate::clock::SharedClock;
 use crate::config::RetryConfig;

@@ -1,4 +1,10 @@
-//! Exporter configuration, read from the `exporters:` section of the service YAML.
+//! The settings several exporters share, read from their sections of the service YAML's
+//! `exporters:`: request compression ([`Compression`], [`CompressionParams`]), TLS
+//! ([`ClientTlsConfig`]), `retry_on_failure` ([`RetryConfig`]), the OTLP transport
+//! ([`OtlpProtocol`], profiles and traces) and the chunk exporters' accumulation
+//! ([`AccumulateConfig`], [`SparseThreads`]). Each exporter's own settings are in its folder's
+//! `config.rs` (`sentry/`, `file/`, `otlp/`, `traces/`, `forward/`); `sending_queue` is
+//! `queue_config`'s.
 //!
 //! Durations are strings such as `"5s"`, `"300ms"`, `"1m"` (humantime). Every field has the
 //! default shown in its doc, so an empty map is a valid config.

@@ -36,25 +36,32 @@
 //! supplies only how to send one request once ([`RequestSender`]).
 //!
 //! Rooms (private modules unless re-exported above):
-//! * exporters: `sentry` (with `routing`, `transport`, `client_report`), `file`, `otlp`,
-//!   `traces` (with `send`, `split`, `config`, `metrics`), `forward` (the upstream forwarder);
-//! * chunk delivery (Sentry and file): `chunk_engine` (the engine started from a chunk
-//!   exporter's config), `engine` (durable queue → accumulator → ready log → concurrent
+//! * exporters, one folder each with the same file names (as Vector's sinks): `mod.rs` (the
+//!   module doc and re-exports), `config.rs` (its YAML settings, defaults and checks),
+//!   `export.rs` (the exporter: start, its `Export` impl, shutdown), plus files named by idea:
+//!   `sentry/` (`sink`, `routing`, `transport`, `client_report`), `file/` (`write`: atomic
+//!   writes and envelope file names), `otlp/`, `traces/` (`send`, `split`, `metrics`), and
+//!   `forward/` (the upstream forwarder, its own district: `queue`, `send`, `limits`,
+//!   `metrics`; nothing else in the crate uses its files);
+//! * chunk delivery (Sentry and file): `chunk_engine` (how a chunk exporter's config starts
+//!   the engine), `engine` (durable queue → accumulator → ready log → concurrent
 //!   deliveries), `accumulate` and `merge` (chunk accumulation), `queue` (the durable queue:
 //!   record formats on `profilink_storage`'s segment logs, `input_writer`);
 //! * request delivery (OTLP, traces, Kafka): `request` (`queue_sender`, `retry_sender`, the
 //!   counters they update), `send_queue` (the sending queue, in memory or durable, and its
-//!   record format), `otlp_client` (one OTLP client for any signal) and `otlp_retry` (the
-//!   OTLP retry rules);
-//! * shared: `config` (the exporters' settings), `queue_config` (`sending_queue`, one type
-//!   read by the chunk, request and forward queues), `start_error`, `http` (clients, TLS,
-//!   proxies, compression, rate-limit headers, responses), `client_auth` (authentication
-//!   headers), `retry` (backoff), `clock`, `metrics`, `durations` (attempt duration
-//!   histograms), `observer`.
+//!   record format), `otlp_client` (one OTLP client for any signal, shared by `otlp` and
+//!   `traces`); the OTLP retry rules are `request`'s (`retry_rules`);
+//! * shared: `config` (the settings several exporters share: compression, TLS, retry, OTLP
+//!   protocol, chunk accumulation), `queue_config` (`sending_queue`, one type read by the
+//!   chunk, request and forward queues), `start_error`, `contract` (the rule by which
+//!   exporters refuse up front), `http` (clients, TLS, proxies, compression, rate-limit
+//!   headers, responses), `client_auth` (authentication headers), `retry` (backoff), `clock`,
+//!   `metrics`, `durations` (attempt duration histograms), `observer`.
 //!
 //! Inside the crate, dependencies go one way: the settings (`config`, `queue_config`) and the
 //! shared rooms are below the queues, which are below the engines and request exporters,
-//! which are below the exporters.
+//! which are below the exporters. Exporter folders do not import each other, except `sentry`
+//! writing its dead letters through `file`'s atomic writes.
 #![warn(missing_docs)]
 
 mod accumulate;
