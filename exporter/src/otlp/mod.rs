@@ -7,9 +7,9 @@
 //! and counted. Requests wait in the exporter's sending queue ([`crate::send_queue`]): in
 //! memory, or durable with `sending_queue.storage` (persisted before `export` returns,
 //! removed once delivered or given up, replayed at start); `export` answers
-//! [`ExportError::Full`](crate::ExportError::Full) when it is full. The queue, its senders, the
-//! retries and the counters are the request exporter's ([`crate::request`]); this module
-//! supplies one attempt.
+//! [`ExportError::Full`](profilink_consumer::ExportError::Full) when it is full. The queue, its
+//! senders, the retries and the counters are the request exporter's ([`crate::request`]); this
+//! module supplies one attempt.
 //!
 //! Files: [`config`] (`exporters.otlp`), `export` (the exporter and its one attempt). The OTLP
 //! client ([`crate::otlp_client`]) is shared with the traces exporter.
