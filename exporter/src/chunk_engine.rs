@@ -1,12 +1,13 @@
-//! Starting the delivery engine of a chunk exporter (`sentry`, `file`) from its config: the
-//! engine settings its keys give ([`EngineConfig`]), the queue directory, and the durable
-//! queue opened there.
+//! Starting the delivery engine of a chunk exporter (`sentry`, `file`) from its config: what a
+//! config must give ([`ChunkExporterConfig`]: the engine settings, [`EngineConfig`], the
+//! queue settings and directory), and the durable queue opened there.
 //!
-//! This sits above both `config` and `engine`, so the configs stay plain settings that know
-//! nothing of the engine that runs them.
+//! This sits above `config` and `engine` and below the chunk exporters, which implement
+//! [`ChunkExporterConfig`] for their configs in their `export.rs`, so the configs stay plain
+//! settings that know nothing of the engine that runs them.
 
 use crate::clock::SharedClock;
-use crate::config::{FileExporterConfig, RetryConfig, SentryExporterConfig};
+use crate::config::RetryConfig;
 use crate::engine::{Engine, EngineConfig, Sink};
 use crate::metrics::ExporterMetrics;
 use crate::queue_config::QueueConfig;
@@ -23,48 +24,6 @@ pub(crate) trait ChunkExporterConfig {
     fn sending_queue(&self) -> &QueueConfig;
     /// The queue directory.
     fn queue_dir(&self) -> PathBuf;
-}
-
-impl ChunkExporterConfig for SentryExporterConfig {
-    fn engine_config(&self, retry: RetryConfig) -> EngineConfig {
-        EngineConfig {
-            accumulate: self.accumulate(),
-            retry,
-            num_consumers: self.consumers(),
-            tick: self.tick,
-            observer: self.observer.clone(),
-            flush_on_shutdown: self.flush_on_shutdown,
-        }
-    }
-
-    fn sending_queue(&self) -> &QueueConfig {
-        &self.sending_queue
-    }
-
-    fn queue_dir(&self) -> PathBuf {
-        SentryExporterConfig::queue_dir(self)
-    }
-}
-
-impl ChunkExporterConfig for FileExporterConfig {
-    fn engine_config(&self, retry: RetryConfig) -> EngineConfig {
-        EngineConfig {
-            accumulate: self.accumulate(),
-            retry,
-            num_consumers: self.consumers(),
-            tick: self.tick,
-            observer: self.observer.clone(),
-            flush_on_shutdown: self.flush_on_shutdown,
-        }
-    }
-
-    fn sending_queue(&self) -> &QueueConfig {
-        &self.sending_queue
-    }
-
-    fn queue_dir(&self) -> PathBuf {
-        FileExporterConfig::queue_dir(self)
-    }
 }
 
 /// Opens the exporter's durable queue (replaying what an earlier run left) and starts the

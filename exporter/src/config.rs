@@ -1,4 +1,10 @@
-//! Exporter configuration, read from the `exporters:` section of the service YAML.
+//! The settings several exporters share, read from their sections of the service YAML's
+//! `exporters:`: request compression ([`Compression`], [`CompressionParams`]), TLS
+//! ([`ClientTlsConfig`]), `retry_on_failure` ([`RetryConfig`]), the OTLP transport
+//! ([`OtlpProtocol`], profiles and traces) and the chunk exporters' accumulation
+//! ([`AccumulateConfig`], [`SparseThreads`]). Each exporter's own settings are in its folder's
+//! `config.rs` (`sentry/`, `file/`, `otlp/`, `traces/`, `forward/`); `sending_queue` is
+//! `queue_config`'s.
 //!
 //! Durations are strings such as `"5s"`, `"300ms"`, `"1m"` (humantime). Every field has the
 //! default shown in its doc, so an empty map is a valid config.
@@ -27,11 +33,9 @@
 //!   file: { path: ./profilink-data }
 //! ```
 
-use crate::queue_config::{QueueConfig, QueueSizer, SettingError, consumers};
+use crate::queue_config::SettingError;
 pub use profilink_tls::ClientTlsConfig;
 use serde::Deserialize;
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Request body compression.
@@ -115,25 +119,6 @@ impl Default for RetryConfig {
     }
 }
 
-/// `routing`: choose a DSN by a resource attribute.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RoutingConfig {
-    /// The resource attribute whose value picks the DSN (default `service.name`).
-    pub attribute: String,
-    /// Attribute value → DSN; values not listed use the exporter's `dsn`.
-    pub dsns: BTreeMap<String, String>,
-}
-
-impl Default for RoutingConfig {
-    fn default() -> Self {
-        RoutingConfig {
-            attribute: "service.name".into(),
-            dsns: BTreeMap::new(),
-        }
-    }
-}
-
 /// What a merged chunk's threads that Relay would drop (fewer than 2 samples with a stack)
 /// become before it is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -195,124 +180,6 @@ macro_rules! chunk_exporter_parts {
     )+};
 }
 
-chunk_exporter_parts!(SentryExporterConfig, FileExporterConfig);
-
-/// `exporters.sentry`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SentryExporterConfig {
-    /// The default DSN (`https://<public key>@host[:port][/path]/<project id>`).
-    pub dsn: Option<String>,
-    /// Request compression (default zstd: Relay decompresses `gzip`, `deflate`, `br` and `zstd`
-    /// request bodies, and on chunk JSON zstd level 3 gives ~33% smaller bodies than gzip level 2
-    /// for less CPU).
-    pub compression: Compression,
-    /// Compression level.
-    pub compression_params: CompressionParams,
-    /// Per-request timeout (default 30 s, as the Sentry SDKs; a chunk may be 8 MiB).
-    #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
-    /// TLS to Sentry (private CAs, client certificates); system roots by default.
-    pub tls: ClientTlsConfig,
-    /// Concurrent requests (default 4); `sending_queue.num_consumers` is the Collector's
-    /// spelling (see [`consumers`](Self::consumers)).
-    pub num_consumers: Option<usize>,
-    /// Longest sample span of an emitted chunk (default 60 s).
-    #[serde(with = "humantime_serde")]
-    pub chunk_duration: Duration,
-    /// Emit a session's chunk after this long without new samples (default 10 s).
-    #[serde(with = "humantime_serde")]
-    pub chunk_idle_timeout: Duration,
-    /// Largest serialized chunk (default 8 MiB).
-    pub max_chunk_bytes: u64,
-    /// Cut the open chunks at shutdown (default false): with a durable queue, open chunks stay
-    /// as their queued inputs and the next start goes on filling them, so a restart does not
-    /// change where chunks are cut (nor, through Relay's thread rule, what survives). Set it
-    /// when the queue directory does not outlive the process.
-    pub flush_on_shutdown: bool,
-    /// Threads Relay would drop in a merged chunk: `group` (default) or `drop`.
-    pub sparse_threads: SparseThreads,
-    /// Backoff for 5xx, timeouts and connection errors.
-    pub retry_on_failure: RetryConfig,
-    /// The durable queue.
-    pub sending_queue: QueueConfig,
-    /// Where envelopes refused for good (400/401/403/413) are written; none by default.
-    pub dead_letter_dir: Option<PathBuf>,
-    /// Per-attribute DSNs.
-    pub routing: Option<RoutingConfig>,
-    /// A 429 without `X-Sentry-Rate-Limits` or `Retry-After` blocks for this long (default 60 s).
-    #[serde(with = "humantime_serde")]
-    pub default_rate_limit: Duration,
-    /// Rate limits longer than this, and quota limits (reason `usage_exceeded` or a `*quota*`
-    /// reason), drop the chunks of their category while they last (`ratelimit_backoff` in
-    /// client reports and metrics) instead of holding them in the queue (default 5 min).
-    /// Shorter limits make chunks wait.
-    #[serde(with = "humantime_serde")]
-    pub rate_limit_max_wait: Duration,
-    /// How often client reports of discarded chunks are sent (default 30 s).
-    #[serde(with = "humantime_serde")]
-    pub client_report_interval: Duration,
-    /// Scheduler tick: the longest the sender sleeps between checks of its deadlines
-    /// (default 100 ms).
-    #[serde(with = "humantime_serde")]
-    pub tick: Duration,
-    /// Sees every merged chunk once queued (set by the service for its `profile_store`).
-    #[serde(skip)]
-    pub observer: crate::ObserverSlot,
-}
-
-impl Default for SentryExporterConfig {
-    fn default() -> Self {
-        let acc = AccumulateConfig::default();
-        SentryExporterConfig {
-            dsn: None,
-            compression: Compression::Zstd,
-            compression_params: CompressionParams::default(),
-            timeout: Duration::from_secs(30),
-            tls: ClientTlsConfig::default(),
-            num_consumers: None,
-            chunk_duration: acc.chunk_duration,
-            chunk_idle_timeout: acc.chunk_idle_timeout,
-            max_chunk_bytes: acc.max_chunk_bytes,
-            flush_on_shutdown: false,
-            sparse_threads: acc.sparse_threads,
-            retry_on_failure: RetryConfig::default(),
-            sending_queue: QueueConfig::default(),
-            dead_letter_dir: None,
-            routing: None,
-            default_rate_limit: Duration::from_secs(60),
-            rate_limit_max_wait: Duration::from_secs(300),
-            client_report_interval: Duration::from_secs(30),
-            tick: Duration::from_millis(100),
-            observer: Default::default(),
-        }
-    }
-}
-
-impl SentryExporterConfig {
-    /// The queue directory: `sending_queue.storage`, else `./profilink-data/queue`.
-    pub fn queue_dir(&self) -> PathBuf {
-        self.sending_queue
-            .storage
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("./profilink-data/queue"))
-    }
-
-    /// Concurrent requests: `num_consumers` or `sending_queue.num_consumers` (default 4).
-    /// Call [`check`](Self::check) first: when the two disagree this is the queue's.
-    pub fn consumers(&self) -> usize {
-        consumers(&self.sending_queue, self.num_consumers, 4)
-            .unwrap_or_else(|_| self.sending_queue.num_consumers.unwrap_or(4))
-    }
-
-    /// Refuses queue settings profilink cannot honour and keys that disagree (the error's key
-    /// is relative to the exporter's section).
-    pub fn check(&self) -> Result<(), SettingError> {
-        self.sending_queue.check()?;
-        consumers(&self.sending_queue, self.num_consumers, 4).map(|_| ())
-    }
-}
-
 /// OTLP transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -322,136 +189,4 @@ pub enum OtlpProtocol {
     Grpc,
     /// HTTP/protobuf: `POST {endpoint}/v1development/profiles`.
     Http,
-}
-
-/// `exporters.otlp`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct OtlpExporterConfig {
-    /// `host:port` or a URL (`http://host:port`); default `127.0.0.1:4317`.
-    pub endpoint: String,
-    /// grpc (default) or http.
-    pub protocol: OtlpProtocol,
-    /// gzip (default), zstd or none.
-    pub compression: Compression,
-    /// Per-request timeout (default 5 s; the service makes it 30 s for `protocol: http`, as the
-    /// Collector's `otlphttp` exporter).
-    #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
-    /// TLS (gRPC: on unless `insecure: true` or an `http://` endpoint; HTTP: per the URL).
-    pub tls: ClientTlsConfig,
-    /// Backoff for retryable failures.
-    pub retry_on_failure: RetryConfig,
-    /// Concurrent requests (default 4); `sending_queue.num_consumers` wins when set.
-    pub num_consumers: usize,
-    /// Requests waiting to be sent (default 1000); `sending_queue.queue_size` wins when set.
-    pub queue_size: usize,
-    /// The sending queue: in memory, or durable with `storage` (the Collector's
-    /// `sending_queue` keys; the request queue's, see [`QueueConfig::limits`]).
-    pub sending_queue: QueueConfig,
-    /// Extra request headers / gRPC metadata.
-    pub headers: BTreeMap<String, String>,
-    /// The authentication header of every request, asked for at each attempt (set by the
-    /// service from `auth: { authenticator: ... }`; not read from YAML).
-    #[serde(skip)]
-    pub auth: crate::AuthSlot,
-}
-
-impl OtlpExporterConfig {
-    /// `sending_queue` with the exporter-level aliases (`queue_size`, `num_consumers`) folded
-    /// in where it leaves them unset: the queue settings of this exporter's traces instance.
-    pub fn effective_sending_queue(&self) -> QueueConfig {
-        let mut q = self.sending_queue.clone();
-        if q.request_sizer() == QueueSizer::Requests {
-            q.queue_size.get_or_insert(self.queue_size as u64);
-        }
-        q.num_consumers.get_or_insert(self.num_consumers);
-        q
-    }
-}
-
-impl Default for OtlpExporterConfig {
-    fn default() -> Self {
-        OtlpExporterConfig {
-            endpoint: "127.0.0.1:4317".into(),
-            protocol: OtlpProtocol::Grpc,
-            compression: Compression::Gzip,
-            timeout: Duration::from_secs(5),
-            tls: ClientTlsConfig::default(),
-            retry_on_failure: RetryConfig::default(),
-            num_consumers: 4,
-            queue_size: 1000,
-            sending_queue: Default::default(),
-            headers: BTreeMap::new(),
-            auth: Default::default(),
-        }
-    }
-}
-
-/// `exporters.file`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct FileExporterConfig {
-    /// Output directory of `<chunk_id>.envelope` files (default `./profilink-data`).
-    pub path: PathBuf,
-    /// Longest sample span of a written chunk (default 60 s).
-    #[serde(with = "humantime_serde")]
-    pub chunk_duration: Duration,
-    /// Write a session's chunk after this long without new samples (default 10 s).
-    #[serde(with = "humantime_serde")]
-    pub chunk_idle_timeout: Duration,
-    /// Largest serialized chunk (default 8 MiB).
-    pub max_chunk_bytes: u64,
-    /// Write the open chunks at shutdown (default true, so a stopped run leaves its files;
-    /// see the `sentry` exporter's option for why it defaults to false there).
-    pub flush_on_shutdown: bool,
-    /// Threads Relay would drop in a merged chunk: `group` (default) or `drop`.
-    pub sparse_threads: SparseThreads,
-    /// The durable queue (default storage `<path>/.queue`); `sending_queue.num_consumers` sets
-    /// how many files are written at once (default 2).
-    pub sending_queue: QueueConfig,
-    /// Scheduler tick (default 100 ms).
-    #[serde(with = "humantime_serde")]
-    pub tick: Duration,
-    /// Sees every merged chunk once queued (set by the service for its `profile_store`).
-    #[serde(skip)]
-    pub observer: crate::ObserverSlot,
-}
-
-impl Default for FileExporterConfig {
-    fn default() -> Self {
-        let acc = AccumulateConfig::default();
-        FileExporterConfig {
-            path: PathBuf::from("./profilink-data"),
-            chunk_duration: acc.chunk_duration,
-            chunk_idle_timeout: acc.chunk_idle_timeout,
-            max_chunk_bytes: acc.max_chunk_bytes,
-            flush_on_shutdown: true,
-            sparse_threads: acc.sparse_threads,
-            sending_queue: QueueConfig::default(),
-            tick: Duration::from_millis(100),
-            observer: Default::default(),
-        }
-    }
-}
-
-impl FileExporterConfig {
-    /// The queue directory: `sending_queue.storage`, else `<path>/.queue`.
-    pub fn queue_dir(&self) -> PathBuf {
-        self.sending_queue
-            .storage
-            .clone()
-            .unwrap_or_else(|| self.path.join(".queue"))
-    }
-
-    /// Files written at once: `sending_queue.num_consumers` (default 2).
-    pub fn consumers(&self) -> usize {
-        self.sending_queue.num_consumers.unwrap_or(2)
-    }
-
-    /// Refuses queue settings profilink cannot honour (the error's key is relative to the
-    /// exporter's section).
-    pub fn check(&self) -> Result<(), SettingError> {
-        self.sending_queue.check()
-    }
 }

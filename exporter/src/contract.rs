@@ -1,19 +1,20 @@
-//! How each exporter meets the pipeline's contract ([`Export`] of `profilink-consumer`): which
-//! data it takes and its own rule for refusing requests before they are read ([`Export::is_full`]).
+//! The rule by which exporters refuse requests before they are read
+//! ([`Export::is_full`](profilink_consumer::Export::is_full) of the pipeline's contract,
+//! `profilink-consumer`). Each exporter implements [`Export`](profilink_consumer::Export) in
+//! its own `export.rs`.
 //!
-//! * [`SentryExporter`], [`FileExporter`]: chunks. With `sending_queue.overflow: backpressure`
-//!   (the default), full once less than [`QUEUE_HEADROOM`] (or a tenth of the capacity, whichever
-//!   is smaller) of the durable queue is left, so requests are refused before they are read
-//!   rather than after they were decoded and translated.
-//! * [`OtlpExporter`]: OTLP profiles requests (its sending queue answers `Full` itself).
-//! * [`TracesExporter`]: OTLP traces requests; full within a tenth of its in-memory queue.
+//! * [`SentryExporter`](crate::SentryExporter), [`FileExporter`](crate::FileExporter): chunks.
+//!   With `sending_queue.overflow: backpressure` (the default), full once less than
+//!   [`QUEUE_HEADROOM`] (or a tenth of the capacity, whichever is smaller) of the durable queue
+//!   is left ([`within_headroom`]), so requests are refused before they are read rather than
+//!   after they were decoded and translated.
+//! * [`OtlpExporter`](crate::OtlpExporter): OTLP profiles requests (its sending queue answers
+//!   `Full` itself).
+//! * [`TracesExporter`](crate::TracesExporter): OTLP traces requests; full within a tenth of
+//!   its queue ([`nearly_full`]).
 
 use crate::metrics::ExporterMetrics;
-use crate::{FileExporter, OtlpExporter, SentryExporter, TracesExporter};
-use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
-use profilink_proto::otlp::{ExportProfilesServiceRequest, ExportTraceServiceRequest};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 /// Room kept free in a durable chunk queue: requests are refused up front once less than this
 /// (or a tenth of the capacity, whichever is smaller) is left.
@@ -31,60 +32,6 @@ pub(crate) fn within_headroom(metrics: &ExporterMetrics) -> bool {
     let cap = metrics.queue_capacity_bytes.load(Ordering::Relaxed);
     let size = metrics.queue_size_bytes.load(Ordering::Relaxed);
     nearly_full(size, cap, (cap / 10).min(QUEUE_HEADROOM))
-}
-
-impl Export<Vec<ExportChunk>> for SentryExporter {
-    fn export(&self, data: Vec<ExportChunk>) -> BoxFuture<'_, Result<(), ExportError>> {
-        Box::pin(SentryExporter::export(self, data))
-    }
-
-    fn is_full(&self) -> bool {
-        SentryExporter::is_full(self)
-    }
-
-    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(SentryExporter::shutdown(*self, deadline))
-    }
-}
-
-impl Export<Vec<ExportChunk>> for FileExporter {
-    fn export(&self, data: Vec<ExportChunk>) -> BoxFuture<'_, Result<(), ExportError>> {
-        Box::pin(FileExporter::export(self, data))
-    }
-
-    fn is_full(&self) -> bool {
-        FileExporter::is_full(self)
-    }
-
-    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(FileExporter::shutdown(*self, deadline))
-    }
-}
-
-impl Export<ExportProfilesServiceRequest> for OtlpExporter {
-    fn export(&self, data: ExportProfilesServiceRequest) -> BoxFuture<'_, Result<(), ExportError>> {
-        Box::pin(OtlpExporter::export(self, data))
-    }
-
-    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(OtlpExporter::shutdown(*self, deadline))
-    }
-}
-
-impl Export<ExportTraceServiceRequest> for TracesExporter {
-    fn export(&self, data: ExportTraceServiceRequest) -> BoxFuture<'_, Result<(), ExportError>> {
-        Box::pin(TracesExporter::export(self, data))
-    }
-
-    fn is_full(&self) -> bool {
-        let m = self.metrics();
-        let cap = m.queue_capacity_bytes.load(Ordering::Relaxed);
-        nearly_full(m.queue_bytes.load(Ordering::Relaxed), cap, cap / 10)
-    }
-
-    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(TracesExporter::shutdown(*self, deadline))
-    }
 }
 
 #[cfg(test)]

@@ -36,31 +36,41 @@
 //! supplies only how to send one request once ([`RequestSender`]).
 //!
 //! Rooms (private modules unless re-exported above):
-//! * exporters: `sentry` (with `routing`, `transport`, `client_report`), `file`, `otlp`,
-//!   `traces` (with `send`, `split`, `config`, `metrics`), `forward` (the upstream forwarder);
-//! * chunk delivery (Sentry and file): `chunk_engine` (the engine started from a chunk
-//!   exporter's config), `engine` (durable queue → accumulator → ready log → concurrent
+//! * exporters, one folder each with the same file names (as Vector's sinks): `mod.rs` (the
+//!   module doc and re-exports), `config.rs` (its YAML settings, defaults and checks),
+//!   `export.rs` (the exporter: start, its `Export` impl, shutdown), plus files named by idea:
+//!   `sentry/` (`sink`, `routing`, `transport`, `client_report`), `file/` (`write`: atomic
+//!   writes and envelope file names), `otlp/`, `traces/` (`send`, `split`, `metrics`), and
+//!   `forward/` (the upstream forwarder, its own district: `queue`, `send`, `limits`,
+//!   `metrics`; nothing else in the crate uses its files);
+//! * chunk delivery (Sentry and file): `chunk_engine` (how a chunk exporter's config starts
+//!   the engine), `engine` (durable queue → accumulator → ready log → concurrent
 //!   deliveries), `accumulate` and `merge` (chunk accumulation), `queue` (the durable queue:
 //!   record formats on `profilink_storage`'s segment logs, `input_writer`);
 //! * request delivery (OTLP, traces, Kafka): `request` (`queue_sender`, `retry_sender`, the
 //!   counters they update), `send_queue` (the sending queue, in memory or durable, and its
-//!   record format), `otlp_client` (one OTLP client for any signal) and `otlp_retry` (the
-//!   OTLP retry rules);
-//! * shared: `config` (the exporters' settings), `queue_config` (`sending_queue`, one type
-//!   read by the chunk, request and forward queues), `start_error`, `http` (clients, TLS,
-//!   proxies, compression, rate-limit headers, responses), `client_auth` (authentication
-//!   headers), `retry` (backoff), `clock`, `metrics`, `durations` (attempt duration
-//!   histograms), `observer`.
+//!   record format), `otlp_client` (one OTLP client for any signal, shared by `otlp` and
+//!   `traces`); the OTLP retry rules are `request`'s (`retry_rules`);
+//! * shared: `config` (the settings several exporters share: compression, TLS, retry, OTLP
+//!   protocol, chunk accumulation), `queue_config` (`sending_queue`, one type read by the
+//!   chunk, request and forward queues), `start_error`, `contract` (the rule by which
+//!   exporters refuse up front), `http` (clients, TLS, proxies, compression, rate-limit
+//!   headers, responses), `client_auth` (authentication headers), `retry` (backoff), `clock`,
+//!   `metrics`, `durations` (attempt duration histograms), `observer`.
 //!
 //! Inside the crate, dependencies go one way: the settings (`config`, `queue_config`) and the
 //! shared rooms are below the queues, which are below the engines and request exporters,
-//! which are below the exporters.
+//! which are below the exporters. Exporter folders do not import each other, except `sentry`
+//! writing its dead letters through `file`'s atomic writes.
 #![warn(missing_docs)]
 
 mod accumulate;
 mod chunk_engine;
 mod client_auth;
 mod clock;
+// `#[macro_use]`: the chunk exporters' configs (`sentry`, `file`) take their accumulation
+// part from `config`'s `chunk_exporter_parts!`.
+#[macro_use]
 mod config;
 mod contract;
 mod durations;
@@ -73,7 +83,6 @@ mod metrics;
 mod observer;
 mod otlp;
 mod otlp_client;
-mod otlp_retry;
 mod queue;
 mod queue_config;
 mod request;
@@ -87,27 +96,28 @@ mod traces;
 pub use client_auth::{AuthSlot, ClientAuth};
 pub use clock::{Clock, ManualClock, SharedClock};
 pub use config::{
-    AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, FileExporterConfig,
-    OtlpExporterConfig, OtlpProtocol, RetryConfig, RoutingConfig, SentryExporterConfig,
+    AccumulateConfig, ClientTlsConfig, Compression, CompressionParams, OtlpProtocol, RetryConfig,
     SparseThreads,
 };
 pub use contract::nearly_full;
 pub use durations::{AttemptDurations, AttemptOutcome, HistogramSnapshot};
-pub use file::{FileExporter, WritebackFile, envelope_file_name, write_atomic, write_atomic_with};
+pub use file::{
+    FileExporter, FileExporterConfig, WritebackFile, envelope_file_name, write_atomic,
+    write_atomic_with,
+};
 pub use forward::{ForwardConfig, ForwardMetrics, Forwarder};
 pub use http::tls_handshake_failures;
 pub use merge::{content_checksum, merged_chunk_id};
 pub use metrics::{DiscardReason, ExporterMetrics, MetricsSnapshot};
 pub use observer::ObserverSlot;
-pub use otlp::OtlpExporter;
-pub use otlp_retry::AttemptError;
+pub use otlp::{OtlpExporter, OtlpExporterConfig};
 pub use queue_config::{Overflow, QueueConfig, QueueLimits, QueueSizer, SettingError};
 pub use request::{
-    QueueLevels, RequestExporter, RequestMetrics, RequestSender, RequestSettings, SendOutcome,
+    AttemptError, QueueLevels, RequestExporter, RequestMetrics, RequestSender, RequestSettings,
+    SendOutcome,
 };
 pub use send_queue::record::Queued;
-pub use sentry::SentryExporter;
-pub use sentry::routing::{Route, Router};
+pub use sentry::{Route, Router, RoutingConfig, SentryExporter, SentryExporterConfig};
 pub use start_error::StartError;
 pub use traces::{
     OtlpTracesConfig, SentryTracesConfig, TracesExporter, TracesExporterConfig, TracesMetrics,

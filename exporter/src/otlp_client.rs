@@ -1,6 +1,6 @@
 //! One OTLP export client for any [`Signal`] (profiles, traces): gRPC (tonic) or HTTP
 //! (`POST {endpoint}{HTTP_PATH}`, protobuf), compressed as configured, and one attempt's
-//! outcome by the OTLP retry rules ([`crate::otlp_retry`]).
+//! outcome by the OTLP retry rules ([`crate::request::retry_rules`]).
 //!
 //! * A delivered request may carry a partial success (protobuf, or OTLP/JSON when the server
 //!   answers `application/json`); partial successes are never retried.
@@ -12,12 +12,13 @@
 //!
 //! The queue and delivery loop around the client are the request exporter's
 //! ([`crate::request`], behind [`crate::otlp`] for profiles and [`crate::traces`] for traces),
-//! which retries by [`crate::otlp_retry::after_failure`].
+//! which retries by [`crate::request::retry_rules::after_failure`].
 
 use crate::client_auth::{AuthSlot, NoToken};
 use crate::config::{Compression, OtlpProtocol};
 use crate::http::{compress, content_encoding, parse_retry_after, read_response, request_error};
-use crate::otlp_retry::{AttemptError, classify_grpc_status, classify_http};
+use crate::request::AttemptError;
+use crate::request::retry_rules::{classify_grpc_status, classify_http};
 use crate::start_error::StartError;
 use profilink_proto::signal::Signal;
 use profilink_tls::ClientTlsConfig;

@@ -11,7 +11,7 @@
 //!   `num_consumers` tasks claim the oldest request and remove it once it is delivered or
 //!   given up; a record that does not read back is counted, logged and removed;
 //! * the retries ([`retry_sender`], the Collector's `retry_sender`): a failed attempt is
-//!   classified by the OTLP rules ([`crate::otlp_retry::after_failure`]) and retried after the
+//!   classified by the OTLP rules ([`retry_rules::after_failure`]) and retried after the
 //!   `retry_on_failure` backoff (or the server's longer delay) until the retry budget runs out;
 //!   a rate-limited attempt waits at the sender's gate and costs no backoff;
 //! * the counters ([`RequestMetrics`], the Collector's `obsreport`): accepted and refused
@@ -29,14 +29,15 @@
 
 mod metrics;
 mod queue_sender;
+pub mod retry_rules;
 mod retry_sender;
 
 pub use metrics::{QueueLevels, RequestMetrics};
 pub use queue_sender::{RequestExporter, RequestSettings};
+pub use retry_rules::AttemptError;
 
 use crate::durations::AttemptOutcome;
 use crate::metrics::DiscardReason;
-use crate::otlp_retry::AttemptError;
 use crate::send_queue::SendQueue;
 use crate::send_queue::record::Queued;
 use profilink_consumer::DEFAULT_RETRY_AFTER;

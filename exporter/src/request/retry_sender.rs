@@ -1,11 +1,11 @@
 //! One claimed request, sent until it is delivered, refused for good, or its retry budget
 //! (`retry_on_failure`) runs out: the Collector's `retry_sender`, with every attempt counted.
 
+use super::retry_rules::{Next, after_failure};
 use super::{RequestMetrics, RequestSender, SendOutcome};
 use crate::clock::Clock;
 use crate::config::RetryConfig;
 use crate::durations::AttemptOutcome;
-use crate::otlp_retry::{Next, after_failure};
 use crate::retry::Backoff;
 use std::time::Instant;
 

@@ -4,7 +4,7 @@
 //! empty string for the default DSN); a key that is no longer configured after a restart falls
 //! back to the default DSN.
 
-use crate::config::RoutingConfig;
+use super::config::RoutingConfig;
 use crate::http::RateLimits;
 use crate::queue_config::SettingError;
 use crate::start_error::StartError;

@@ -1,21 +1,14 @@
-//! The OTLP profiles exporter (the way back, Sentry → OTLP): gRPC (tonic, gzip) or HTTP
-//! (`POST {endpoint}/v1development/profiles`, protobuf, gzip), through the OTLP client of
-//! [`crate::otlp_client`]; the retry rules are [`crate::otlp_retry`]'s.
-//!
-//! Partial successes are never retried; they are logged (`rejected_profiles` and the message)
-//! and counted. Requests wait in the exporter's sending queue ([`crate::send_queue`]): in
-//! memory, or durable with `sending_queue.storage` (persisted before `export` returns,
-//! removed once delivered or given up, replayed at start); `export` answers
-//! [`ExportError::Full`] when it is full. The queue, its senders, the retries and the counters
-//! are the request exporter's ([`crate::request`]); this module supplies one attempt.
+//! The OTLP profiles exporter itself: [`OtlpExporter::start`] (the OTLP client and the request
+//! exporter around it), `export` and `shutdown`, the one attempt it supplies
+//! (`ProfilesSender`), and how it meets the pipeline's [`Export`] contract.
 
-use crate::config::OtlpExporterConfig;
+use super::config::OtlpExporterConfig;
 use crate::metrics::ExporterMetrics;
 use crate::otlp_client::{OtlpClient, note_partial};
 use crate::request::{RequestExporter, RequestSender, RequestSettings, SendOutcome};
 use crate::send_queue::record::Queued;
 use crate::start_error::StartError;
-use profilink_consumer::ExportError;
+use profilink_consumer::{BoxFuture, Export, ExportError};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::signal::{Profiles, profile_counts};
 use std::sync::Arc;
@@ -101,5 +94,15 @@ impl OtlpExporter {
     /// a durable queue keeps it for the next start.
     pub async fn shutdown(self, deadline: Duration) {
         self.requests.shutdown(deadline).await;
+    }
+}
+
+impl Export<ExportProfilesServiceRequest> for OtlpExporter {
+    fn export(&self, data: ExportProfilesServiceRequest) -> BoxFuture<'_, Result<(), ExportError>> {
+        Box::pin(OtlpExporter::export(self, data))
+    }
+
+    fn shutdown(self: Box<Self>, deadline: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(OtlpExporter::shutdown(*self, deadline))
     }
 }

@@ -1,6 +1,7 @@
 //! The OTLP retry rules, as the OTLP specification and the Collector's `otlpexporter` /
 //! `otlphttpexporter` have them: how one attempt's failure is classified, and the retry step
-//! the request exporter's retry sender ([`crate::request`]) takes after it.
+//! the request exporter's retry sender takes after it (any request exporter's:
+//! [`AttemptError`] is what every [`RequestSender`](super::RequestSender) attempt fails with).
 //!
 //! * gRPC: `CANCELLED`, `DEADLINE_EXCEEDED`, `ABORTED`, `OUT_OF_RANGE`, `UNAVAILABLE` and
 //!   `DATA_LOSS` are retried; `RESOURCE_EXHAUSTED` only when the status carries
