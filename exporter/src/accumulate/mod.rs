@@ -23,8 +23,8 @@
 //!   out the lateness bound,
 //! * when adding would push its estimated serialized size past `max_chunk_bytes` (it is cut,
 //!   and a new chunk of the same window starts: [`EmitReason::Size`]),
-//! * when all open windows together would hold more than `max_open_bytes`: the oldest windows
-//!   (by start, over every session) are cut early ([`EmitReason::Memory`]; counted as
+//! * when all open windows together would hold more than `max_open_bytes`: the windows samples
+//!   joined least recently (over every session) are cut early ([`EmitReason::Memory`]; counted as
 //!   `profilink_exporter_chunks_cut_early_total{reason="memory"}` and logged, at most once a
 //!   minute),
 //! * when the session saw no new samples for `chunk_idle_timeout`: all its windows
@@ -294,8 +294,11 @@ impl ChunkAccumulator {
         self.bound_memory(now, emitted);
     }
 
-    /// Cuts the oldest open windows (by start, then session) while all of them together hold
-    /// more than `max_open_bytes`; logs it at most once per [`CUT_LOG_INTERVAL`].
+    /// Cuts open windows while all of them together hold more than `max_open_bytes`, the one
+    /// samples joined least recently first (then the oldest window, then by session): the one
+    /// least likely to get more. (Not the oldest by sample time: sessions read from a backlog
+    /// are at different times, and the oldest window may be one still filling.) Logs it at
+    /// most once per [`CUT_LOG_INTERVAL`].
     fn bound_memory(&mut self, now: Instant, emitted: &mut Vec<Emitted>) {
         let max = self.cfg.max_open_bytes;
         let mut cut = 0u64;
@@ -303,9 +306,9 @@ impl ChunkAccumulator {
             let oldest = self
                 .sessions
                 .iter()
-                .filter_map(|(key, s)| s.windows.first_key_value().map(|(k, _)| (*k, key)))
+                .flat_map(|(key, s)| s.windows.iter().map(move |(k, w)| (w.last_added, *k, key)))
                 .min()
-                .map(|(k, key)| (k, key.clone()));
+                .map(|(_, k, key)| (k, key.clone()));
             let Some((k, key)) = oldest else {
                 break;
             };

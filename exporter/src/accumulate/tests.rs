@@ -491,7 +491,7 @@ fn a_part_that_does_not_fit_cuts_its_window_before_it_then_opens_it_again() {
 }
 
 #[test]
-fn the_memory_bound_cuts_the_oldest_windows_of_any_session() {
+fn the_memory_bound_cuts_the_least_recently_joined_windows_of_any_session() {
     let mut acc = ChunkAccumulator::new(AccumulateConfig {
         max_open_bytes: 2500,
         ..cfg()
@@ -500,13 +500,14 @@ fn the_memory_bound_cuts_the_oldest_windows_of_any_session() {
     let mut other = chunk(0.0, 5.0, 2.0);
     other.profiler_id = "c".repeat(32);
     acc.push(1, "", &chunk(60.0, 5.0, 2.0), 1000, t0);
-    acc.push(2, "", &other, 1000, t0);
+    acc.push(2, "", &other, 1000, t0 + Duration::from_millis(1));
     assert_eq!(acc.open_bytes(), 2000);
-    // A third window passes the bound: the oldest (the other session's, at 0) is cut.
+    // A third window passes the bound: the one joined least recently (input 1's at 60, not
+    // the other session's older one at 0) is cut.
     let out = acc.push(3, "", &chunk(120.0, 5.0, 2.0), 1000, t0);
     assert_eq!(out.emitted.len(), 1);
     assert_eq!(out.emitted[0].reason, EmitReason::Memory);
-    assert_eq!(out.emitted[0].inputs, vec![2]);
+    assert_eq!(out.emitted[0].inputs, vec![1]);
     assert_eq!(acc.open_bytes(), 2000);
     assert_eq!(acc.window_count(), 2);
     // Bounded whatever comes: ten more windows, never more than 2500 B held.
