@@ -15,7 +15,7 @@
 //!     chunk_idle_timeout: 10s
 //!     chunk_lateness: 10m
 //!     max_chunk_bytes: 8388608
-//!     max_open_bytes: 67108864
+//!     max_open_bytes: 268435456
 //!     sparse_threads: group   # group | drop
 //!     retry_on_failure: { enabled: true, initial_interval: 5s, max_interval: 30s, max_elapsed_time: 300s, multiplier: 1.5, randomization_factor: 0.5 }
 //!     sending_queue: { enabled: true, storage: ./profilink-data/queue, max_size_mib: 256, overflow: backpressure }
@@ -168,8 +168,9 @@ pub struct AccumulateConfig {
     pub chunk_lateness: Duration,
     /// Largest serialized chunk (default 8 MiB).
     pub max_chunk_bytes: u64,
-    /// Estimated bytes all open windows may hold together (default 64 MiB); past it the oldest
-    /// windows are cut early (`profilink_exporter_chunks_cut_early_total{reason="memory"}`).
+    /// Estimated bytes all open windows may hold together (default 256 MiB); past it the
+    /// windows samples joined least recently are cut early
+    /// (`profilink_exporter_chunks_cut_early_total{reason="memory"}`).
     pub max_open_bytes: u64,
     /// Threads Relay would drop in a merged chunk (default grouped).
     pub sparse_threads: SparseThreads,
@@ -182,7 +183,7 @@ impl Default for AccumulateConfig {
             chunk_idle_timeout: Duration::from_secs(10),
             chunk_lateness: Duration::from_secs(600),
             max_chunk_bytes: 8 << 20,
-            max_open_bytes: 64 << 20,
+            max_open_bytes: 256 << 20,
             sparse_threads: SparseThreads::Group,
         }
     }
@@ -268,7 +269,7 @@ pub struct SentryExporterConfig {
     pub chunk_lateness: Duration,
     /// Largest serialized chunk (default 8 MiB).
     pub max_chunk_bytes: u64,
-    /// Estimated bytes all open windows may hold (default 64 MiB; the oldest are cut early).
+    /// Estimated bytes all open windows may hold (default 256 MiB; the least recently joined are cut early).
     pub max_open_bytes: u64,
     /// Cut the open chunks at shutdown (default false): with a durable queue, open chunks stay
     /// as their queued inputs and the next start goes on filling them, so a restart does not
@@ -453,7 +454,7 @@ pub struct FileExporterConfig {
     pub chunk_lateness: Duration,
     /// Largest serialized chunk (default 8 MiB).
     pub max_chunk_bytes: u64,
-    /// Estimated bytes all open windows may hold (default 64 MiB; the oldest are cut early).
+    /// Estimated bytes all open windows may hold (default 256 MiB; the least recently joined are cut early).
     pub max_open_bytes: u64,
     /// Write the open chunks at shutdown (default true, so a stopped run leaves its files;
     /// see the `sentry` exporter's option for why it defaults to false there).
