@@ -136,12 +136,12 @@ pub use pprof::server::{PUSH_PATH as PPROF_PUSH_PATH, pprof_router, serve_pprof_
 pub use pyroscope::config::PyroscopeReceiverConfig;
 pub use pyroscope::{pyroscope_router, serve_pyroscope};
 pub use sentry::envelope::{sentry_router, sentry_router_with, serve_sentry, serve_sentry_with};
-pub use sentry::item_stats::ItemCounters;
 pub use server::cors::CorsConfig;
 pub use server::detach::Detached;
 pub use server::http::HttpServerSettings;
 pub use server::tls::MAX_HANDSHAKES as MAX_TLS_HANDSHAKES;
 pub use server::{ServerHandle, bind_and_serve};
+pub use stats::items::ItemCounters;
 pub use stats::{Counters, CountersSnapshot, RefusalReason, Stats};
 
 #[doc(hidden)]

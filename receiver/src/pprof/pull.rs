@@ -4,8 +4,8 @@
 //! the pipeline, the outcome counted and logged).
 
 use crate::converted::{HandoffError, hand_off};
-use crate::pprof::scrape_stats::ScrapeFailure;
 use crate::stats::Counters;
+use crate::stats::scrape::ScrapeFailure;
 use profilink_consumer::{ConsumeError, Consumer, ReceiverKind, Transport};
 use profilink_proto::otlp::ProfilesData;
 use std::future::Future;

@@ -6,10 +6,10 @@
 use crate::config::SentryReceiverConfig;
 use crate::sample_records::{SENTRY_SAMPLE_TYPE, SampleRecords};
 use crate::sentry::auth::{self, AuthError, SentryAuth};
-use crate::sentry::item_stats::{ItemCounters, LogLimiter};
 use crate::server::decompress::{self, BodyError, Encoding};
 use crate::server::http::retry_after_secs;
 use crate::stats::Stats;
+use crate::stats::items::{ItemCounters, LogLimiter};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};

@@ -39,7 +39,7 @@
 //!    that does not parse, and items that are not JSON or fail the door check, are still
 //!    forwarded and counted (Relay decides). A matched rate limit makes the answer a 429 with
 //!    `X-Sentry-Rate-Limits`. Without one, items no pipeline consumes are counted as dropped
-//!    ([`crate::sentry::item_stats`]) and logged.
+//!    ([`crate::stats::items`]) and logged.
 //!
 //! Error bodies are Relay's `{"detail":"…"}`. Responses carry CORS headers, and `OPTIONS`
 //! answers preflights, so browser SDKs can post too.
@@ -53,11 +53,11 @@ use crate::sentry::common::{
     consume_refusal, decode, forward_refusal, json_ok, preflight, read, send_upstream,
 };
 use crate::sentry::forward::{self, ForwardPlan};
-use crate::sentry::item_stats::LogLimiter;
 use crate::sentry::items::{check_envelope_headers, check_items, parse_items};
 use crate::server::decompress::Encoding;
 use crate::server::{self, ServerHandle};
 use crate::stats::Stats;
+use crate::stats::items::LogLimiter;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};

@@ -3,7 +3,7 @@
 //! with `forward_profiles: false`, minus profiles), the rate limits that go back to the SDK,
 //! and, without an upstream, the visible account of the items nothing consumes.
 
-use crate::sentry::item_stats::{ItemCounters, LogLimiter};
+use crate::stats::items::{ItemCounters, LogLimiter};
 use crate::upstream::{item_category, item_type_label};
 use bytes::Bytes;
 use http::HeaderMap;

@@ -4,13 +4,12 @@
 //! What both endpoints share (state, Relay-style refusals, CORS, body reading) is in
 //! [`common`]; request authentication in [`auth`]; the envelope's checks and item parsing in
 //! [`items`], with every chunk checked at the door ([`chunk_door`]); the copy forwarded
-//! upstream in [`forward`]; the per-item counters in [`item_stats`].
+//! upstream in [`forward`]; the per-item counters in [`crate::stats::items`].
 
 pub(crate) mod auth;
 pub(crate) mod chunk_door;
 pub(crate) mod common;
 pub(crate) mod envelope;
 pub(crate) mod forward;
-pub(crate) mod item_stats;
 pub(crate) mod items;
 pub(crate) mod proxy;

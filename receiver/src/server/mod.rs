@@ -12,10 +12,10 @@ pub(crate) mod http;
 pub(crate) mod plain;
 pub(crate) mod tls;
 
-use crate::config::TlsConfig;
 use crate::error::ReceiverError;
 use axum::Router;
 use http::HttpServerSettings;
+use profilink_tls::ServerTlsConfig as TlsConfig;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;

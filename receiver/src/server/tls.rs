@@ -1,8 +1,8 @@
 //! TLS for the listeners: rustls (ring provider) server configs from PEM files, and a listener
 //! that runs handshakes concurrently and yields finished TLS connections to tonic and axum.
 
-use crate::config::TlsConfig;
 use crate::error::ReceiverError;
+use profilink_tls::ServerTlsConfig as TlsConfig;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;

@@ -34,10 +34,11 @@
 //! The Sentry receiver's upstream forwarder (`profilink_receiver_upstream_*`) counts in the
 //! exporter crate, which names its families (`profilink_exporter::telemetry`).
 
-pub use crate::pprof::telemetry::Scrapes;
+mod scrapes;
 use crate::sample_records::RecordCounts;
 use crate::{Counters, CountersSnapshot, Stats};
 use profilink_consumer::telemetry::{Render, Text};
+pub use scrapes::Scrapes;
 use std::sync::Arc;
 
 /// One receiver listener.

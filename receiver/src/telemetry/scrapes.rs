@@ -1,4 +1,4 @@
-//! The pprof receiver's pull metrics, read from the [`ScrapeCounters`](crate::pprof::scrape_stats::ScrapeCounters)
+//! The pprof receiver's pull metrics, read from the [`ScrapeCounters`](crate::stats::scrape::ScrapeCounters)
 //! of its `remote` and `file` listeners (what the pulls deliver counts in the receiver families
 //! of [`crate::telemetry`], with the same labels):
 //!
@@ -7,7 +7,7 @@
 //! | `profilink_receiver_scrapes_total` | counter | `receiver`, `transport` | pulls (`transport="scrape"`: `remote` mode; `"file"`: `file` mode) whose profiles reached the pipeline |
 //! | `profilink_receiver_scrape_failures_total` | counter | `receiver`, `transport`, `reason` | pulls that failed: `connect`, `status`, `timeout`, `too_large`, `read`, `invalid`, `full`, `rejected`, `unavailable`, `file` |
 
-use crate::telemetry::ReceiverEntry;
+use super::ReceiverEntry;
 use profilink_consumer::telemetry::{Render, Text};
 
 /// The pprof receiver's pulls (`remote` scrapes, `file` reads): successes and failures by

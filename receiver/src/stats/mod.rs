@@ -8,8 +8,11 @@
 //! pipeline at [`Consumer::check_ready`](profilink_consumer::Consumer::check_ready)) count as refused
 //! requests, with a [`RefusalReason`], and no samples: none were read.
 
-use crate::pprof::scrape_stats::ScrapeCounters;
+pub(crate) mod items;
+pub(crate) mod scrape;
+
 use crate::sample_records::{SampleRecordCounters, SampleRecords};
+use scrape::ScrapeCounters;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why a request was answered with an error: the `reason` label of
@@ -263,7 +266,7 @@ pub struct Stats {
     /// The Pyroscope receiver (`/ingest`, `/push.v1.PusherService/Push`).
     pub pyroscope_http: Counters,
     /// The Sentry receiver's items dropped (no pipeline, no upstream) or refused with a reason.
-    pub sentry_items: crate::sentry::item_stats::ItemCounters,
+    pub sentry_items: items::ItemCounters,
 }
 
 impl Stats {
