@@ -30,14 +30,10 @@
 //!
 //! Reading a backlog, the consumer advances each partition in runs (Tansu answers a fetch with
 //! up to 64 messages of a partition; the report prints how far apart the partitions' offsets
-//! got), so on the round-robin topic a session's 5 s rounds arrive far out of order. The
-//! exporter's windows are aligned to sample time and several stay open per session within
-//! `chunk_lateness` (see `profilink_exporter`'s accumulator), but a partition read up to ~12
-//! minutes behind another, and a window the session's newest sample passed being closed after
-//! half of `chunk_idle_timeout` without a sample joining it, still cut a session's minute into
-//! several chunks: 2.5 times the chunks of the in-order runs (7 times before the windows were
-//! aligned), which costs CPU downstream of the receiver. Phase 2 measures the receiver without
-//! that effect.
+//! got), so on the round-robin topic a session's 5 s rounds arrive far out of order: the
+//! exporter emits every round older than the session's open window as a chunk of its own (see
+//! `profilink_exporter::accumulate`), about 8 times the chunks of the in-order runs, which
+//! costs CPU downstream of the receiver. Phase 2 measures the receiver without that effect.
 
 use crate::args::Args;
 use crate::clients::{self, ClientStats, Plan};
