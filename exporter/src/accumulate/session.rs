@@ -1,6 +1,5 @@
 //! What the accumulator keys its sessions by and what it emits: [`SessionKey`] (and its
-//! borrowed form for lookups), [`Emitted`] merged chunks with their sparse-thread counts and
-//! why they were emitted ([`EmitReason`]).
+//! borrowed form for lookups), [`Emitted`] merged chunks with their sparse-thread counts.
 
 use crate::config::SparseThreads;
 use crate::merge::ChunkBuilder;
@@ -49,20 +48,15 @@ impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
 /// Why a chunk was emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EmitReason {
-    /// The session's newest sample passed the window's end by `chunk_lateness`.
+    /// The window reached `chunk_duration`.
     Duration,
-    /// The session's newest sample passed the window's end and no sample joined it for half
-    /// of `chunk_idle_timeout`.
-    Settled,
-    /// The window's chunk would have passed `max_chunk_bytes`: cut early.
+    /// The size limit would have been exceeded.
     Size,
-    /// The open windows together would have held more than `max_open_bytes`: cut early.
-    Memory,
     /// No samples for `chunk_idle_timeout`.
     Idle,
     /// Shutdown flush.
     Flush,
-    /// Samples for a window already past the lateness bound when they arrived.
+    /// Samples older than the session's open window.
     Late,
 }
 
