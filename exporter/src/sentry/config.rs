@@ -20,7 +20,7 @@ pub struct SentryExporterConfig {
     pub dsn: Option<String>,
     /// Request compression (default zstd: Relay decompresses `gzip`, `deflate`, `br` and `zstd`
     /// request bodies, and on chunk JSON zstd level 3 gives ~33% smaller bodies than gzip level 2
-    /// for less CPU).
+    /// for the same CPU).
     pub compression: Compression,
     /// Compression level.
     pub compression_params: CompressionParams,
