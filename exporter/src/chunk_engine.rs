@@ -3,8 +3,9 @@
 //! queue settings and directory), and the durable queue opened there.
 //!
 //! This sits above `config` and `engine` and below the chunk exporters, which implement
-//! [`ChunkExporterConfig`] for their configs in their `export.rs`, so the configs stay plain
-//! settings that know nothing of the engine that runs them.
+//! [`ChunkExporterConfig`] for their configs in their `export.rs` (with
+//! `chunk_exporter_config!`: both configs have the same engine fields), so the configs stay
+//! plain settings that know nothing of the engine that runs them.
 
 use crate::clock::SharedClock;
 use crate::config::RetryConfig;
@@ -25,6 +26,38 @@ pub(crate) trait ChunkExporterConfig {
     /// The queue directory.
     fn queue_dir(&self) -> PathBuf;
 }
+
+/// Implements [`ChunkExporterConfig`] for a chunk exporter's config from its fields (`tick`,
+/// `observer`, `flush_on_shutdown`, `sending_queue`) and its `accumulate`, `consumers` and
+/// `queue_dir` methods.
+macro_rules! chunk_exporter_config {
+    ($config:ty) => {
+        impl $crate::chunk_engine::ChunkExporterConfig for $config {
+            fn engine_config(
+                &self,
+                retry: $crate::config::RetryConfig,
+            ) -> $crate::engine::EngineConfig {
+                $crate::engine::EngineConfig {
+                    accumulate: self.accumulate(),
+                    retry,
+                    num_consumers: self.consumers(),
+                    tick: self.tick,
+                    observer: self.observer.clone(),
+                    flush_on_shutdown: self.flush_on_shutdown,
+                }
+            }
+
+            fn sending_queue(&self) -> &$crate::queue_config::QueueConfig {
+                &self.sending_queue
+            }
+
+            fn queue_dir(&self) -> std::path::PathBuf {
+                <$config>::queue_dir(self)
+            }
+        }
+    };
+}
+pub(crate) use chunk_exporter_config;
 
 /// Opens the exporter's durable queue (replaying what an earlier run left) and starts the
 /// delivery engine on it, delivering to `sink` and retrying with `retry`.

@@ -4,13 +4,11 @@
 
 use super::config::FileExporterConfig;
 use super::write::{envelope_file_name, write_atomic};
-use crate::chunk_engine::{ChunkExporterConfig, start_engine};
+use crate::chunk_engine::start_engine;
 use crate::clock::{SharedClock, system_clock};
-use crate::config::RetryConfig;
-use crate::engine::{Delivery, Engine, EngineConfig, Sink};
+use crate::engine::{Delivery, Engine, Sink};
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::ReadyMeta;
-use crate::queue_config::QueueConfig;
 use crate::start_error::StartError;
 use crate::{SDK_NAME, VERSION};
 use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
@@ -125,23 +123,4 @@ impl Export<Vec<ExportChunk>> for FileExporter {
     }
 }
 
-impl ChunkExporterConfig for FileExporterConfig {
-    fn engine_config(&self, retry: RetryConfig) -> EngineConfig {
-        EngineConfig {
-            accumulate: self.accumulate(),
-            retry,
-            num_consumers: self.consumers(),
-            tick: self.tick,
-            observer: self.observer.clone(),
-            flush_on_shutdown: self.flush_on_shutdown,
-        }
-    }
-
-    fn sending_queue(&self) -> &QueueConfig {
-        &self.sending_queue
-    }
-
-    fn queue_dir(&self) -> PathBuf {
-        FileExporterConfig::queue_dir(self)
-    }
-}
+crate::chunk_engine::chunk_exporter_config!(FileExporterConfig);

@@ -7,15 +7,12 @@ use super::config::SentryExporterConfig;
 use super::routing::Router;
 use super::sink::SentrySink;
 use super::transport::Transport;
-use crate::chunk_engine::{ChunkExporterConfig, start_engine};
+use crate::chunk_engine::start_engine;
 use crate::clock::{SharedClock, system_clock};
-use crate::config::RetryConfig;
-use crate::engine::{Engine, EngineConfig};
+use crate::engine::Engine;
 use crate::metrics::ExporterMetrics;
-use crate::queue_config::QueueConfig;
 use crate::start_error::StartError;
 use profilink_consumer::{BoxFuture, Export, ExportChunk, ExportError};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -164,23 +161,4 @@ impl Export<Vec<ExportChunk>> for SentryExporter {
     }
 }
 
-impl ChunkExporterConfig for SentryExporterConfig {
-    fn engine_config(&self, retry: RetryConfig) -> EngineConfig {
-        EngineConfig {
-            accumulate: self.accumulate(),
-            retry,
-            num_consumers: self.consumers(),
-            tick: self.tick,
-            observer: self.observer.clone(),
-            flush_on_shutdown: self.flush_on_shutdown,
-        }
-    }
-
-    fn sending_queue(&self) -> &QueueConfig {
-        &self.sending_queue
-    }
-
-    fn queue_dir(&self) -> PathBuf {
-        SentryExporterConfig::queue_dir(self)
-    }
-}
+crate::chunk_engine::chunk_exporter_config!(SentryExporterConfig);
