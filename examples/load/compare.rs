@@ -105,8 +105,8 @@ pub async fn run(a: &Args, load: &Load) {
     }
     println!("summary over {rounds} interleaved round(s): median (min-max)");
     for (binary, ms) in binaries.iter().zip(&measured) {
-        let col = |f: fn(&Measure) -> f64| spread(ms.iter().map(f).collect());
-        let col2 = |f: fn(&Measure) -> f64| spread2(ms.iter().map(f).collect());
+        let col = |f: fn(&Measure) -> f64| spread(ms.iter().map(f).collect(), 0);
+        let col2 = |f: fn(&Measure) -> f64| spread(ms.iter().map(f).collect(), 2);
         println!(
             "  {}: {} samples per CPU-second; {} x the floor; {} samples/s; export p99 {} ms; peak RSS {} MiB",
             binary.display(),
@@ -119,22 +119,12 @@ pub async fn run(a: &Args, load: &Load) {
     }
 }
 
-/// `median (min-max)` of `v`, rounded.
-fn spread(v: Vec<f64>) -> String {
+/// `median (min-max)` of `v`, with `decimals` decimals.
+fn spread(v: Vec<f64>, decimals: usize) -> String {
     let (lo, hi) = v
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
             (lo.min(x), hi.max(x))
         });
-    format!("{:.0} ({lo:.0}-{hi:.0})", median(v))
-}
-
-/// `median (min-max)` of `v`, two decimals.
-fn spread2(v: Vec<f64>) -> String {
-    let (lo, hi) = v
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-            (lo.min(x), hi.max(x))
-        });
-    format!("{:.2} ({lo:.2}-{hi:.2})", median(v))
+    format!("{:.d$} ({lo:.d$}-{hi:.d$})", median(v), d = decimals)
 }
