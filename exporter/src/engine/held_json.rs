@@ -15,9 +15,10 @@ pub(super) struct HeldBytes(Arc<AtomicU64>);
 
 impl HeldBytes {
     /// Holds `json` when it fits under [`MAX_HELD_BYTES`] (else `None`: it is read from the
-    /// log when sent).
+    /// log when sent). What is counted is the buffer's capacity, the memory it really holds,
+    /// not its length.
     pub(super) fn hold(&self, json: Vec<u8>) -> Option<HeldJson> {
-        let n = json.len() as u64;
+        let n = json.capacity() as u64;
         let mut now = self.0.load(Ordering::Relaxed);
         loop {
             if now.saturating_add(n) > MAX_HELD_BYTES {
@@ -94,5 +95,17 @@ mod tests {
         assert!(held.hold(vec![0; 1]).is_none(), "over the bound: not held");
         drop(big);
         assert!(held.hold(vec![0; 1]).is_some());
+    }
+
+    #[test]
+    fn a_buffers_spare_capacity_counts_as_held() {
+        let held = HeldBytes::default();
+        let mut json = Vec::with_capacity(MAX_HELD_BYTES as usize);
+        json.extend_from_slice(b"{}");
+        let h = held.hold(json).expect("fits: the whole bound");
+        assert_eq!(held.get(), MAX_HELD_BYTES, "the allocation is held, not its 2 bytes");
+        assert!(held.hold(vec![0; 1]).is_none(), "the bound is taken");
+        drop(h);
+        assert_eq!(held.get(), 0);
     }
 }

@@ -201,6 +201,12 @@ fn persist_group(
             // by doubling.
             let mut json = Vec::with_capacity(e.est_bytes.min(MAX_JSON_PREALLOC) as usize);
             e.chunk.write_json(&mut json);
+            // The estimate's slack is not kept: this buffer may be held in memory until its
+            // first delivery, and the estimate is several times the JSON (under load the
+            // slack of held chunks was 136 MB of a 166 MB heap).
+            if json.capacity() - json.len() > json.len() / 8 {
+                json.shrink_to_fit();
+            }
             (meta, json)
         })
         .collect();
