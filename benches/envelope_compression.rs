@@ -16,9 +16,8 @@ use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
 use prost::Message;
 use std::io::Write;
 
-/// As in the `profilink` binary.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// As in the `profilink` binary.
+profilink::global_allocator!();
 
 fn envelopes() -> Vec<Vec<u8>> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -31,9 +31,8 @@ use prost::Message;
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-/// As in the `profilink` binary.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// As in the `profilink` binary.
+profilink::global_allocator!();
 
 const ROUND_NS: u64 = 5_000_000_000;
 const ROUNDS: usize = 12;

@@ -13,7 +13,7 @@
 //!
 //! Each input is written to a temporary file once; then each round runs, interleaved:
 //!
-//! * **floor**: in this process, in memory, with the binary's allocator (mimalloc), no
+//! * **floor**: in this process, in memory, with the binary's allocator (jemalloc), no
 //!   translation, no file I/O, no process start. To Sentry: prost decode of the request's
 //!   bytes (and dropping the request) plus `ProfileChunk::to_json` of every chunk `profilink
 //!   translate` writes for it (computed beforehand, outside the timing). To OTLP:
@@ -58,8 +58,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// As in the `profilink` binary.
+profilink::global_allocator!();
 
 /// Removes the temporary files however the tool ends.
 struct TempFiles(Vec<PathBuf>);

@@ -4,6 +4,7 @@
 //! [`telemetry`] serves the service's own metrics, health and logs, [`pprof`] CPU profiles of
 //! profilink itself, and [`cli`] holds the commands. The `profilink` binary is a thin `main` over [`cli`].
 
+pub mod allocator;
 pub mod cli;
 pub mod config;
 pub mod pprof;

@@ -4,10 +4,8 @@ use clap::Parser;
 use profilink::cli::{self, Cli, Command, EXIT_REJECTED, EXIT_USAGE};
 use std::process::ExitCode;
 
-/// mimalloc: per-thread free lists suit the service's many short-lived allocations on
-/// several threads far better than glibc malloc (see `benches/` and the README's numbers).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// jemalloc, with the settings in `profilink::allocator` (see the README's numbers).
+profilink::global_allocator!();
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

@@ -18,7 +18,6 @@
 //! machine: both sides see the same load. Skipped under `--profile-time`.
 
 use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, criterion_main};
-use mimalloc::MiMalloc;
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::ProfileChunk;
 use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
@@ -26,8 +25,9 @@ use sha2::{Digest, Sha256};
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use tikv_jemallocator::Jemalloc;
 
-/// Counts allocations over the `profilink` binary's allocator (mimalloc), so both sides of
+/// Counts allocations over the `profilink` binary's allocator (jemalloc), so both sides of
 /// the ratio run on the allocator the service ships with.
 struct Counting;
 /// Counting is on only around the counted passes, so measured runs pay one relaxed load.
@@ -41,17 +41,17 @@ unsafe impl GlobalAlloc for Counting {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
             BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         }
-        unsafe { MiMalloc.alloc(layout) }
+        unsafe { Jemalloc.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { MiMalloc.dealloc(ptr, layout) }
+        unsafe { Jemalloc.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if COUNTING.load(Ordering::Relaxed) {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
             BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
         }
-        unsafe { MiMalloc.realloc(ptr, layout, new_size) }
+        unsafe { Jemalloc.realloc(ptr, layout, new_size) }
     }
 }
 

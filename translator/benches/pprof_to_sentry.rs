@@ -22,7 +22,7 @@ use std::time::Instant;
 
 /// As in the `profilink` binary.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const COPIES: usize = 50;
 const ROUNDS: usize = 21;

@@ -103,7 +103,11 @@ mod tests {
         let mut json = Vec::with_capacity(MAX_HELD_BYTES as usize);
         json.extend_from_slice(b"{}");
         let h = held.hold(json).expect("fits: the whole bound");
-        assert_eq!(held.get(), MAX_HELD_BYTES, "the allocation is held, not its 2 bytes");
+        assert_eq!(
+            held.get(),
+            MAX_HELD_BYTES,
+            "the allocation is held, not its 2 bytes"
+        );
         assert!(held.hold(vec![0; 1]).is_none(), "the bound is taken");
         drop(h);
         assert_eq!(held.get(), 0);
