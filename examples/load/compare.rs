@@ -88,13 +88,17 @@ pub async fn run(a: &Args, load: &Load) {
             eprintln!("round {}/{rounds}: {}…", round + 1, binary.display());
             let r = run::run(&this, load, setup).await;
             let m = Measure::of(&r, floor);
+            let against_floor = if a.floor.is_some() {
+                format!(", floor {floor:.3} us, {:.2}x", m.floor_ratio)
+            } else {
+                String::new()
+            };
             println!(
-                "round {} {}: {:.0} samples per CPU-second ({:.3} us per observation, floor {floor:.3} us, {:.2}x), {:.0} samples/s, export p99 {:.1} ms, peak RSS {:.1} MiB, {}",
+                "round {} {}: {:.0} samples per CPU-second ({:.3} us per observation{against_floor}), {:.0} samples/s, export p99 {:.1} ms, peak RSS {:.1} MiB, {}",
                 round + 1,
                 binary.display(),
                 m.per_cpu_second,
                 m.us_per_observation,
-                m.floor_ratio,
                 m.per_second,
                 m.p99_ms,
                 m.hwm_mib,
@@ -107,11 +111,16 @@ pub async fn run(a: &Args, load: &Load) {
     for (binary, ms) in binaries.iter().zip(&measured) {
         let col = |f: fn(&Measure) -> f64| spread(ms.iter().map(f).collect(), 0);
         let col2 = |f: fn(&Measure) -> f64| spread(ms.iter().map(f).collect(), 2);
+        // Without `--floor` there is no ratio to print.
+        let ratio = if a.floor.is_some() {
+            format!("{} x the floor; ", col2(|m| m.floor_ratio))
+        } else {
+            String::new()
+        };
         println!(
-            "  {}: {} samples per CPU-second; {} x the floor; {} samples/s; export p99 {} ms; peak RSS {} MiB",
+            "  {}: {} samples per CPU-second; {ratio}{} samples/s; export p99 {} ms; peak RSS {} MiB",
             binary.display(),
             col(|m| m.per_cpu_second),
-            col2(|m| m.floor_ratio),
             col(|m| m.per_second),
             col(|m| m.p99_ms),
             col(|m| m.hwm_mib),

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Most JSON bytes held at once.
-pub(super) const MAX_HELD_BYTES: u64 = 32 << 20;
+/// Most JSON bytes held at once (16 MiB: 32 held 17 MiB more at the peak for no measurable CPU).
+pub(super) const MAX_HELD_BYTES: u64 = 16 << 20;
 
 /// The bytes held by every [`HeldJson`] of one engine.
 #[derive(Debug, Default, Clone)]
