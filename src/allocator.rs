@@ -1,4 +1,4 @@
-//! The allocator the `profilink` binary ships with, as one macro ([`global_allocator!`]) so the
+//! The allocator the `profilink` binary ships with, as one macro ([`global_allocator!`](crate::global_allocator!)) so the
 //! binary, its benchmarks and its whole-process examples run on the same allocator with the
 //! same settings.
 //!
@@ -14,7 +14,7 @@
 pub const MALLOC_CONF: &std::ffi::CStr =
     c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
-/// jemalloc's allocator type, for [`global_allocator!`].
+/// jemalloc's allocator type, for [`global_allocator!`](crate::global_allocator!).
 pub use tikv_jemallocator::Jemalloc;
 
 /// A `const char *` jemalloc reads at its start (a static C string, shared read-only).
