@@ -2,12 +2,11 @@
 //! ([`global_allocator!`](crate::global_allocator!)), so the binary, its benchmarks and its
 //! whole-process examples run on the same allocator with the same settings.
 //!
-//! jemalloc, as Relay and Vector ship: under the load test it kept a peak of 155-160 MiB resident
-//! for a 70 MB heap where mimalloc v2 kept 300 MiB, at the same CPU per observation within the
-//! runs' spread (glibc
-//! malloc took a quarter of the CPU). [`MALLOC_CONF`] returns freed pages to the system
-//! within a second from a background thread instead of jemalloc's 10 s, which is what holds
-//! the peak down; it costs no measurable CPU.
+//! jemalloc, as Relay and Vector ship: under the load test it kept a peak of 155-160 MiB
+//! resident for a 70 MB heap where mimalloc v2 kept 300 MiB, at the same CPU per observation
+//! within the runs' spread (glibc malloc took a quarter of the CPU). [`MALLOC_CONF`] returns
+//! freed pages to the system within a second from a background thread instead of jemalloc's
+//! 10 s, which is what holds the peak down; it costs no measurable CPU.
 
 /// jemalloc's settings, read once at its start (the `_RJEM_MALLOC_CONF` environment variable
 /// still overrides them): a background purging thread, dirty pages returned after 1 s and no
