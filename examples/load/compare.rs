@@ -109,21 +109,20 @@ pub async fn run(a: &Args, load: &Load) {
     }
     println!("summary over {rounds} interleaved round(s): median (min-max)");
     for (binary, ms) in binaries.iter().zip(&measured) {
-        let col = |f: fn(&Measure) -> f64| spread(ms.iter().map(f).collect(), 0);
-        let col2 = |f: fn(&Measure) -> f64| spread(ms.iter().map(f).collect(), 2);
+        let col = |f: fn(&Measure) -> f64, decimals| spread(ms.iter().map(f).collect(), decimals);
         // Without `--floor` there is no ratio to print.
         let ratio = if a.floor.is_some() {
-            format!("{} x the floor; ", col2(|m| m.floor_ratio))
+            format!("{} x the floor; ", col(|m| m.floor_ratio, 2))
         } else {
             String::new()
         };
         println!(
             "  {}: {} samples per CPU-second; {ratio}{} samples/s; export p99 {} ms; peak RSS {} MiB",
             binary.display(),
-            col(|m| m.per_cpu_second),
-            col(|m| m.per_second),
-            col(|m| m.p99_ms),
-            col(|m| m.hwm_mib),
+            col(|m| m.per_cpu_second, 0),
+            col(|m| m.per_second, 0),
+            col(|m| m.p99_ms, 0),
+            col(|m| m.hwm_mib, 0),
         );
     }
 }
