@@ -19,7 +19,9 @@
 //!     num_consumers: 4   # or sending_queue.num_consumers (the Collector's level)
 //!     chunk_duration: 60s
 //!     chunk_idle_timeout: 10s
+//!     chunk_lateness: 10m
 //!     max_chunk_bytes: 8388608
+//!     max_open_bytes: 268435456
 //!     sparse_threads: group   # group | drop
 //!     retry_on_failure: { enabled: true, initial_interval: 5s, max_interval: 30s, max_elapsed_time: 300s, multiplier: 1.5, randomization_factor: 0.5 }
 //!     sending_queue: { enabled: true, storage: ./profilink-data/queue, max_size_mib: 256, overflow: backpressure }
@@ -138,14 +140,26 @@ pub enum SparseThreads {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccumulateConfig {
-    /// Longest sample span of an emitted chunk (default 60 s; Relay rejects > 66 s).
+    /// Length of the time-aligned windows a session's samples are merged in, `[k * d, (k + 1)
+    /// * d)` on the Unix epoch (default 60 s; Relay rejects > 66 s).
     #[serde(with = "humantime_serde")]
     pub chunk_duration: Duration,
-    /// Emit a session's chunk after this long without new samples (default 10 s).
+    /// Emit a session's chunks after this long without new samples (default 10 s); a window
+    /// the session's newest sample has passed is emitted after half of it without a sample
+    /// joining it.
     #[serde(with = "humantime_serde")]
     pub chunk_idle_timeout: Duration,
+    /// How far (in sample time) behind a session's newest sample a window stays open for
+    /// samples read out of order (default 10 min): a window closes once the session's newest
+    /// sample is this far past its end; older samples go out as chunks of their own.
+    #[serde(with = "humantime_serde")]
+    pub chunk_lateness: Duration,
     /// Largest serialized chunk (default 8 MiB).
     pub max_chunk_bytes: u64,
+    /// Estimated bytes all open windows may hold together (default 256 MiB); past it the
+    /// windows samples joined least recently are cut early
+    /// (`profilink_exporter_chunks_cut_early_total{reason="memory"}`).
+    pub max_open_bytes: u64,
     /// Threads Relay would drop in a merged chunk (default grouped).
     pub sparse_threads: SparseThreads,
 }
@@ -155,7 +169,9 @@ impl Default for AccumulateConfig {
         AccumulateConfig {
             chunk_duration: Duration::from_secs(60),
             chunk_idle_timeout: Duration::from_secs(10),
+            chunk_lateness: Duration::from_secs(600),
             max_chunk_bytes: 8 << 20,
+            max_open_bytes: 256 << 20,
             sparse_threads: SparseThreads::Group,
         }
     }
@@ -172,7 +188,9 @@ macro_rules! chunk_exporter_parts {
                 AccumulateConfig {
                     chunk_duration: self.chunk_duration,
                     chunk_idle_timeout: self.chunk_idle_timeout,
+                    chunk_lateness: self.chunk_lateness,
                     max_chunk_bytes: self.max_chunk_bytes,
+                    max_open_bytes: self.max_open_bytes,
                     sparse_threads: self.sparse_threads,
                 }
             }

@@ -146,6 +146,12 @@ pub struct ExporterMetrics {
     pub sparse_samples_grouped: AtomicU64,
     /// Threads whose samples were moved into group threads.
     pub sparse_threads_grouped: AtomicU64,
+    /// Chunks the accumulator cut before their window closed because the open windows
+    /// together held more than `max_open_bytes` (reason `memory`).
+    pub chunks_cut_memory: AtomicU64,
+    /// Chunks the accumulator cut before their window closed because they reached
+    /// `max_chunk_bytes` (reason `size`).
+    pub chunks_cut_size: AtomicU64,
     /// How long each delivery attempt took, by outcome.
     pub attempt_durations: AttemptDurations,
 }
@@ -201,6 +207,10 @@ pub struct MetricsSnapshot {
     pub sparse_samples_grouped: u64,
     /// See [`ExporterMetrics::sparse_threads_grouped`].
     pub sparse_threads_grouped: u64,
+    /// See [`ExporterMetrics::chunks_cut_memory`].
+    pub chunks_cut_memory: u64,
+    /// See [`ExporterMetrics::chunks_cut_size`].
+    pub chunks_cut_size: u64,
 }
 
 impl MetricsSnapshot {
@@ -276,6 +286,8 @@ impl ExporterMetrics {
             dropped_samples: self.dropped_samples.snapshot(),
             sparse_samples_grouped: get(&self.sparse_samples_grouped),
             sparse_threads_grouped: get(&self.sparse_threads_grouped),
+            chunks_cut_memory: get(&self.chunks_cut_memory),
+            chunks_cut_size: get(&self.chunks_cut_size),
         }
     }
 }

@@ -30,6 +30,7 @@
 //! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk) that could not be grouped, dropped before sending |
 //! | `profilink_exporter_sparse_samples_grouped_total` | counter | `exporter` | samples of such threads moved into group threads (`sparse_threads: group`) |
 //! | `profilink_exporter_sparse_threads_grouped_total` | counter | `exporter` | threads whose samples were moved into group threads |
+//! | `profilink_exporter_chunks_cut_early_total` | counter | `exporter`, `reason` | chunks cut before their window closed: `memory` (the open windows together reached `max_open_bytes`), `size` (the chunk reached `max_chunk_bytes`) |
 //! | `profilink_exporter_{accepted,replayed,sent}_samples_total` | counter | `exporter` | samples accepted by `export`, replayed from the queue at start, delivered |
 //! | `profilink_exporter_dropped_samples_total` | counter | `exporter`, `reason` | samples of chunks given up (reasons as for chunks) |
 //! | `profilink_exporter_tls_handshake_failures_total` | counter | | TLS handshakes of exporters that failed (untrusted, expired or mismatched certificate, refused client certificate, no common version); each is logged with its peer and retried like a network error |
@@ -353,6 +354,17 @@ impl Render for Exporters<'_> {
                 |s| &s.dropped_samples,
             ),
         ];
+        let name = "profilink_exporter_chunks_cut_early_total";
+        f.header(
+            name,
+            "counter",
+            "Chunks cut before their window closed, by the bound that cut them: memory (max_open_bytes), size (max_chunk_bytes).",
+        );
+        for (e, s) in &exporters {
+            for (reason, n) in [("memory", s.chunks_cut_memory), ("size", s.chunks_cut_size)] {
+                f.sample(name, &[("exporter", &e.id), ("reason", reason)], n);
+            }
+        }
         for (name, help, values) in by_reason {
             f.header(name, "counter", help);
             for (e, s) in &exporters {

@@ -120,9 +120,13 @@ async fn idle_timeout_flushes_the_tail_and_every_chunk_arrives_once() {
     let server = StandIn::start().await;
     let dir = tempfile::tempdir().unwrap();
     let (clock, shared) = manual();
-    let exp = SentryExporter::start_with_clock(config(&server, dir.path()), shared)
-        .await
-        .unwrap();
+    // Windows close as soon as the stream passes them (no lateness, no settling on this
+    // clock), so the tails alone wait for the idle timeout.
+    let cfg = SentryExporterConfig {
+        chunk_lateness: Duration::ZERO,
+        ..config(&server, dir.path())
+    };
+    let exp = SentryExporter::start_with_clock(cfg, shared).await.unwrap();
     // Two sessions, 2.5 minutes each: 30 chunks of 5 s → 60 s + 60 s + 30 s per session.
     let mut inputs = Vec::new();
     for i in 0..30 {

@@ -1,87 +1,115 @@
-//! Chunk accumulation: many short chunks of one profiler session become chunks of up to
-//! `chunk_duration` (default 60 s) of samples.
+//! Chunk accumulation: the short chunks of one profiler session become chunks of the session's
+//! samples per time-aligned window of `chunk_duration` (default 60 s).
 //!
 //! Producers such as the eBPF profiler report every 5 s, which translates into 5 s chunks;
-//! Sentry expects a chunk per minute per profiler session. [`ChunkAccumulator`] keeps one open
-//! window per session (key: route, profiler id, platform) anchored at its first sample, and
-//! emits a merged chunk
-//! * when a sample at or past `window start + chunk_duration` arrives (the incoming chunk is
-//!   split at the boundary, so no emitted chunk spans `chunk_duration` or more),
-//! * when adding would push the estimated serialized size past `max_chunk_bytes`,
-//! * when the session saw no new samples for `chunk_idle_timeout` ([`ChunkAccumulator::poll`]),
+//! Sentry expects a chunk per minute per profiler session. [`ChunkAccumulator`] keeps, per
+//! session (key: route, profiler id, platform), **open windows aligned to time**: window `k`
+//! holds the samples with timestamps in `[k * chunk_duration, (k + 1) * chunk_duration)` on the
+//! Unix epoch. Where a sample goes depends on its timestamp, not on when it arrived, so a
+//! session's chunk for a window is the same whatever order its parts arrive in (and whichever
+//! replica or restart merges them), and its id, derived from its content
+//! ([`crate::merge::merged_chunk_id`]), too.
+//!
+//! A session keeps **several open windows within a lateness bound**: its *newest* sample time
+//! (the largest timestamp it has seen) is its watermark, and a window stays open for samples
+//! read out of order until the watermark is `chunk_lateness` (default 10 min) past the
+//! window's end, so a backlog read minutes out of order (a Kafka topic spread over partitions,
+//! replicas, retries) still merges. A window is emitted
+//! * when the session's newest sample passes its end by `chunk_lateness` (reason
+//!   [`EmitReason::Duration`]),
+//! * when the newest sample has passed its end and no sample joined it for half of
+//!   `chunk_idle_timeout` ([`EmitReason::Settled`], [`ChunkAccumulator::poll`]): a live
+//!   producer has moved on, so its finished windows go out within seconds instead of waiting
+//!   out the lateness bound,
+//! * when adding would push its estimated serialized size past `max_chunk_bytes` (it is cut,
+//!   and a new chunk of the same window starts: [`EmitReason::Size`]),
+//! * when all open windows together would hold more than `max_open_bytes`: the windows samples
+//!   joined least recently (over every session) are cut early ([`EmitReason::Memory`]; counted as
+//!   `profilink_exporter_chunks_cut_early_total{reason="memory"}` and logged, at most once a
+//!   minute),
+//! * when the session saw no new samples for `chunk_idle_timeout`: all its windows
+//!   ([`EmitReason::Idle`], [`ChunkAccumulator::poll`]),
 //! * on [`ChunkAccumulator::flush_all`] (shutdown).
 //!
-//! Samples older than the open window (late data) join it when the window, moved back to
-//! start at them, still holds everything the session has (its newest sample less than
-//! `chunk_duration` after them): parts read out of order merge as if read in order. Older
-//! samples are emitted at once as their own chunk.
+//! Samples for a window already past the lateness bound when they arrive (older than any
+//! window the session may still hold open) are emitted at once, as chunks of their own per
+//! window ([`EmitReason::Late`]). Samples for a window that was emitted for another reason
+//! (settled, size, memory, idle) start it again: a second chunk of that window.
 //!
 //! **Sparse threads.** Only a finished chunk's thread counts are final, so this is where threads
 //! Relay would drop (fewer than 2 samples with a stack) are handled, as `sparse_threads` says:
 //! grouped ([`ThreadGroups`](profilink_proto::sentry::ThreadGroups), the default) and then, if still sparse,
 //! dropped and counted. Each input comes with the thread ids that spans may reference (its
-//! linked threads); a session keeps the union of its inputs' sets, and those threads are never
+//! linked threads); a window keeps the union of its inputs' sets, and those threads are never
 //! grouped, so the thread id a span stamping wrote for a linked sample is the one it is sent
 //! under.
 //!
 //! Every input is identified by its queue id. An input may end up in several emitted chunks
-//! (when split); [`ChunkAccumulator::release`] tells which inputs are fully covered by persisted
-//! output and may be acknowledged, and each emitted chunk lists the timestamp range it took
-//! from each input part ([`Emitted::consumed`], see [`crate::queue::consumed`]). A part's
-//! time-sorted samples are only ever cut between distinct timestamps, so these ranges are
-//! disjoint. Time is passed in (`now`), so tests need no sleeps.
+//! (its samples span windows); [`ChunkAccumulator::release`] tells which inputs are fully
+//! covered by persisted output and may be acknowledged, and each emitted chunk lists the
+//! timestamp range it took from each input part ([`Emitted::consumed`], see
+//! [`crate::queue::consumed`]). A part's time-sorted samples are only ever cut between distinct
+//! timestamps (windows are disjoint time ranges, and a window's size cuts fall between distinct
+//! timestamps), so these ranges are disjoint. Replaying the unacknowledged inputs after a
+//! restart, less what persisted chunks hold, puts every sample back into the window of its
+//! timestamp: the open windows are rebuilt as they were. Time is passed in (`now`), so tests
+//! need no sleeps.
 //!
-//! Files: this one holds the [`ChunkAccumulator`]; `session` the session keys and the
-//! [`Emitted`] chunks.
+//! Files: this one holds the [`ChunkAccumulator`] and its closing rules; `window` the time grid,
+//! the windows and the sessions; `place` where a part's samples go; `session` the session keys
+//! and the [`Emitted`] chunks.
 
+mod pair;
+mod place;
 mod session;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_order;
+#[cfg(test)]
+mod tests_pair;
+mod window;
 
 pub use session::{EmitReason, Emitted, PushOutcome, SessionKey};
 
 use crate::config::AccumulateConfig;
 use crate::merge::ChunkBuilder;
 use crate::queue::consumed::Consumed;
-use profilink_proto::sentry::{CompactString, MeasurementValue, ProfileChunk};
+use place::Action;
+use profilink_proto::sentry::{CompactString, ProfileChunk};
 use session::SessionRef;
 use std::collections::{BTreeSet, HashMap};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use window::{Grid, Session, Window};
 
 type SessionMap = hashbrown::HashMap<SessionKey, Session>;
 
-#[derive(Debug)]
-struct Session {
-    builder: ChunkBuilder,
-    window_start: f64,
-    inputs: BTreeSet<u64>,
-    consumed: Vec<Consumed>,
-    /// Thread ids spans may reference, over every input merged into the chunk.
-    linked: BTreeSet<CompactString>,
-    last_activity: Instant,
-}
+/// How often, at most, the memory bound's cuts are logged.
+const CUT_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
-/// Merges chunks per profiler session. See the module docs.
+/// Merges chunks per profiler session into time-aligned windows. See the module docs.
 #[derive(Debug)]
 pub struct ChunkAccumulator {
     cfg: AccumulateConfig,
+    grid: Grid,
     sessions: SessionMap,
     pending: HashMap<u64, u32>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Dest {
-    Session,
-    Group(usize),
+    /// The size estimate of every open window together.
+    open_bytes: u64,
+    /// When the memory bound's cuts were last logged, and the cuts since.
+    cut_log: (Option<Instant>, u64),
 }
 
 impl ChunkAccumulator {
     /// An empty accumulator.
     pub fn new(cfg: AccumulateConfig) -> Self {
         ChunkAccumulator {
+            grid: Grid::new(&cfg),
             cfg,
             sessions: SessionMap::default(),
             pending: HashMap::new(),
+            open_bytes: 0,
+            cut_log: (None, 0),
         }
     }
 
@@ -90,11 +118,22 @@ impl ChunkAccumulator {
         self.sessions.len()
     }
 
-    /// Samples held in open sessions.
+    /// Open windows, over every session.
+    pub fn window_count(&self) -> usize {
+        self.sessions.values().map(|s| s.windows.len()).sum()
+    }
+
+    /// The size estimate of every open window together (what `max_open_bytes` bounds).
+    pub fn open_bytes(&self) -> u64 {
+        self.open_bytes
+    }
+
+    /// Samples held in open windows.
     pub fn pending_samples(&self) -> usize {
         self.sessions
             .values()
-            .map(|s| s.builder.sample_count())
+            .flat_map(|s| s.windows.values())
+            .map(|w| w.builder.sample_count())
             .sum()
     }
 
@@ -103,52 +142,18 @@ impl ChunkAccumulator {
         self.pending.get(&id).copied().unwrap_or(0)
     }
 
+    /// How long a passed window waits for more samples: half of `chunk_idle_timeout`.
+    fn settle(&self) -> Duration {
+        self.cfg.chunk_idle_timeout / 2
+    }
+
     /// The earliest instant at which [`ChunkAccumulator::poll`] will emit something.
     pub fn next_deadline(&self) -> Option<Instant> {
+        let (idle, settle) = (self.cfg.chunk_idle_timeout, self.settle());
         self.sessions
             .values()
-            .map(|s| s.last_activity + self.cfg.chunk_idle_timeout)
+            .map(|s| s.deadline(&self.grid, idle, settle))
             .min()
-    }
-
-    fn window(&self) -> f64 {
-        self.cfg.chunk_duration.as_secs_f64().max(1e-6)
-    }
-
-    fn max_bytes(&self) -> u64 {
-        self.cfg.max_chunk_bytes.max(1)
-    }
-
-    /// Splits sorted sample indices into groups that each span less than the window and stay
-    /// under the size limit. Samples with equal timestamps stay in one group (so each group
-    /// of a part covers its own timestamp range; a group may pass the size limit by them).
-    fn partition(
-        &self,
-        chunk: &ProfileChunk,
-        sorted: &[usize],
-        per_sample: f64,
-    ) -> Vec<Vec<usize>> {
-        let window = self.window();
-        let max = self.max_bytes() as f64;
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        let mut start = 0.0;
-        let mut prev = f64::NAN;
-        for &i in sorted {
-            let ts = chunk.profile.samples[i].timestamp;
-            let fits = groups.last().is_some_and(|g| {
-                ts < start + window && (ts == prev || (g.len() as f64 + 1.0) * per_sample <= max)
-            });
-            prev = ts;
-            if fits {
-                if let Some(g) = groups.last_mut() {
-                    g.push(i);
-                }
-            } else {
-                start = ts;
-                groups.push(vec![i]);
-            }
-        }
-        groups
     }
 
     /// Adds input `id` (a chunk routed by `route`, of about `approx_bytes` serialized).
@@ -207,7 +212,6 @@ impl ChunkAccumulator {
         now: Instant,
         emitted: &mut Vec<Emitted>,
     ) {
-        let out = emitted;
         let key = SessionRef {
             route,
             profiler_id: &chunk.profiler_id,
@@ -217,213 +221,219 @@ impl ChunkAccumulator {
         let mut sorted: Vec<usize> = Vec::with_capacity(samples.len());
         sorted.extend((0..samples.len()).filter(|&i| samples[i].timestamp.is_finite()));
         sorted.sort_by(|&a, &b| samples[a].timestamp.total_cmp(&samples[b].timestamp));
-        if sorted.is_empty() {
+        let Some(&last) = sorted.last() else {
             return;
-        }
+        };
+        let newest = samples[last].timestamp;
         let per_sample = approx_bytes as f64 / sorted.len() as f64;
-        let window = self.window();
-        let max = self.max_bytes();
-
-        let (mut late, mut in_win, mut after) = (Vec::new(), Vec::new(), Vec::new());
-        let mut flush_first = false;
-        match self.sessions.get(&key) {
-            Some(s) => {
-                // Mostly all of them: the window is open and the input continues it.
-                in_win.reserve(sorted.len());
-                for &i in &sorted {
-                    let ts = samples[i].timestamp;
-                    if ts < s.window_start {
-                        late.push(i);
-                    } else if ts < s.window_start + window {
-                        in_win.push(i);
-                    } else {
-                        after.push(i);
-                    }
-                }
-                // Late samples that fit one window with everything the session holds (its
-                // newest sample less than `chunk_duration` after them) join it, the window
-                // moving back to start at them: parts read out of order (a Kafka backlog
-                // spread over partitions, retries) merge instead of each going alone. The
-                // admitted ones are the newest late samples, so they and `in_win` stay one
-                // contiguous, sorted range of the part.
-                let newest = in_win
-                    .last()
-                    .map_or(f64::NEG_INFINITY, |&i| samples[i].timestamp)
-                    .max(s.builder.last_ts());
-                let cut = late.partition_point(|&i| samples[i].timestamp <= newest - window);
-                if cut < late.len() {
-                    let mut joined = late.split_off(cut);
-                    joined.append(&mut in_win);
-                    in_win = joined;
-                }
-                let add = (in_win.len() as f64 * per_sample) as u64;
-                if !in_win.is_empty()
-                    && s.builder.sample_count() > 0
-                    && s.builder.est_bytes().saturating_add(add) > max
-                {
-                    flush_first = true;
-                    in_win.append(&mut after);
-                    after = in_win;
-                    in_win = Vec::new();
-                }
-            }
-            None => after = sorted,
+        let max = self.cfg.max_chunk_bytes.max(1) as f64;
+        let dests = place::plan(
+            &self.grid,
+            self.sessions.get(&key),
+            chunk,
+            &sorted,
+            per_sample,
+            max,
+        );
+        let measurements = place::measurements(chunk, &dests);
+        if !self.sessions.contains_key(&key) {
+            self.sessions.insert(key.owned(), Session::new(now));
         }
-        let late_groups = self.partition(chunk, &late, per_sample);
-        let after_groups = self.partition(chunk, &after, per_sample);
-        let session_open = self.sessions.contains_key(&key) && !flush_first;
-
-        // Measurement values go to the destination whose window starts last at or before them.
-        let mut windows: Vec<(f64, Dest)> = Vec::new();
-        let mut groups: Vec<(Vec<usize>, bool)> = Vec::new(); // (samples, is_late)
-        for g in late_groups {
-            windows.push((samples[g[0]].timestamp, Dest::Group(groups.len())));
-            groups.push((g, true));
-        }
-        if session_open
-            && !in_win.is_empty()
-            && let Some(s) = self.sessions.get(&key)
-        {
-            let start = s.window_start.min(samples[in_win[0]].timestamp);
-            windows.push((start, Dest::Session));
-        }
-        for g in after_groups {
-            windows.push((samples[g[0]].timestamp, Dest::Group(groups.len())));
-            groups.push((g, false));
-        }
-        windows.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut session_meas = Vec::new();
-        let mut group_meas: Vec<Vec<(String, String, Vec<MeasurementValue>)>> =
-            vec![Vec::new(); groups.len()];
-        for (name, m) in &chunk.measurements {
-            let mut per_dest: HashMap<usize, Vec<MeasurementValue>> = HashMap::new();
-            let mut to_session = Vec::new();
-            for v in &m.values {
-                let dest = windows
-                    .iter()
-                    .rev()
-                    .find(|(start, _)| *start <= v.timestamp)
-                    .or(windows.first())
-                    .map(|(_, d)| *d);
-                match dest {
-                    Some(Dest::Session) => to_session.push(v.clone()),
-                    Some(Dest::Group(g)) => per_dest.entry(g).or_default().push(v.clone()),
-                    None => {}
-                }
-            }
-            if !to_session.is_empty() {
-                session_meas.push((name.clone(), m.unit.clone(), to_session));
-            }
-            for (g, vals) in per_dest {
-                if let Some(slot) = group_meas.get_mut(g) {
-                    slot.push((name.clone(), m.unit.clone(), vals));
-                }
-            }
-        }
-
-        if flush_first && let Some(s) = self.sessions.remove(&key) {
-            out.extend(self.finish_session(key.owned(), s, EmitReason::Size));
-        }
-        if session_open
-            && !in_win.is_empty()
-            && let Some(s) = self.sessions.get_mut(&key)
-        {
-            let bytes = (in_win.len() as f64 * per_sample) as u64;
-            s.window_start = s.window_start.min(samples[in_win[0]].timestamp);
-            s.builder
-                .add_hashed(chunk, frame_hashes, &in_win, &session_meas, bytes);
-            s.consumed.push(range_of(id, part, chunk, &in_win));
-            if s.inputs.insert(id) {
+        let policy = self.cfg.sparse_threads;
+        let mut owned: Option<SessionKey> = None;
+        let mut touched: Vec<i64> = Vec::new();
+        for (dest, meas) in dests.into_iter().zip(measurements) {
+            let bytes = (dest.indices.len() as f64 * per_sample) as u64;
+            let consumed = range_of(id, part, chunk, &dest.indices);
+            if dest.action == Action::Late {
+                let mut builder = ChunkBuilder::new(chunk);
+                builder.add_hashed(chunk, frame_hashes, &dest.indices, &meas, bytes);
                 *self.pending.entry(id).or_insert(0) += 1;
-            }
-            s.linked.extend(linked.iter().cloned());
-            s.last_activity = now;
-        }
-        let has_after = groups.iter().any(|(_, is_late)| !is_late);
-        if has_after && let Some(s) = self.sessions.remove(&key) {
-            out.extend(self.finish_session(key.owned(), s, EmitReason::Duration));
-        }
-        let last_after = groups.iter().rposition(|(_, is_late)| !is_late);
-        for (gi, ((g, is_late), meas)) in groups.into_iter().zip(group_meas).enumerate() {
-            let mut builder = ChunkBuilder::new(chunk);
-            let bytes = (g.len() as f64 * per_sample) as u64;
-            builder.add_hashed(chunk, frame_hashes, &g, &meas, bytes);
-            *self.pending.entry(id).or_insert(0) += 1;
-            let consumed = vec![range_of(id, part, chunk, &g)];
-            if Some(gi) == last_after {
-                let window_start = samples[g[0]].timestamp;
-                self.sessions.insert(
-                    key.owned(),
-                    Session {
-                        builder,
-                        window_start,
-                        inputs: BTreeSet::from([id]),
-                        consumed,
-                        linked: linked.iter().cloned().collect(),
-                        last_activity: now,
-                    },
-                );
-            } else {
-                let reason = if is_late {
-                    EmitReason::Late
-                } else {
-                    EmitReason::Duration
-                };
                 let linked: BTreeSet<CompactString> = linked.iter().cloned().collect();
-                out.push(Emitted::finished(
+                emitted.push(Emitted::finished(
                     key.owned(),
                     builder,
                     &linked,
-                    self.cfg.sparse_threads,
+                    policy,
                     vec![id],
-                    consumed,
-                    reason,
+                    vec![consumed],
+                    EmitReason::Late,
                 ));
+                continue;
             }
+            if dest.action == Action::Reopen {
+                let k = owned.get_or_insert_with(|| key.owned()).clone();
+                self.emit(&k, dest.k, EmitReason::Size, emitted);
+            }
+            let Some(session) = self.sessions.get_mut(&key) else {
+                return;
+            };
+            let w = session
+                .windows
+                .entry(dest.k)
+                .or_insert_with(|| Window::new(chunk, now));
+            w.builder
+                .add_hashed(chunk, frame_hashes, &dest.indices, &meas, bytes);
+            let ts = |i: Option<&usize>| i.map(|&i| chunk.profile.samples[i].timestamp);
+            if let (Some(first), Some(last)) = (ts(dest.indices.first()), ts(dest.indices.last())) {
+                w.first = w.first.min(first);
+                w.last = w.last.max(last);
+            }
+            self.open_bytes = self.open_bytes.saturating_add(bytes);
+            w.consumed.push(consumed);
+            if w.inputs.insert(id) {
+                *self.pending.entry(id).or_insert(0) += 1;
+            }
+            w.linked.extend(linked.iter().cloned());
+            w.last_added = now;
+            if touched.last() != Some(&dest.k) {
+                touched.push(dest.k);
+            }
+        }
+        let Some(session) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        session.newest = session.newest.max(newest);
+        session.last_activity = now;
+        // Windows the newest sample passed by the lateness bound, and held windows next to
+        // the ones samples joined.
+        let expired: Vec<i64> = session
+            .windows
+            .keys()
+            .copied()
+            .take_while(|&k| self.grid.expired(k, session.newest))
+            .collect();
+        let any_held = session.windows.values().any(|w| w.held.is_some());
+        if !expired.is_empty() || any_held {
+            let key = owned.unwrap_or_else(|| key.owned());
+            if any_held {
+                for k in touched {
+                    self.recheck(&key, k, emitted);
+                }
+            }
+            for k in expired {
+                self.close(&key, k, EmitReason::Duration, emitted);
+            }
+        }
+        self.bound_memory(now, emitted);
+    }
+
+    /// Cuts open windows while all of them together hold more than `max_open_bytes`, the one
+    /// samples joined least recently first (then the oldest window, then by session): the one
+    /// least likely to get more. (Not the oldest by sample time: sessions read from a backlog
+    /// are at different times, and the oldest window may be one still filling.) Logs it at
+    /// most once per [`CUT_LOG_INTERVAL`].
+    fn bound_memory(&mut self, now: Instant, emitted: &mut Vec<Emitted>) {
+        let max = self.cfg.max_open_bytes;
+        let mut cut = 0u64;
+        while self.open_bytes > max {
+            let oldest = self
+                .sessions
+                .iter()
+                .flat_map(|(key, s)| s.windows.iter().map(move |(k, w)| (w.last_added, *k, key)))
+                .min()
+                .map(|(_, k, key)| (k, key.clone()));
+            let Some((k, key)) = oldest else {
+                break;
+            };
+            let before = self.open_bytes;
+            self.emit(&key, k, EmitReason::Memory, emitted);
+            if self.open_bytes == before {
+                break;
+            }
+            cut += 1;
+        }
+        if cut == 0 {
+            return;
+        }
+        self.cut_log.1 += cut;
+        let (last, pending_cuts) = self.cut_log;
+        if last.is_none_or(|t| now.saturating_duration_since(t) >= CUT_LOG_INTERVAL) {
+            tracing::warn!(
+                windows_cut = pending_cuts,
+                max_open_bytes = max,
+                windows_open = self.window_count(),
+                "chunk accumulation: open windows hold more than max_open_bytes; the oldest were cut early (more, shorter chunks)"
+            );
+            self.cut_log = (Some(now), 0);
         }
     }
 
-    fn finish_session(&self, key: SessionKey, s: Session, reason: EmitReason) -> Option<Emitted> {
-        let inputs: Vec<u64> = s.inputs.into_iter().collect();
-        Some(Emitted::finished(
-            key,
-            s.builder,
-            &s.linked,
-            self.cfg.sparse_threads,
-            inputs,
-            s.consumed,
-            reason,
-        ))
-    }
-
-    /// Emits the sessions idle for at least `chunk_idle_timeout` at `now`.
+    /// Emits, at `now`, every window of sessions idle for `chunk_idle_timeout`, and the
+    /// windows the newest sample has passed that no sample joined for half of it.
     pub fn poll(&mut self, now: Instant) -> Vec<Emitted> {
         let idle = self.cfg.chunk_idle_timeout;
-        let mut keys: Vec<SessionKey> = self
+        let settle = self.settle();
+        let mut due: Vec<(SessionKey, Option<Vec<i64>>)> = self
             .sessions
             .iter()
-            .filter(|(_, s)| now.saturating_duration_since(s.last_activity) >= idle)
-            .map(|(k, _)| k.clone())
+            .filter_map(|(key, s)| {
+                if s.idle(now, idle) {
+                    return Some((key.clone(), None));
+                }
+                let settled = s.settled(&self.grid, now, settle);
+                (!settled.is_empty()).then(|| (key.clone(), Some(settled)))
+            })
             .collect();
-        keys.sort();
-        self.take(keys, EmitReason::Idle)
-    }
-
-    /// Emits every open session (shutdown).
-    pub fn flush_all(&mut self) -> Vec<Emitted> {
-        let mut keys: Vec<SessionKey> = self.sessions.keys().cloned().collect();
-        keys.sort();
-        self.take(keys, EmitReason::Flush)
-    }
-
-    fn take(&mut self, keys: Vec<SessionKey>, reason: EmitReason) -> Vec<Emitted> {
+        due.sort();
         let mut out = Vec::new();
-        for k in keys {
-            if let Some(s) = self.sessions.remove(&k) {
-                out.extend(self.finish_session(k, s, reason));
+        for (key, windows) in due {
+            match windows {
+                None => self.take(key, EmitReason::Idle, &mut out),
+                Some(ks) => {
+                    for k in ks {
+                        self.close(&key, k, EmitReason::Settled, &mut out);
+                    }
+                }
             }
         }
         out
+    }
+
+    /// Emits every open window (shutdown).
+    pub fn flush_all(&mut self) -> Vec<Emitted> {
+        let mut keys: Vec<SessionKey> = self.sessions.keys().cloned().collect();
+        keys.sort();
+        let mut out = Vec::new();
+        for k in keys {
+            self.take(k, EmitReason::Flush, &mut out);
+        }
+        out
+    }
+
+    /// Ends session `key`, emitting its windows oldest first.
+    fn take(&mut self, key: SessionKey, reason: EmitReason, out: &mut Vec<Emitted>) {
+        if let Some(s) = self.sessions.remove(&key) {
+            self.end_session(key, s, reason, out);
+        }
+    }
+
+    /// Removes from a replayed part what persisted chunks already hold (`consumed` says which
+    /// of its sample timestamps): those samples, and the measurement values that went with
+    /// them (see `place::measurements`), so neither is sent twice. Returns how many samples
+    /// were removed.
+    pub fn filter_replayed(
+        &self,
+        chunk: &mut ProfileChunk,
+        consumed: impl Fn(f64) -> bool,
+    ) -> usize {
+        let mut sorted: Vec<f64> = chunk
+            .profile
+            .samples
+            .iter()
+            .map(|s| s.timestamp)
+            .filter(|t| t.is_finite())
+            .collect();
+        sorted.sort_by(f64::total_cmp);
+        for m in chunk.measurements.values_mut() {
+            m.values.retain(|v| {
+                !place::measurement_anchor(&self.grid, &sorted, v.timestamp).is_some_and(&consumed)
+            });
+        }
+        chunk.measurements.retain(|_, m| !m.values.is_empty());
+        let before = chunk.profile.samples.len();
+        chunk.profile.samples.retain(|s| !consumed(s.timestamp));
+        before - chunk.profile.samples.len()
     }
 
     /// Records that an emitted chunk covering `inputs` is persisted (or given up); returns the
@@ -441,6 +451,19 @@ impl ChunkAccumulator {
         }
         done
     }
+}
+
+/// The chunk of window `w` of session `key`.
+fn finish_window(
+    key: SessionKey,
+    w: Window,
+    policy: crate::config::SparseThreads,
+    reason: EmitReason,
+) -> Emitted {
+    let inputs: Vec<u64> = w.inputs.into_iter().collect();
+    Emitted::finished(
+        key, w.builder, &w.linked, policy, inputs, w.consumed, reason,
+    )
 }
 
 /// The timestamp range of `indices` (sorted by timestamp, non-empty) of a part.

@@ -1,5 +1,6 @@
 //! What the accumulator keys its sessions by and what it emits: [`SessionKey`] (and its
-//! borrowed form for lookups), [`Emitted`] merged chunks with their sparse-thread counts.
+//! borrowed form for lookups), [`Emitted`] merged chunks with their sparse-thread counts and
+//! why they were emitted ([`EmitReason`]).
 
 use crate::config::SparseThreads;
 use crate::merge::ChunkBuilder;
@@ -48,15 +49,20 @@ impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
 /// Why a chunk was emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EmitReason {
-    /// The window reached `chunk_duration`.
+    /// The session's newest sample passed the window's end by `chunk_lateness`.
     Duration,
-    /// The size limit would have been exceeded.
+    /// The session's newest sample passed the window's end and no sample joined it for half
+    /// of `chunk_idle_timeout`.
+    Settled,
+    /// The window's chunk would have passed `max_chunk_bytes`: cut early.
     Size,
+    /// The open windows together would have held more than `max_open_bytes`: cut early.
+    Memory,
     /// No samples for `chunk_idle_timeout`.
     Idle,
     /// Shutdown flush.
     Flush,
-    /// Samples older than the session's open window.
+    /// Samples for a window already past the lateness bound when they arrived.
     Late,
 }
 

@@ -1,6 +1,9 @@
+//! The accumulator's rules, one by one: merging into time-aligned windows, closing them
+//! (lateness, settling, size, memory, idle), late data, sparse threads, acknowledgements.
+
 use super::*;
 use crate::config::SparseThreads;
-use profilink_proto::sentry::{Frame, Measurement, Sample};
+use profilink_proto::sentry::{Frame, Measurement, MeasurementValue, Sample};
 use std::time::Duration;
 
 fn chunk(start: f64, secs: f64, hz: f64) -> ProfileChunk {
@@ -41,13 +44,30 @@ fn cfg() -> AccumulateConfig {
     AccumulateConfig::default()
 }
 
+/// Windows close as soon as the newest sample passes their end.
+fn no_lateness() -> AccumulateConfig {
+    AccumulateConfig {
+        chunk_lateness: Duration::ZERO,
+        ..cfg()
+    }
+}
+
+fn timestamps(e: &Emitted) -> Vec<f64> {
+    e.chunk
+        .profile
+        .samples
+        .iter()
+        .map(|s| s.timestamp)
+        .collect()
+}
+
 #[test]
 fn twelve_five_second_chunks_make_one_minute() {
     let mut acc = ChunkAccumulator::new(cfg());
     let t0 = Instant::now();
     let mut acked = Vec::new();
     for i in 0..12u64 {
-        let out = acc.push(i, "", &chunk(1000.0 + 5.0 * i as f64, 5.0, 20.0), 1000, t0);
+        let out = acc.push(i, "", &chunk(960.0 + 5.0 * i as f64, 5.0, 20.0), 1000, t0);
         assert!(out.emitted.is_empty(), "emitted at {i}");
         acked.extend(out.ack_now);
     }
@@ -169,7 +189,7 @@ fn sparse_threads_are_grouped_after_merging_except_linked_ones() {
 
 #[test]
 fn splits_at_the_window_boundary() {
-    let mut acc = ChunkAccumulator::new(cfg());
+    let mut acc = ChunkAccumulator::new(no_lateness());
     let t0 = Instant::now();
     acc.push(1, "", &chunk(0.0, 50.0, 10.0), 1000, t0);
     // 50..70 straddles the 60 s boundary.
@@ -191,57 +211,74 @@ fn splits_at_the_window_boundary() {
 
 #[test]
 fn long_input_is_cut_into_windows_and_late_data_goes_alone() {
-    let mut acc = ChunkAccumulator::new(cfg());
+    let mut acc = ChunkAccumulator::new(no_lateness());
     let t0 = Instant::now();
+    // 100..250 covers the windows starting at 60, 120, 180 and 240: the first three are
+    // passed by its own newest sample (249.5).
     let out = acc.push(1, "", &chunk(100.0, 150.0, 2.0), 3000, t0);
-    assert_eq!(out.emitted.len(), 2);
+    assert_eq!(out.emitted.len(), 3);
+    let firsts: Vec<f64> = out.emitted.iter().map(|e| timestamps(e)[0]).collect();
+    assert_eq!(firsts, vec![100.0, 120.0, 180.0]);
     assert_eq!(acc.session_count(), 1);
     let late = acc.push(2, "", &chunk(10.0, 5.0, 2.0), 100, t0);
     assert_eq!(late.emitted.len(), 1);
     assert_eq!(late.emitted[0].reason, EmitReason::Late);
     assert_eq!(acc.release(&late.emitted[0].inputs), vec![2]);
-    assert_eq!(acc.release(&[1, 1]), Vec::<u64>::new());
+    assert_eq!(acc.release(&[1, 1, 1]), Vec::<u64>::new());
     let rest = acc.flush_all();
+    assert_eq!(timestamps(&rest[0])[0], 240.0);
     assert_eq!(acc.release(&rest[0].inputs), vec![1]);
 }
 
 #[test]
-fn parts_read_out_of_order_merge_when_they_fit_one_window() {
-    let mut acc = ChunkAccumulator::new(cfg());
+fn parts_read_out_of_order_merge_into_their_window() {
+    let mut acc = ChunkAccumulator::new(AccumulateConfig {
+        chunk_lateness: Duration::from_secs(60),
+        ..cfg()
+    });
     let t0 = Instant::now();
-    // Five-second parts of the minute [100, 160) in the order a partitioned backlog may give.
-    for (id, start) in [(1, 130.0), (2, 115.0), (3, 150.0), (4, 100.0), (5, 125.0)] {
+    // Five-second parts of the minute [120, 180) in the order a partitioned backlog may give.
+    for (id, start) in [(1, 150.0), (2, 135.0), (3, 170.0), (4, 120.0), (5, 145.0)] {
         let out = acc.push(id, "", &chunk(start, 5.0, 2.0), 100, t0);
         assert!(out.emitted.is_empty(), "part at {start} emitted alone");
     }
-    // The window now starts at 100: a sample at 160 or later closes it, one before joins.
     assert!(
-        acc.push(6, "", &chunk(155.0, 5.0, 2.0), 100, t0)
+        acc.push(6, "", &chunk(175.0, 5.0, 2.0), 100, t0)
             .emitted
             .is_empty()
     );
-    // 94.5 is 65 s before the newest sample (159.5): it cannot join and goes alone.
-    let late = acc.push(7, "", &chunk(94.5, 0.5, 2.0), 10, t0);
+    // The window [0, 60) ended 60 s (the lateness) or more before the newest sample (179.5):
+    // its samples go alone.
+    let late = acc.push(7, "", &chunk(40.0, 0.5, 2.0), 10, t0);
     assert_eq!(late.emitted.len(), 1);
     assert_eq!(late.emitted[0].reason, EmitReason::Late);
-    let next = acc.push(8, "", &chunk(160.0, 5.0, 2.0), 100, t0);
-    assert_eq!(next.emitted.len(), 1);
-    let minute = &next.emitted[0];
-    assert_eq!(minute.reason, EmitReason::Duration);
+    // [60, 120) is still within the lateness: a part for it opens it.
+    assert!(
+        acc.push(8, "", &chunk(100.0, 5.0, 2.0), 100, t0)
+            .emitted
+            .is_empty()
+    );
+    // A sample at 240 puts [120, 180) (and [60, 120)) past the lateness.
+    let next = acc.push(9, "", &chunk(240.0, 5.0, 2.0), 100, t0);
+    assert_eq!(next.emitted.len(), 2);
+    assert!(
+        next.emitted
+            .iter()
+            .all(|e| e.reason == EmitReason::Duration)
+    );
+    assert_eq!(next.emitted[0].inputs, vec![8]);
+    let minute = &next.emitted[1];
     assert_eq!(minute.inputs, vec![1, 2, 3, 4, 5, 6]);
-    let ts: Vec<f64> = minute
-        .chunk
-        .profile
-        .samples
-        .iter()
-        .map(|s| s.timestamp)
-        .collect();
-    let mut want: Vec<f64> = [130.0, 115.0, 150.0, 100.0, 125.0, 155.0]
+    let mut want: Vec<f64> = [150.0, 135.0, 170.0, 120.0, 145.0, 175.0]
         .iter()
         .flat_map(|&start| (0..10).map(move |i| start + i as f64 / 2.0))
         .collect();
     want.sort_by(f64::total_cmp);
-    assert_eq!(ts, want, "every sample of the six parts, once, in order");
+    assert_eq!(
+        timestamps(minute),
+        want,
+        "every sample of the six parts, once, in order"
+    );
     // Each input's range is recorded once, as taken.
     assert_eq!(minute.consumed.len(), 6);
     // Measurement values went along with their samples.
@@ -339,4 +376,160 @@ fn replay_gives_the_same_chunk_id() {
         acc.flush_all()[0].chunk.chunk_id.clone()
     };
     assert_eq!(run(), run());
+}
+
+#[test]
+fn windows_are_aligned_to_the_epoch_not_to_the_first_sample() {
+    let mut acc = ChunkAccumulator::new(cfg());
+    let t0 = Instant::now();
+    // 50..120 crosses the boundary at 60 although it is the session's first part (and spans
+    // more than a window, so the two do not pair).
+    acc.push(1, "", &chunk(50.0, 70.0, 10.0), 1000, t0);
+    assert_eq!(acc.window_count(), 2);
+    let out = acc.flush_all();
+    let spans: Vec<(f64, f64)> = out
+        .iter()
+        .map(|e| {
+            let ts = timestamps(e);
+            (ts[0], ts[ts.len() - 1])
+        })
+        .collect();
+    assert_eq!(spans, vec![(50.0, 59.9), (60.0, 119.9)]);
+    assert!(out.iter().all(|e| e.reason == EmitReason::Flush));
+}
+
+#[test]
+fn a_passed_window_settles_after_half_the_idle_timeout_the_newest_waits_for_idle() {
+    let mut acc = ChunkAccumulator::new(cfg());
+    let t0 = Instant::now();
+    acc.push(1, "", &chunk(0.0, 70.0, 2.0), 100, t0);
+    // [0, 60) is passed (newest 69.5), [60, 120) is not (they span more than a window: no
+    // pair).
+    assert_eq!(acc.next_deadline(), Some(t0 + Duration::from_secs(5)));
+    assert!(acc.poll(t0 + Duration::from_millis(4999)).is_empty());
+    // A sample joining the passed window keeps it open for another 5 s.
+    let t1 = t0 + Duration::from_secs(3);
+    assert!(
+        acc.push(2, "", &chunk(58.0, 1.0, 2.0), 10, t1)
+            .emitted
+            .is_empty()
+    );
+    assert!(acc.poll(t0 + Duration::from_secs(6)).is_empty());
+    let settled = acc.poll(t1 + Duration::from_secs(5));
+    assert_eq!(settled.len(), 1);
+    assert_eq!(settled[0].reason, EmitReason::Settled);
+    assert_eq!(settled[0].inputs, vec![1, 2]);
+    assert_eq!(settled[0].chunk.profile.samples.len(), 120 + 2);
+    // The newest window goes on idle (10 s after the last sample).
+    assert!(acc.poll(t1 + Duration::from_millis(9999)).is_empty());
+    let idle = acc.poll(t1 + Duration::from_secs(10));
+    assert_eq!(idle.len(), 1);
+    assert_eq!(idle[0].reason, EmitReason::Idle);
+    assert_eq!(timestamps(&idle[0])[0], 60.0);
+    assert_eq!(acc.session_count(), 0);
+}
+
+#[test]
+fn lateness_bounds_how_long_a_window_waits_and_what_joins_it() {
+    let mut acc = ChunkAccumulator::new(cfg());
+    let t0 = Instant::now();
+    // Default lateness (10 min): a part 9 min older than the newest still joins its window.
+    acc.push(1, "", &chunk(600.0, 5.0, 2.0), 100, t0);
+    assert!(
+        acc.push(2, "", &chunk(1140.0, 5.0, 2.0), 100, t0)
+            .emitted
+            .is_empty()
+    );
+    assert!(
+        acc.push(3, "", &chunk(610.0, 5.0, 2.0), 100, t0)
+            .emitted
+            .is_empty()
+    );
+    // The newest sample passing [600, 660) by 10 min closes it, with both of its parts.
+    let out = acc.push(4, "", &chunk(1260.0, 5.0, 2.0), 100, t0);
+    assert_eq!(out.emitted.len(), 1);
+    assert_eq!(out.emitted[0].reason, EmitReason::Duration);
+    assert_eq!(out.emitted[0].inputs, vec![1, 3]);
+    // Now a part for it is late, and goes alone.
+    let late = acc.push(5, "", &chunk(620.0, 5.0, 2.0), 100, t0);
+    assert_eq!(late.emitted.len(), 1);
+    assert_eq!(late.emitted[0].reason, EmitReason::Late);
+    assert_eq!(late.emitted[0].inputs, vec![5]);
+    assert_eq!(acc.window_count(), 2);
+}
+
+#[test]
+fn a_part_that_does_not_fit_cuts_its_window_before_it_then_opens_it_again() {
+    let mut acc = ChunkAccumulator::new(AccumulateConfig {
+        max_chunk_bytes: 2500,
+        ..cfg()
+    });
+    let t0 = Instant::now();
+    acc.push(1, "", &chunk(0.0, 5.0, 20.0), 1000, t0);
+    acc.push(2, "", &chunk(5.0, 5.0, 20.0), 1000, t0);
+    // Alone too large too: cut before it, then split at 2500 B (250 samples of 10 B).
+    let out = acc.push(3, "", &chunk(10.0, 30.0, 20.0), 6000, t0);
+    let sizes: Vec<usize> = out
+        .emitted
+        .iter()
+        .map(|e| e.chunk.profile.samples.len())
+        .collect();
+    assert_eq!(sizes, vec![200, 250, 250]);
+    assert!(out.emitted.iter().all(|e| e.reason == EmitReason::Size));
+    let rest = acc.flush_all();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].chunk.profile.samples.len(), 100);
+    // Input 3's three pieces took disjoint ranges of it.
+    let mut ranges: Vec<(f64, f64)> = out.emitted[1..]
+        .iter()
+        .chain(&rest)
+        .flat_map(|e| &e.consumed)
+        .filter(|c| c.input == 3)
+        .map(|c| (f64::from_bits(c.lo), f64::from_bits(c.hi)))
+        .collect();
+    ranges.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert_eq!(ranges.len(), 3);
+    assert!(ranges.windows(2).all(|w| w[0].1 < w[1].0), "{ranges:?}");
+}
+
+#[test]
+fn the_memory_bound_cuts_the_least_recently_joined_windows_of_any_session() {
+    let mut acc = ChunkAccumulator::new(AccumulateConfig {
+        max_open_bytes: 2500,
+        ..cfg()
+    });
+    let t0 = Instant::now();
+    let mut other = chunk(0.0, 5.0, 2.0);
+    other.profiler_id = "c".repeat(32);
+    acc.push(1, "", &chunk(60.0, 5.0, 2.0), 1000, t0);
+    acc.push(2, "", &other, 1000, t0 + Duration::from_millis(1));
+    assert_eq!(acc.open_bytes(), 2000);
+    // A third window passes the bound: the one joined least recently (input 1's at 60, not
+    // the other session's older one at 0) is cut.
+    let out = acc.push(3, "", &chunk(120.0, 5.0, 2.0), 1000, t0);
+    assert_eq!(out.emitted.len(), 1);
+    assert_eq!(out.emitted[0].reason, EmitReason::Memory);
+    assert_eq!(out.emitted[0].inputs, vec![1]);
+    assert_eq!(acc.open_bytes(), 2000);
+    assert_eq!(acc.window_count(), 2);
+    // Bounded whatever comes: ten more windows, never more than 2500 B held.
+    let mut all = out.emitted;
+    for i in 0..10u64 {
+        let out = acc.push(
+            10 + i,
+            "",
+            &chunk(180.0 + 60.0 * i as f64, 5.0, 2.0),
+            1000,
+            t0,
+        );
+        assert!(out.emitted.iter().all(|e| e.reason == EmitReason::Memory));
+        all.extend(out.emitted);
+        assert!(acc.open_bytes() <= 2500);
+    }
+    // Nothing is lost: every input is in exactly one chunk.
+    all.extend(acc.flush_all());
+    let mut inputs: Vec<u64> = all.iter().flat_map(|e| e.inputs.clone()).collect();
+    inputs.sort();
+    let want: Vec<u64> = [1, 2, 3].into_iter().chain(10..20).collect();
+    assert_eq!(inputs, want);
 }

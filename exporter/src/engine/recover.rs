@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 
 impl<S: Sink> Core<S> {
     /// Replays what the queue holds: merged chunks go back to sending; unacknowledged inputs
-    /// go back into the accumulator, less the samples that persisted chunks already hold (see
-    /// [`crate::queue::consumed`]), so chunks are cut where an uninterrupted run cuts them.
+    /// go back into the accumulator in queue order, less the samples that persisted chunks
+    /// already hold (see [`crate::queue::consumed`]). The accumulator's windows are aligned to
+    /// the samples' timestamps, so every replayed sample lands in the window it was in: the
+    /// open windows are rebuilt as the first run held them, and chunks are cut where an
+    /// uninterrupted run cuts them.
     pub(super) fn recover(&mut self, recovery: Recovery) {
         let mut ledger = ConsumedIndex::default();
         let mut inputs = Vec::with_capacity(recovery.inputs.len());
@@ -68,8 +71,21 @@ impl<S: Sink> Core<S> {
                         .into_iter()
                         .enumerate()
                         .map(|(part, mut d)| {
-                            skipped += ledger.filter(record.id, part as u32, &mut d.chunk);
+                            let before = d.chunk.profile.samples.len();
+                            let removed = self.acc.filter_replayed(&mut d.chunk, |ts| {
+                                ledger.covers(record.id, part as u32, ts)
+                            });
+                            skipped += removed;
                             samples += d.chunk.profile.samples.len();
+                            // The estimate of what is left, so each sample weighs what it
+                            // weighed in the first run and size and memory cuts fall where
+                            // they fell.
+                            let bytes = if removed > 0 && before > 0 {
+                                let left = (before - removed) as u128;
+                                (u128::from(d.approx_bytes) * left / before as u128) as u64
+                            } else {
+                                d.approx_bytes
+                            };
                             Input {
                                 id: record.id,
                                 part: part as u32,
@@ -77,7 +93,7 @@ impl<S: Sink> Core<S> {
                                 chunk: d.chunk,
                                 linked: d.linked_threads,
                                 frame_hashes: d.frame_hashes,
-                                bytes: d.approx_bytes,
+                                bytes,
                                 accepted_at: now,
                             }
                         })

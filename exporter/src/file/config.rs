@@ -20,8 +20,15 @@ pub struct FileExporterConfig {
     /// Write a session's chunk after this long without new samples (default 10 s).
     #[serde(with = "humantime_serde")]
     pub chunk_idle_timeout: Duration,
+    /// Samples read out of order still join their window while the session's newest sample is
+    /// less than this past the window's end (default 10 min).
+    #[serde(with = "humantime_serde")]
+    pub chunk_lateness: Duration,
     /// Largest serialized chunk (default 8 MiB).
     pub max_chunk_bytes: u64,
+    /// Estimated bytes all open windows may hold (default 256 MiB; the least recently joined
+    /// are cut early).
+    pub max_open_bytes: u64,
     /// Write the open chunks at shutdown (default true, so a stopped run leaves its files;
     /// see the `sentry` exporter's option for why it defaults to false there).
     pub flush_on_shutdown: bool,
@@ -45,7 +52,9 @@ impl Default for FileExporterConfig {
             path: PathBuf::from("./profilink-data"),
             chunk_duration: acc.chunk_duration,
             chunk_idle_timeout: acc.chunk_idle_timeout,
+            chunk_lateness: acc.chunk_lateness,
             max_chunk_bytes: acc.max_chunk_bytes,
+            max_open_bytes: acc.max_open_bytes,
             flush_on_shutdown: true,
             sparse_threads: acc.sparse_threads,
             sending_queue: QueueConfig::default(),

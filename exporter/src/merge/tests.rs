@@ -1,7 +1,10 @@
-//! Tests of the chunk merge: content-derived ids and checksums, and the builder.
+//! Tests of merging: deduplication and re-indexing, invalid references, content-derived ids.
 
+use super::chunk_id::content_checksum_hashed;
 use super::*;
-use profilink_proto::sentry::{DebugImage, ThreadMetadata};
+use profilink_proto::sentry::{
+    DebugImage, DebugMeta, Frame, MeasurementValue, ProfileChunk, Sample, ThreadMetadata,
+};
 
 fn frame(name: &str) -> Frame {
     Frame {

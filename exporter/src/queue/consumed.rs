@@ -26,6 +26,7 @@
 //! ([`ConsumedIndex::filter`]).
 
 use super::input::MARKER;
+#[cfg(test)]
 use profilink_proto::sentry::ProfileChunk;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -98,8 +99,17 @@ impl ConsumedIndex {
         }
     }
 
+    /// True when timestamp `ts` of `part` of `input` is in a persisted chunk.
+    pub fn covers(&self, input: u64, part: u32, ts: f64) -> bool {
+        self.ranges
+            .get(&(input, part))
+            .is_some_and(|ranges| ranges.iter().any(|r| r.covers(ts)))
+    }
+
     /// Removes the samples of `part` of `input` that are already in a persisted chunk; returns
-    /// how many were removed.
+    /// how many were removed. (The replay uses [`ConsumedIndex::covers`] through the
+    /// accumulator, which also removes the measurement values that went with them.)
+    #[cfg(test)]
     pub fn filter(&self, input: u64, part: u32, chunk: &mut ProfileChunk) -> usize {
         let Some(ranges) = self.ranges.get(&(input, part)) else {
             return 0;

@@ -38,8 +38,15 @@ pub struct SentryExporterConfig {
     /// Emit a session's chunk after this long without new samples (default 10 s).
     #[serde(with = "humantime_serde")]
     pub chunk_idle_timeout: Duration,
+    /// Samples read out of order still join their window while the session's newest sample is
+    /// less than this past the window's end (default 10 min).
+    #[serde(with = "humantime_serde")]
+    pub chunk_lateness: Duration,
     /// Largest serialized chunk (default 8 MiB).
     pub max_chunk_bytes: u64,
+    /// Estimated bytes all open windows may hold (default 256 MiB; the least recently joined
+    /// are cut early).
+    pub max_open_bytes: u64,
     /// Cut the open chunks at shutdown (default false): with a durable queue, open chunks stay
     /// as their queued inputs and the next start goes on filling them, so a restart does not
     /// change where chunks are cut (nor, through Relay's thread rule, what survives). Set it
@@ -88,7 +95,9 @@ impl Default for SentryExporterConfig {
             num_consumers: None,
             chunk_duration: acc.chunk_duration,
             chunk_idle_timeout: acc.chunk_idle_timeout,
+            chunk_lateness: acc.chunk_lateness,
             max_chunk_bytes: acc.max_chunk_bytes,
+            max_open_bytes: acc.max_open_bytes,
             flush_on_shutdown: false,
             sparse_threads: acc.sparse_threads,
             retry_on_failure: RetryConfig::default(),

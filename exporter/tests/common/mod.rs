@@ -311,7 +311,9 @@ pub fn chunk(profiler: &str, platform: &str, start: f64, secs: f64, hz: f64) -> 
 
 pub const PROFILER_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 pub const PROFILER_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
-pub const T0: f64 = 1_750_000_000.0;
+/// A window start (a multiple of the 60 s `chunk_duration` on the epoch): windows are aligned
+/// to time, so twelve 5 s chunks from here are one minute's window.
+pub const T0: f64 = 1_749_999_960.0;
 
 /// Twelve consecutive 5 s chunks of 20 Hz samples of one process.
 pub fn twelve_chunks(profiler: &str, platform: &str, start: f64) -> Vec<ProfileChunk> {

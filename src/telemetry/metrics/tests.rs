@@ -14,6 +14,7 @@ fn renders_and_scrapes() {
     stats.otlp_grpc.accept(2, 189);
     let m = Arc::new(ExporterMetrics::default());
     ExporterMetrics::add(&m.sent_chunks, 3);
+    ExporterMetrics::add(&m.chunks_cut_memory, 4);
     m.add_dropped(profilink_exporter::DiscardReason::SendError, 1);
     let counters = Arc::new(ServiceCounters::default());
     counters.translation_error(&TranslateError::Invalid(Malformed::NoTimestamps {
@@ -135,6 +136,22 @@ fn renders_and_scrapes() {
             &[("reason", "send_error")]
         ),
         Some(1)
+    );
+    assert_eq!(
+        scrape(
+            &text,
+            "profilink_exporter_chunks_cut_early_total",
+            &[("exporter", "sentry"), ("reason", "memory")]
+        ),
+        Some(4)
+    );
+    assert_eq!(
+        scrape(
+            &text,
+            "profilink_exporter_chunks_cut_early_total",
+            &[("exporter", "sentry"), ("reason", "size")]
+        ),
+        Some(0)
     );
     assert_eq!(
         scrape(
