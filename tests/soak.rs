@@ -1065,6 +1065,15 @@ async fn soak_faults_lose_nothing() {
         RSS_BOUND_MIB,
         unexpected_exits,
     );
+    if lost > 0 {
+        let lost_keys: Vec<_> = accepted
+            .keys
+            .iter()
+            .filter(|(k, n)| delivered.get(*k).copied().unwrap_or(0) < **n)
+            .take(20)
+            .collect();
+        eprintln!("lost observations (profiler id, µs: accepted count), first 20: {lost_keys:?}");
+    }
     if lost + duplicated + extra + gw.lost + gw.duplicated + gw.extra > 0 {
         // What profilink said about it: drops, refusals and queue trouble are logged.
         for l in stderr

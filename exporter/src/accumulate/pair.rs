@@ -4,9 +4,16 @@
 //! short-lived process, a 5 s capture across a minute) would otherwise become two chunks, each
 //! with too few samples per thread for Relay: sparse threads grouped or dropped that one chunk
 //! would have kept. So windows `k` and `k + 1` of a session become **one chunk** when their
-//! samples together span less than `chunk_duration` and their estimated size fits
-//! `max_chunk_bytes` (*they pair*). Two windows apart can never pair (their samples are more
-//! than `chunk_duration` apart), so pairs do not chain; the older window pairs first.
+//! estimated size fits `max_chunk_bytes` and their samples together span
+//! * less than `chunk_duration`, or
+//! * at most Relay's limit for a chunk (66 s, [`MAX_CHUNK_DURATION_SECS`]) when either window
+//!   alone would lose samples to Relay's sparse-thread rule, after grouping when
+//!   `sparse_threads: group` (a process seen once in the last second of a minute and then
+//!   through the next one: its lone sample goes out with the next minute instead of being
+//!   dropped)
+//!
+//! (*they pair*). Two windows apart can never pair (their samples are more than 66 s apart,
+//! with `chunk_duration` at its default), so pairs do not chain; the older window pairs first.
 //!
 //! The decision is made on the windows' final content, so it does not depend on arrival order:
 //! a window due to close (its lateness passed, or it settled) that may still pair with the next
@@ -20,12 +27,35 @@
 use super::session::{EmitReason, Emitted};
 use super::window::{Session, Window};
 use super::{ChunkAccumulator, SessionKey, finish_window};
+use crate::config::SparseThreads;
+use profilink_proto::validate::MAX_CHUNK_DURATION_SECS;
 
 impl ChunkAccumulator {
     /// True when windows `a` and `b` (the next one) of a session become one chunk.
     pub(super) fn pairs(&self, a: &Window, b: &Window) -> bool {
-        b.last - a.first < self.grid.duration()
-            && a.est_bytes().saturating_add(b.est_bytes()) <= self.cfg.max_chunk_bytes
+        if a.est_bytes().saturating_add(b.est_bytes()) > self.cfg.max_chunk_bytes {
+            return false;
+        }
+        let span = b.last - a.first;
+        span < self.grid.duration()
+            || (span <= MAX_CHUNK_DURATION_SECS && (self.loses_alone(a) || self.loses_alone(b)))
+    }
+
+    /// True when window `w`, sent alone, would lose samples to Relay's sparse-thread rule.
+    fn loses_alone(&self, w: &Window) -> bool {
+        let group = self.cfg.sparse_threads == SparseThreads::Group;
+        w.builder
+            .loses_sparse_samples(group, |t| w.linked.contains(t))
+    }
+
+    /// The longest span window `w` may still pair over: Relay's limit when it would lose
+    /// samples alone, else `chunk_duration`.
+    fn pair_reach(&self, w: &Window) -> f64 {
+        if self.grid.duration() < MAX_CHUNK_DURATION_SECS && self.loses_alone(w) {
+            MAX_CHUNK_DURATION_SECS
+        } else {
+            self.grid.duration()
+        }
     }
 
     /// True when window `k` of `s`, due for `reason`, must wait for the next window.
@@ -47,7 +77,7 @@ impl ChunkAccumulator {
             None => {
                 reason == EmitReason::Duration
                     && !self.grid.expired(k + 1, s.newest)
-                    && w.first + self.grid.duration() > self.grid.end(k)
+                    && w.first + self.pair_reach(w) > self.grid.end(k)
             }
         }
     }

@@ -38,8 +38,9 @@ fn every(from: f64, to: f64, step: f64) -> Vec<(f64, &'static str)> {
 fn spans(out: &[Emitted]) -> Vec<(f64, f64, EmitReason)> {
     out.iter()
         .map(|e| {
-            let s = &e.chunk.profile.samples;
-            (s[0].timestamp, s[s.len() - 1].timestamp, e.reason)
+            let ts = e.chunk.profile.samples.iter().map(|s| s.timestamp);
+            let first = ts.clone().fold(f64::INFINITY, f64::min);
+            (first, ts.fold(f64::NEG_INFINITY, f64::max), e.reason)
         })
         .collect()
 }
@@ -180,4 +181,60 @@ fn windows_too_large_together_do_not_pair() {
             (60.0, 62.0, EmitReason::Flush)
         ]
     );
+}
+
+#[test]
+fn a_lone_sample_before_a_minute_goes_out_with_it_within_relays_limit() {
+    let mut acc = ChunkAccumulator::new(AccumulateConfig::default());
+    let t0 = Instant::now();
+    // The process is seen once at 53.5, then runs on through the next minute. Alone,
+    // window 0 would be a chunk of one sample, which Relay drops.
+    let mut first = vec![(53.5, "1")];
+    first.extend(every(60.0, 65.0, 1.0));
+    acc.push(1, "", &part(&first), 60, t0);
+    // Window 0 settles (passed, quiet for half the idle timeout) but is held for window 1.
+    assert!(acc.poll(t0 + Duration::from_secs(5)).is_empty());
+    let mut id = 2;
+    for from in (65..120).step_by(5) {
+        let from = f64::from(from);
+        let t = t0 + Duration::from_secs(5 + id);
+        acc.push(id, "", &part(&every(from, from + 5.0, 1.0)), 50, t);
+        id += 1;
+    }
+    // Window 1 holds 60-119: 65.5 s with the lone sample, under Relay's 66 s.
+    acc.push(
+        id,
+        "",
+        &part(&[(126.0, "1")]),
+        10,
+        t0 + Duration::from_secs(5 + id),
+    );
+    let out = acc.poll(t0 + Duration::from_secs(5 + id + 5));
+    assert_eq!(spans(&out), vec![(53.5, 119.0, EmitReason::Settled)]);
+    assert_eq!(out[0].sparse_samples_dropped, 0);
+    assert_eq!(out[0].chunk.profile.samples.len(), 61);
+    assert_eq!(out[0].inputs.len(), id as usize - 1);
+}
+
+#[test]
+fn a_lone_sample_stays_alone_past_relays_limit() {
+    let t0 = Instant::now();
+    let flushed = |lone: f64| {
+        let mut acc = ChunkAccumulator::new(AccumulateConfig::default());
+        let mut samples = vec![(lone, "1")];
+        samples.extend(every(60.0, 120.0, 1.0));
+        acc.push(1, "", &part(&samples), 100, t0);
+        acc.flush_all()
+    };
+    // 53 to 119 is 66 s: one chunk.
+    let out = flushed(53.0);
+    assert_eq!(spans(&out), vec![(53.0, 119.0, EmitReason::Flush)]);
+    assert_eq!(out[0].sparse_samples_dropped, 0);
+    // 52.5 to 119 is 66.5 s: Relay would refuse it, so the lone sample goes alone (and is
+    // dropped, counted) and the minute keeps its own chunk.
+    let out = flushed(52.5);
+    assert_eq!(out.len(), 2);
+    assert!(out[0].chunk.profile.samples.is_empty());
+    assert_eq!(out[0].sparse_samples_dropped, 1);
+    assert_eq!(spans(&out[1..]), vec![(60.0, 119.0, EmitReason::Flush)]);
 }

@@ -138,6 +138,14 @@ impl<S: Sink> Core<S> {
                 &self.metrics.sparse_threads_grouped,
                 e.sparse_threads_grouped as u64,
             );
+            if e.sparse_samples_dropped > 0 {
+                tracing::debug!(
+                    samples = e.sparse_samples_dropped,
+                    reason = ?e.reason,
+                    profiler_id = %e.key.profiler_id,
+                    "chunk accumulation: samples of threads Relay would drop left out of a chunk"
+                );
+            }
             match e.reason {
                 EmitReason::Memory => ExporterMetrics::add(&self.metrics.chunks_cut_memory, 1),
                 EmitReason::Size => ExporterMetrics::add(&self.metrics.chunks_cut_size, 1),

@@ -83,6 +83,14 @@ impl ChunkBuilder {
         self.chunk.profile.samples.len()
     }
 
+    /// True when the chunk built so far would lose samples to Relay's sparse-thread rule
+    /// (after grouping, when `group`): see [`ProfileData::loses_sparse_samples`].
+    ///
+    /// [`ProfileData::loses_sparse_samples`]: profilink_proto::sentry::ProfileData::loses_sparse_samples
+    pub fn loses_sparse_samples(&self, group: bool, is_linked: impl Fn(&str) -> bool) -> bool {
+        self.chunk.profile.loses_sparse_samples(group, is_linked)
+    }
+
     /// Estimated serialized size (sum of the estimates passed to [`ChunkBuilder::add`]).
     pub fn est_bytes(&self) -> u64 {
         self.est_bytes

@@ -11,6 +11,7 @@ mod ids;
 pub mod image_space;
 mod json_f64;
 mod span_item;
+mod sparse_loss;
 mod thread_groups;
 mod timestamp;
 mod transaction;
