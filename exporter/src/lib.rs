@@ -74,6 +74,7 @@ mod clock;
 mod config;
 mod contract;
 mod durations;
+mod emit_reason;
 mod engine;
 mod file;
 mod forward;
@@ -101,6 +102,7 @@ pub use config::{
 };
 pub use contract::nearly_full;
 pub use durations::{AttemptDurations, AttemptOutcome, HistogramSnapshot};
+pub use emit_reason::EmitReason;
 pub use file::{
     FileExporter, FileExporterConfig, WritebackFile, envelope_file_name, write_atomic,
     write_atomic_with,

@@ -2,6 +2,7 @@
 //! [`ExporterMetrics::snapshot`].
 
 use crate::durations::AttemptDurations;
+use crate::emit_reason::EmitReason;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -146,12 +147,9 @@ pub struct ExporterMetrics {
     pub sparse_samples_grouped: AtomicU64,
     /// Threads whose samples were moved into group threads.
     pub sparse_threads_grouped: AtomicU64,
-    /// Chunks the accumulator cut before their window closed because the open windows
-    /// together held more than `max_open_bytes` (reason `memory`).
-    pub chunks_cut_memory: AtomicU64,
-    /// Chunks the accumulator cut before their window closed because they reached
-    /// `max_chunk_bytes` (reason `size`).
-    pub chunks_cut_size: AtomicU64,
+    /// Chunks the accumulator emitted, by why (indexed by [`EmitReason::index`]); `memory`
+    /// and `size` are the ones cut before their window closed.
+    chunks_closed: [AtomicU64; EmitReason::ALL.len()],
     /// How long each delivery attempt took, by outcome.
     pub attempt_durations: AttemptDurations,
 }
@@ -207,10 +205,8 @@ pub struct MetricsSnapshot {
     pub sparse_samples_grouped: u64,
     /// See [`ExporterMetrics::sparse_threads_grouped`].
     pub sparse_threads_grouped: u64,
-    /// See [`ExporterMetrics::chunks_cut_memory`].
-    pub chunks_cut_memory: u64,
-    /// See [`ExporterMetrics::chunks_cut_size`].
-    pub chunks_cut_size: u64,
+    /// Chunks the accumulator emitted, by why (see [`ExporterMetrics::add_closed`]).
+    pub chunks_closed: [u64; EmitReason::ALL.len()],
 }
 
 impl MetricsSnapshot {
@@ -242,6 +238,11 @@ impl ExporterMetrics {
     /// Adds `n` to a counter.
     pub fn add(counter: &AtomicU64, n: u64) {
         add(counter, n);
+    }
+
+    /// Counts a chunk the accumulator emitted for `reason`.
+    pub fn add_closed(&self, reason: EmitReason) {
+        self.chunks_closed[reason.index()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts `n` chunks dropped for `reason`.
@@ -286,8 +287,7 @@ impl ExporterMetrics {
             dropped_samples: self.dropped_samples.snapshot(),
             sparse_samples_grouped: get(&self.sparse_samples_grouped),
             sparse_threads_grouped: get(&self.sparse_threads_grouped),
-            chunks_cut_memory: get(&self.chunks_cut_memory),
-            chunks_cut_size: get(&self.chunks_cut_size),
+            chunks_closed: std::array::from_fn(|i| get(&self.chunks_closed[i])),
         }
     }
 }

@@ -31,6 +31,7 @@
 //! | `profilink_exporter_sparse_samples_grouped_total` | counter | `exporter` | samples of such threads moved into group threads (`sparse_threads: group`) |
 //! | `profilink_exporter_sparse_threads_grouped_total` | counter | `exporter` | threads whose samples were moved into group threads |
 //! | `profilink_exporter_chunks_cut_early_total` | counter | `exporter`, `reason` | chunks cut before their window closed: `memory` (the open windows together reached `max_open_bytes`), `size` (the chunk reached `max_chunk_bytes`) |
+//! | `profilink_exporter_chunks_closed_total` | counter | `exporter`, `reason` | chunks the accumulator emitted, by why: `duration` (the session's newest sample passed the window by `chunk_lateness`), `settled` (passed, and quiet for half of `chunk_idle_timeout`), `size`, `memory` (as above), `idle` (the session was idle for `chunk_idle_timeout`), `flush` (shutdown), `late` (samples for a window already past the lateness bound) |
 //! | `profilink_exporter_{accepted,replayed,sent}_samples_total` | counter | `exporter` | samples accepted by `export`, replayed from the queue at start, delivered |
 //! | `profilink_exporter_dropped_samples_total` | counter | `exporter`, `reason` | samples of chunks given up (reasons as for chunks) |
 //! | `profilink_exporter_tls_handshake_failures_total` | counter | | TLS handshakes of exporters that failed (untrusted, expired or mismatched certificate, refused client certificate, no common version); each is logged with its peer and retried like a network error |
@@ -45,8 +46,8 @@
 //! | `profilink_receiver_upstream_queue_{size,capacity}_bytes` | gauge | `receiver` | the forward queue |
 
 use crate::{
-    AttemptDurations, DiscardReason, ExporterMetrics, ForwardMetrics, HistogramSnapshot,
-    MetricsSnapshot, TracesMetrics, TracesMetricsSnapshot,
+    AttemptDurations, DiscardReason, EmitReason, ExporterMetrics, ForwardMetrics,
+    HistogramSnapshot, MetricsSnapshot, TracesMetrics, TracesMetricsSnapshot,
 };
 use profilink_consumer::telemetry::{Field, Histogram, Render, Text};
 use std::sync::Arc;
@@ -361,8 +362,21 @@ impl Render for Exporters<'_> {
             "Chunks cut before their window closed, by the bound that cut them: memory (max_open_bytes), size (max_chunk_bytes).",
         );
         for (e, s) in &exporters {
-            for (reason, n) in [("memory", s.chunks_cut_memory), ("size", s.chunks_cut_size)] {
-                f.sample(name, &[("exporter", &e.id), ("reason", reason)], n);
+            for reason in [EmitReason::Memory, EmitReason::Size] {
+                let n = s.chunks_closed[reason.index()];
+                f.sample(name, &[("exporter", &e.id), ("reason", reason.as_str())], n);
+            }
+        }
+        let name = "profilink_exporter_chunks_closed_total";
+        f.header(
+            name,
+            "counter",
+            "Chunks the accumulator emitted, by why: duration (lateness bound passed), settled, size, memory, idle, flush, late.",
+        );
+        for (e, s) in &exporters {
+            for reason in EmitReason::ALL {
+                let n = s.chunks_closed[reason.index()];
+                f.sample(name, &[("exporter", &e.id), ("reason", reason.as_str())], n);
             }
         }
         for (name, help, values) in by_reason {

@@ -70,7 +70,8 @@ mod tests_order;
 mod tests_pair;
 mod window;
 
-pub use session::{EmitReason, Emitted, PushOutcome, SessionKey};
+pub use crate::emit_reason::EmitReason;
+pub use session::{Emitted, PushOutcome, SessionKey};
 
 use crate::config::AccumulateConfig;
 use crate::merge::ChunkBuilder;

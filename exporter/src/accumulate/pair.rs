@@ -24,10 +24,11 @@
 //! * for the lateness rule, with no next window yet: the next window's lateness passes too;
 //! * the session ends (idle, shutdown), or the memory bound cuts it.
 
-use super::session::{EmitReason, Emitted};
+use super::session::Emitted;
 use super::window::{Session, Window};
 use super::{ChunkAccumulator, SessionKey, finish_window};
 use crate::config::SparseThreads;
+use crate::emit_reason::EmitReason;
 use profilink_proto::validate::MAX_CHUNK_DURATION_SECS;
 
 impl ChunkAccumulator {

@@ -1,8 +1,9 @@
 //! What the accumulator keys its sessions by and what it emits: [`SessionKey`] (and its
 //! borrowed form for lookups), [`Emitted`] merged chunks with their sparse-thread counts and
-//! why they were emitted ([`EmitReason`]).
+//! why they were emitted ([`EmitReason`](crate::EmitReason)).
 
 use crate::config::SparseThreads;
+use crate::emit_reason::EmitReason;
 use crate::merge::ChunkBuilder;
 use crate::queue::consumed::Consumed;
 use profilink_proto::sentry::{CompactString, ProfileChunk};
@@ -44,26 +45,6 @@ impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
             && self.profiler_id == key.profiler_id
             && self.platform == key.platform
     }
-}
-
-/// Why a chunk was emitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EmitReason {
-    /// The session's newest sample passed the window's end by `chunk_lateness`.
-    Duration,
-    /// The session's newest sample passed the window's end and no sample joined it for half
-    /// of `chunk_idle_timeout`.
-    Settled,
-    /// The window's chunk would have passed `max_chunk_bytes`: cut early.
-    Size,
-    /// The open windows together would have held more than `max_open_bytes`: cut early.
-    Memory,
-    /// No samples for `chunk_idle_timeout`.
-    Idle,
-    /// Shutdown flush.
-    Flush,
-    /// Samples for a window already past the lateness bound when they arrived.
-    Late,
 }
 
 /// A merged chunk ready to be persisted and sent.

@@ -10,7 +10,7 @@ use super::persist::MAX_UNPERSISTED_BYTES;
 use super::sink::Sink;
 use super::state::{Control, Core, Input, join_opt};
 use super::summary::RunSummary;
-use crate::accumulate::{EmitReason, Emitted};
+use crate::accumulate::Emitted;
 use crate::metrics::ExporterMetrics;
 use tokio::sync::{mpsc, oneshot};
 
@@ -146,11 +146,7 @@ impl<S: Sink> Core<S> {
                     "chunk accumulation: samples of threads Relay would drop left out of a chunk"
                 );
             }
-            match e.reason {
-                EmitReason::Memory => ExporterMetrics::add(&self.metrics.chunks_cut_memory, 1),
-                EmitReason::Size => ExporterMetrics::add(&self.metrics.chunks_cut_size, 1),
-                _ => {}
-            }
+            self.metrics.add_closed(e.reason);
             self.unpersisted_bytes += e.est_bytes;
             self.unpersisted.push_back(e);
         }

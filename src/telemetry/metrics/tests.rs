@@ -14,7 +14,10 @@ fn renders_and_scrapes() {
     stats.otlp_grpc.accept(2, 189);
     let m = Arc::new(ExporterMetrics::default());
     ExporterMetrics::add(&m.sent_chunks, 3);
-    ExporterMetrics::add(&m.chunks_cut_memory, 4);
+    for _ in 0..4 {
+        m.add_closed(profilink_exporter::EmitReason::Memory);
+    }
+    m.add_closed(profilink_exporter::EmitReason::Late);
     m.add_dropped(profilink_exporter::DiscardReason::SendError, 1);
     let counters = Arc::new(ServiceCounters::default());
     counters.translation_error(&TranslateError::Invalid(Malformed::NoTimestamps {
@@ -153,6 +156,17 @@ fn renders_and_scrapes() {
         ),
         Some(0)
     );
+    for (reason, n) in [("memory", 4), ("late", 1), ("duration", 0)] {
+        assert_eq!(
+            scrape(
+                &text,
+                "profilink_exporter_chunks_closed_total",
+                &[("exporter", "sentry"), ("reason", reason)]
+            ),
+            Some(n),
+            "{reason}"
+        );
+    }
     assert_eq!(
         scrape(
             &text,
