@@ -54,6 +54,10 @@ const ROUND_ROBIN: &str = "otlp_profiles";
 const BY_CLIENT: &str = "otlp_profiles_by_client";
 /// Partitions of each topic.
 pub const PARTITIONS: i32 = 6;
+/// The `reason`s of `profilink_exporter_chunks_closed_total`.
+const CLOSE_REASONS: [&str; 7] = [
+    "duration", "settled", "size", "memory", "idle", "flush", "late",
+];
 /// The longest a phase may take to accept everything.
 const PHASE_LIMIT: Duration = Duration::from_secs(600);
 
@@ -80,6 +84,9 @@ pub struct Phase {
     pub refused: u64,
     /// Seconds the exporter's queue took to drain after the span.
     pub drain_s: f64,
+    /// Chunks the exporter emitted before the stop, by why
+    /// (`profilink_exporter_chunks_closed_total`); the stop's flush makes the rest.
+    pub closed: Vec<(&'static str, u64)>,
 }
 
 /// The requests, what was produced and the phases, for the report.
@@ -305,6 +312,7 @@ async fn kafka_phase(a: &Args, broker: &Broker, topic: &str, messages: u64, want
         envelopes: 0,
         refused: scrape(m, "profilink_kafka_receiver_pauses_total"),
         drain_s: 0.0,
+        closed: Vec::new(),
     };
     finish(service, &st, phase).await
 }
@@ -344,6 +352,7 @@ async fn otlp_phase(
         envelopes: 0,
         refused: stats.refused,
         drain_s: 0.0,
+        closed: Vec::new(),
     };
     finish(service, &st, phase).await
 }
@@ -366,6 +375,18 @@ async fn finish(service: Service, st: &StandIn, mut phase: Phase) -> Phase {
     }
     phase.drain_s = t_drain.elapsed().as_secs_f64();
     phase.hwm = process::proc_status(service.pid, "VmHWM:").unwrap_or(0);
+    let m = service.metrics().await;
+    phase.closed = CLOSE_REASONS
+        .iter()
+        .map(|&r| {
+            let n = scrape_f64(
+                &m,
+                "profilink_exporter_chunks_closed_total",
+                &[("reason", r)],
+            );
+            (r, n.unwrap_or(0.0) as u64)
+        })
+        .collect();
     let status = service.stop();
     assert!(status.success(), "profilink exited with {status}");
     phase.envelopes = st.envelopes.load(Ordering::Relaxed);

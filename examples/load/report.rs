@@ -181,10 +181,23 @@ pub fn print_kafka(a: &Args, c: &crate::kafka::Comparison) {
             p.envelopes,
         );
     };
+    let closed = |p: &Phase| {
+        let by: Vec<String> = p
+            .closed
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        by.join(", ")
+    };
     let kafka_extra = |p: &Phase| {
         format!(
-            "group join {:.1} s ({:.2} CPU-s, not counted), {} backpressure pauses, partitions up to {} messages apart",
-            p.join.0, p.join.1, p.refused, p.spread
+            "group join {:.1} s ({:.2} CPU-s, not counted), {} backpressure pauses, partitions up to {} messages apart; chunks before the stop by why: {}",
+            p.join.0,
+            p.join.1,
+            p.refused,
+            p.spread,
+            closed(p)
         )
     };
     line(
