@@ -218,7 +218,7 @@ receivers:
 exporters:
   sentry:
     dsn: "http://{KEY}@{standin}/{project}"
-    chunk_idle_timeout: 1s
+    chunk_idle_timeout: 3s
     tick: 20ms
     retry_on_failure: {{ enabled: true, initial_interval: 50ms, max_interval: 100ms, max_elapsed_time: 0s }}
     sending_queue: {{ storage: ./data/queue, max_size_mib: 64 }}
@@ -676,6 +676,43 @@ async fn scale_out(balance: Balance) {
             *got.entry(o).or_default() += 1;
         }
     }
+    // Chunks holding samples of each session's time-aligned minute (the exporter's default
+    // `chunk_duration`): one per replica that took some of that minute, at most.
+    let mut chunks_of_minute: BTreeMap<(String, i64), BTreeSet<&str>> = BTreeMap::new();
+    for (_, c) in by_id.values() {
+        for s in &c.profile.samples {
+            let minute = (s.timestamp / 60.0).floor() as i64;
+            chunks_of_minute
+                .entry((c.profiler_id.clone(), minute))
+                .or_default()
+                .insert(&c.chunk_id);
+        }
+    }
+    let most_per_minute = chunks_of_minute
+        .values()
+        .map(BTreeSet::len)
+        .max()
+        .unwrap_or(0);
+    let per_minute = chunks_of_minute.values().map(BTreeSet::len).sum::<usize>() as f64
+        / chunks_of_minute.len().max(1) as f64;
+    for ((pid, minute), ids) in &chunks_of_minute {
+        if ids.len() > REPLICAS {
+            for id in ids {
+                let (r, c) = &by_id[*id];
+                let ts: Vec<f64> = c.profile.samples.iter().map(|s| s.timestamp).collect();
+                let lo = ts.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = ts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                eprintln!(
+                    "session {pid}, minute {minute}: replica {r} chunk {id} {} samples {lo:.2}..{hi:.2}",
+                    ts.len()
+                );
+            }
+        }
+    }
+    assert!(
+        most_per_minute <= REPLICAS,
+        "a session's minute in {most_per_minute} chunks, more than the {REPLICAS} replicas"
+    );
     let missing = want.keys().filter(|k| !got.contains_key(*k)).count();
     assert_eq!(missing, 0, "observations lost");
     let unknown = got.keys().filter(|k| !want.contains_key(*k)).count();
@@ -737,7 +774,8 @@ async fn scale_out(balance: Balance) {
          killed after {killed_at} and restarted after {restarted_at} answered requests \
          ({before_kill} accepted before the kill), {replayed} samples replayed; {retried_total} \
          requests retried by clients; {} distinct chunks per replica {chunks_per_replica:?} \
-         ({:.1} per session), {resent} resent; {duplicated} observations delivered twice; \
+         ({:.1} per session; a session's minute in {per_minute:.2} chunks, at most \
+         {most_per_minute}), {resent} resent; {duplicated} observations delivered twice; \
          whole test {:.1?}",
         total,
         want.len(),
