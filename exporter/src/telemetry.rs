@@ -355,28 +355,25 @@ impl Render for Exporters<'_> {
                 |s| &s.dropped_samples,
             ),
         ];
-        let name = "profilink_exporter_chunks_cut_early_total";
-        f.header(
-            name,
-            "counter",
-            "Chunks cut before their window closed, by the bound that cut them: memory (max_open_bytes), size (max_chunk_bytes).",
-        );
-        for (e, s) in &exporters {
-            for reason in [EmitReason::Memory, EmitReason::Size] {
-                let n = s.chunks_closed[reason.index()];
-                f.sample(name, &[("exporter", &e.id), ("reason", reason.as_str())], n);
-            }
-        }
-        let name = "profilink_exporter_chunks_closed_total";
-        f.header(
-            name,
-            "counter",
-            "Chunks the accumulator emitted, by why: duration (lateness bound passed), settled, size, memory, idle, flush, late.",
-        );
-        for (e, s) in &exporters {
-            for reason in EmitReason::ALL {
-                let n = s.chunks_closed[reason.index()];
-                f.sample(name, &[("exporter", &e.id), ("reason", reason.as_str())], n);
+        let by_close: [(&str, &str, &[EmitReason]); 2] = [
+            (
+                "profilink_exporter_chunks_cut_early_total",
+                "Chunks cut before their window closed, by the bound that cut them: memory (max_open_bytes), size (max_chunk_bytes).",
+                &[EmitReason::Memory, EmitReason::Size],
+            ),
+            (
+                "profilink_exporter_chunks_closed_total",
+                "Chunks the accumulator emitted, by why: duration (lateness bound passed), settled, size, memory, idle, flush, late.",
+                &EmitReason::ALL,
+            ),
+        ];
+        for (name, help, reasons) in by_close {
+            f.header(name, "counter", help);
+            for (e, s) in &exporters {
+                for &reason in reasons {
+                    let n = s.chunks_closed[reason.index()];
+                    f.sample(name, &[("exporter", &e.id), ("reason", reason.as_str())], n);
+                }
             }
         }
         for (name, help, values) in by_reason {

@@ -2,8 +2,7 @@
 //! question [`ProfileData::loses_sparse_samples`] answers for the exporter, which decides from
 //! it whether two neighbouring windows of a session become one chunk.
 
-use super::chunk::{ProfileData, thread_activity};
-use super::thread_groups::{ThreadGroups, ThreadStat};
+use super::chunk::ProfileData;
 use std::collections::HashMap;
 
 impl ProfileData {
@@ -13,29 +12,11 @@ impl ProfileData {
     /// grouping (if `group`) and then [`ProfileData::drop_sparse_threads`] would drop a
     /// sample", computed on thread counts alone (no sample is copied or moved).
     pub fn loses_sparse_samples(&self, group: bool, is_linked: impl Fn(&str) -> bool) -> bool {
-        let (active, index) = thread_activity(&self.samples, &self.stacks);
-        if active.iter().all(|&(_, n)| n >= 2) {
-            return false;
-        }
-        if !group {
-            return true;
-        }
-        let stats: Vec<ThreadStat<'_>> = active
-            .iter()
-            .map(|&(id, active)| ThreadStat {
-                id,
-                name: self.thread_metadata.get(id).and_then(|m| m.name.as_deref()),
-                active,
-                linked: is_linked(id),
-            })
-            .collect();
-        let reserved: Vec<&str> = self
-            .thread_metadata
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !index.contains_key(k))
-            .collect();
-        let groups = ThreadGroups::plan(&stats, &reserved);
+        let (stats, groups) = self.plan_groups(is_linked);
+        let groups = match groups {
+            Some(groups) if group => groups,
+            _ => return stats.iter().any(|t| t.active < 2),
+        };
         // Each thread's non-empty-stack samples where the grouping puts them.
         let mut after: HashMap<&str, usize> = HashMap::with_capacity(stats.len());
         for t in &stats {

@@ -242,31 +242,42 @@ impl ProfileData {
         moved
     }
 
+    /// Each sampled thread's [`ThreadStat`] (in the order of its first sample), and the
+    /// [`ThreadGroups`] plan for them; `None` when no unlinked thread is sparse.
+    pub(crate) fn plan_groups(
+        &self,
+        is_linked: impl Fn(&str) -> bool,
+    ) -> (Vec<ThreadStat<'_>>, Option<ThreadGroups>) {
+        let (active, index) = thread_activity(&self.samples, &self.stacks);
+        let stats: Vec<ThreadStat<'_>> = active
+            .iter()
+            .map(|&(id, active)| ThreadStat {
+                id,
+                name: self.thread_metadata.get(id).and_then(|m| m.name.as_deref()),
+                active,
+                linked: is_linked(id),
+            })
+            .collect();
+        if stats.iter().all(|t| t.active >= 2 || t.linked) {
+            return (stats, None);
+        }
+        let reserved: Vec<&str> = self
+            .thread_metadata
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !index.contains_key(k))
+            .collect();
+        let groups = ThreadGroups::plan(&stats, &reserved);
+        (stats, Some(groups))
+    }
+
     /// Groups the threads Relay would drop (see [`ThreadGroups`]); a thread for which
     /// `is_linked` is true is never grouped. Threads still sparse afterwards are left as they
     /// are (apply [`ProfileData::drop_sparse_threads`] next to send only what Relay keeps).
     pub fn group_sparse_threads(&mut self, is_linked: impl Fn(&str) -> bool) -> GroupOutcome {
-        let groups = {
-            let (active, index) = thread_activity(&self.samples, &self.stacks);
-            let stats: Vec<ThreadStat<'_>> = active
-                .iter()
-                .map(|&(id, active)| ThreadStat {
-                    id,
-                    name: self.thread_metadata.get(id).and_then(|m| m.name.as_deref()),
-                    active,
-                    linked: is_linked(id),
-                })
-                .collect();
-            if stats.iter().all(|t| t.active >= 2 || t.linked) {
-                return GroupOutcome::default();
-            }
-            let reserved: Vec<&str> = self
-                .thread_metadata
-                .keys()
-                .map(String::as_str)
-                .filter(|k| !index.contains_key(k))
-                .collect();
-            ThreadGroups::plan(&stats, &reserved)
+        let groups = match self.plan_groups(is_linked) {
+            (_, Some(groups)) => groups,
+            (_, None) => return GroupOutcome::default(),
         };
         let samples = self.apply_thread_groups(&groups);
         GroupOutcome {
