@@ -459,6 +459,8 @@ pub struct KafkaReceiverConfig {
     /// `range`, `roundrobin` or `cooperative-sticky` (default `cooperative-sticky`: a
     /// rebalance moves only the partitions that change owner).
     pub group_rebalance_strategy: String,
+    /// The order messages are handed over in across partitions ([`crate::align`]).
+    pub alignment: crate::align::Alignment,
 }
 
 impl Default for KafkaReceiverConfig {
@@ -482,6 +484,7 @@ impl Default for KafkaReceiverConfig {
             session_timeout: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(3),
             group_rebalance_strategy: "cooperative-sticky".into(),
+            alignment: crate::align::Alignment::default(),
         }
     }
 }

@@ -17,10 +17,12 @@
 //! ([`auth`]). Configuration: [`config`], with the Collector's keys.
 #![warn(missing_docs)]
 
+pub mod align;
 pub mod auth;
 mod client;
 mod closing;
 pub mod config;
+mod context;
 mod contract;
 pub mod decode;
 pub mod exporter;

@@ -50,6 +50,9 @@ pub struct KafkaReceiverMetrics {
     /// Received messages not yet accepted when their partition was revoked: released
     /// uncommitted, for the partition's next owner (`kafka_receiver_released_messages`).
     pub released: AtomicU64,
+    /// Times a partition was paused because it ran ahead of the others of its topic
+    /// (`alignment.max_buffered_bytes`, [`crate::align`]).
+    pub alignment_holds: AtomicU64,
     /// librdkafka client errors: brokers unreachable, a TLS handshake or SASL authentication
     /// refused, … (`kafka_receiver_client_errors`; librdkafka retries by itself).
     pub client_errors: AtomicU64,

@@ -28,25 +28,23 @@
 //! committed offset). No message of a revoked partition is handed over after its revoke
 //! returned. The default strategy is `cooperative-sticky`, so only moving partitions stop.
 
+use crate::align::{Aligner, Next, Partition};
 use crate::closing::Closing;
 use crate::config::KafkaReceiverConfig;
+use crate::context::{Context, commit};
 use crate::decode::{Permanent, WithResources, decode_message};
 use crate::metrics::KafkaReceiverMetrics;
 use profilink_consumer::{ConsumeError, Consumer, ReceiverKind, Transport};
 use profilink_proto::signal::{Profiles, Traces};
 use profilink_receiver::{IngestSignal, Split, Stats};
-use rdkafka::client::ClientContext;
-use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use rdkafka::consumer::{
-    BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
-};
-use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{Consumer as _, StreamConsumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message, OwnedMessage};
-use rdkafka::statistics::Statistics;
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use std::collections::{BTreeSet, VecDeque};
+use rdkafka::topic_partition_list::TopicPartitionList;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -62,104 +60,21 @@ pub enum StartError {
     Kafka(#[from] KafkaError),
 }
 
-/// The consumer's callbacks: rebalances, commits, statistics.
-struct Context {
-    metrics: Arc<KafkaReceiverMetrics>,
-    /// Partitions revoked since the receiver last looked, to release.
-    revoked: Mutex<Vec<(String, i32)>>,
-    /// Commit synchronously in the revoke callback (without `autocommit`: librdkafka's
-    /// automatic commit already commits what is stored before a revoke completes).
-    commit_on_revoke: bool,
-}
-
-impl ClientContext for Context {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        crate::client::log("consumer", level, fac, log_message);
-    }
-
-    /// Client errors (brokers down, a refused TLS handshake or SASL authentication): logged
-    /// and counted; librdkafka keeps retrying.
-    fn error(&self, error: KafkaError, reason: &str) {
-        KafkaReceiverMetrics::add(&self.metrics.client_errors, 1);
-        crate::client::error("consumer", &error, reason);
-    }
-
-    fn stats(&self, statistics: Statistics) {
-        for (topic, t) in &statistics.topics {
-            for (partition, p) in &t.partitions {
-                if *partition >= 0 && p.consumer_lag >= 0 {
-                    self.metrics.set_lag(topic, *partition, p.consumer_lag);
-                }
-            }
-        }
-    }
-}
-
-impl ConsumerContext for Context {
-    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
-            Rebalance::Revoke(tpl) => {
-                KafkaReceiverMetrics::add(&self.metrics.rebalances, 1);
-                KafkaReceiverMetrics::add(&self.metrics.partition_close, tpl.count() as u64);
-                // What was marked is committed before the partitions move (by librdkafka's
-                // automatic commit, or here); unmarked messages are released below, for the
-                // next owner.
-                if self.commit_on_revoke {
-                    commit(consumer, &self.metrics, "revoke");
-                }
-                let mut revoked = self.revoked.lock().unwrap_or_else(|p| p.into_inner());
-                for e in tpl.elements() {
-                    revoked.push((e.topic().to_string(), e.partition()));
-                }
-                tracing::info!(partitions = tpl.count(), "Kafka partitions revoked");
-            }
-            Rebalance::Assign(tpl) => {
-                KafkaReceiverMetrics::add(&self.metrics.rebalances, 1);
-                KafkaReceiverMetrics::add(&self.metrics.partition_start, tpl.count() as u64);
-                tracing::info!(partitions = tpl.count(), "Kafka partitions assigned");
-            }
-            Rebalance::Error(e) => tracing::warn!(error = %e, "Kafka rebalance error"),
-        }
-    }
-
-    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
-        match result {
-            Ok(()) => {
-                for e in offsets.elements() {
-                    if let Offset::Offset(o) = e.offset() {
-                        self.metrics.set_committed(e.topic(), e.partition(), o);
-                    }
-                }
-            }
-            Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-            Err(e) => {
-                KafkaReceiverMetrics::add(&self.metrics.commit_failures, 1);
-                tracing::warn!(error = %e, "Kafka offset commit failed; it is retried with the next one");
-            }
-        }
-    }
-}
-
-/// Commits the stored offsets synchronously (nothing stored is not an error).
-fn commit<C: rdkafka::consumer::Consumer<Context>>(
-    consumer: &C,
-    metrics: &KafkaReceiverMetrics,
-    why: &str,
-) {
-    match consumer.commit_consumer_state(CommitMode::Sync) {
-        Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-        Err(e) => {
-            KafkaReceiverMetrics::add(&metrics.commit_failures, 1);
-            tracing::warn!(error = %e, at = why, "Kafka offset commit failed");
-        }
-    }
-}
-
 /// The signal a topic carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SignalKind {
     Profiles,
     Traces,
+}
+
+/// Why [`Loop::drain`] stopped.
+enum Drained {
+    /// Nothing is waiting.
+    Idle,
+    /// The pipeline asked to wait this long.
+    Wait(Duration),
+    /// Alignment waits for a partition until this instant.
+    Blocked(Instant),
 }
 
 /// What became of one message.
@@ -179,7 +94,8 @@ struct Loop<C> {
     stats: Arc<Stats>,
     metrics: Arc<KafkaReceiverMetrics>,
     traces_topics: BTreeSet<String>,
-    pending: VecDeque<OwnedMessage>,
+    /// What was received and not yet handed over ([`crate::align`]).
+    pending: Aligner,
     paused: bool,
     /// The next wait after a pipeline error (grows with `error_backoff`).
     error_wait: Duration,
@@ -324,26 +240,32 @@ impl<C: Consumer> Loop<C> {
         }
     }
 
-    /// Drops the pending messages of partitions revoked since the last look.
-    fn release_revoked(&mut self) {
-        let revoked: Vec<(String, i32)> = std::mem::take(
-            &mut *self
-                .consumer
-                .context()
-                .revoked
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+    /// Takes in the partitions assigned since the last look, and drops the pending messages
+    /// of those revoked.
+    fn rebalanced(&mut self) {
+        let take = |m: &Mutex<Vec<Partition>>| {
+            std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner()))
+        };
+        let context = self.consumer.context();
+        let (assigned, revoked) = (take(&context.assigned), take(&context.revoked));
+        let now = Instant::now();
+        if !assigned.is_empty() && !self.paused {
+            // A partition paused for running ahead, revoked and assigned again, starts afresh.
+            let mut l = TopicPartitionList::new();
+            for (t, p) in &assigned {
+                l.add_partition(t, *p);
+            }
+            if let Err(e) = self.consumer.resume(&l) {
+                tracing::debug!(error = %e, "Kafka resume failed");
+            }
+        }
+        for p in assigned {
+            self.pending.assigned(p, now);
+        }
         if revoked.is_empty() {
             return;
         }
-        let before = self.pending.len();
-        self.pending.retain(|m| {
-            !revoked
-                .iter()
-                .any(|(t, p)| t == m.topic() && *p == m.partition())
-        });
-        let released = (before - self.pending.len()) as u64;
+        let released: u64 = revoked.iter().map(|p| self.pending.revoke(p) as u64).sum();
         if released > 0 {
             KafkaReceiverMetrics::add(&self.metrics.released, released);
             tracing::info!(
@@ -351,8 +273,34 @@ impl<C: Consumer> Loop<C> {
                 "Kafka messages of revoked partitions released uncommitted"
             );
         }
-        if self.pending.is_empty() {
+        if self.pending.len() == 0 {
             self.resume();
+        }
+    }
+
+    /// Pauses the partitions that run ahead and resumes those back under their share.
+    fn hold(&mut self) {
+        let (hold, release) = self.pending.holds();
+        let list = |ps: &[Partition]| {
+            let mut l = TopicPartitionList::new();
+            for (t, p) in ps {
+                l.add_partition(t, *p);
+            }
+            l
+        };
+        if !hold.is_empty() {
+            KafkaReceiverMetrics::add(&self.metrics.alignment_holds, hold.len() as u64);
+            tracing::debug!(partitions = ?hold, "Kafka partitions ahead of the others paused");
+            if let Err(e) = self.consumer.pause(&list(&hold)) {
+                tracing::debug!(error = %e, "Kafka pause failed");
+            }
+        }
+        // While every partition is paused for backpressure, `resume` resumes these.
+        if !release.is_empty()
+            && !self.paused
+            && let Err(e) = self.consumer.resume(&list(&release))
+        {
+            tracing::debug!(error = %e, "Kafka resume failed");
         }
     }
 
@@ -373,17 +321,34 @@ impl<C: Consumer> Loop<C> {
         if !self.paused {
             return;
         }
-        if let Ok(a) = self.consumer.assignment()
-            && let Err(e) = self.consumer.resume(&a)
-        {
-            tracing::debug!(error = %e, "Kafka resume failed");
+        if let Ok(a) = self.consumer.assignment() {
+            // Partitions held for running ahead stay paused.
+            let mut to_resume = TopicPartitionList::new();
+            let held: BTreeSet<&Partition> = self.pending.held().collect();
+            for e in a.elements() {
+                if !held.contains(&(e.topic().to_string(), e.partition())) {
+                    to_resume.add_partition(e.topic(), e.partition());
+                }
+            }
+            if let Err(e) = self.consumer.resume(&to_resume) {
+                tracing::debug!(error = %e, "Kafka resume failed");
+            }
         }
         self.paused = false;
     }
 
     /// Offers pending messages in order; the wait before the next try when one must wait.
-    async fn drain(&mut self) -> Option<Duration> {
-        while let Some(m) = self.pending.pop_front() {
+    async fn drain(&mut self) -> Drained {
+        loop {
+            let (seq, m) = match self.pending.pop(Instant::now()) {
+                Next::Ready(seq, m) => (seq, m),
+                Next::Blocked(until) => {
+                    self.hold();
+                    self.resume();
+                    return Drained::Blocked(until);
+                }
+                Next::Empty => break,
+            };
             if !self.cfg.message_marking.after {
                 self.mark(&m);
             }
@@ -396,24 +361,32 @@ impl<C: Consumer> Loop<C> {
                 Outcome::Accepted | Outcome::Skipped { mark: true } => self.mark(&m),
                 Outcome::Skipped { mark: false } => {}
                 Outcome::Wait(wait) => {
-                    self.pending.push_front(m);
+                    self.pending.put_back(seq, m);
                     self.pause();
-                    return Some(wait);
+                    return Drained::Wait(wait);
                 }
             }
         }
+        self.hold();
         self.resume();
-        None
+        Drained::Idle
     }
 
     async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let mut wait: Option<Duration> = None;
+        let mut blocked: Option<Instant> = None;
         loop {
-            self.release_revoked();
+            self.rebalanced();
             if wait.is_none() {
-                wait = self.drain().await;
+                blocked = None;
+                match self.drain().await {
+                    Drained::Wait(w) => wait = Some(w),
+                    Drained::Blocked(until) => blocked = Some(until),
+                    Drained::Idle => {}
+                }
             }
             let sleep = wait.unwrap_or(Duration::from_secs(3600));
+            let unblock = blocked.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 biased;
                 _ = stop.changed() => break,
@@ -421,7 +394,13 @@ impl<C: Consumer> Loop<C> {
                     Ok(m) => {
                         let m = m.detach();
                         self.metrics.received(m.topic(), m.partition(), m.offset(), m.payload().map_or(0, <[u8]>::len));
-                        self.pending.push_back(m);
+                        self.pending.push(m);
+                        self.hold();
+                    }
+                    // `enable.partition.eof`: the partition is caught up, nothing to wait for.
+                    Err(KafkaError::PartitionEOF(p)) => {
+                        self.rebalanced();
+                        self.pending.caught_up(p);
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "Kafka consumer error");
@@ -429,6 +408,7 @@ impl<C: Consumer> Loop<C> {
                     }
                 },
                 _ = tokio::time::sleep(sleep), if wait.is_some() => wait = None,
+                _ = tokio::time::sleep_until(unblock.into()), if blocked.is_some() => {}
             }
         }
         // Stop: what was marked is committed; pending messages are released (read again by
@@ -508,6 +488,8 @@ pub fn consumer_config(cfg: &KafkaReceiverConfig) -> Result<ClientConfig, String
         )
         // Bounds what is fetched ahead (and so what a paused receiver holds).
         .set("queued.max.messages.kbytes", "16384")
+        // Alignment's "caught up" (an event the receiver's loop takes, not an error).
+        .set("enable.partition.eof", "true")
         .set("statistics.interval.ms", "5000");
     Ok(c)
 }
@@ -531,6 +513,7 @@ impl KafkaReceiver {
         let context = Context {
             metrics: metrics.clone(),
             revoked: Mutex::new(Vec::new()),
+            assigned: Mutex::new(Vec::new()),
             commit_on_revoke: !cfg.autocommit.enable,
         };
         let consumer: StreamConsumer<Context> = consumer_config(&cfg)
@@ -555,6 +538,7 @@ impl KafkaReceiver {
         tracing::info!(group = %cfg.group_id, topics = ?topics, "Kafka receiver joining its group");
         let (stop, stop_rx) = watch::channel(false);
         let error_wait = cfg.error_backoff.initial_interval;
+        let pending = Aligner::new(cfg.alignment.clone());
         let l = Loop {
             cfg,
             consumer: Closing::new(consumer),
@@ -562,7 +546,7 @@ impl KafkaReceiver {
             stats,
             metrics: metrics.clone(),
             traces_topics,
-            pending: VecDeque::new(),
+            pending,
             paused: false,
             error_wait,
         };

@@ -12,7 +12,7 @@
 //! | `profilink_kafka_receiver_committed_offset` | gauge | `receiver`, `topic`, `partition` | the last offset this member committed (-1 before a commit) |
 //! | `otelcol_kafka_receiver_partition_{start,close}_total` | counter | `receiver` | partitions assigned / revoked |
 //! | `otelcol_kafka_receiver_unmarshal_failed_{profiles,spans}_total` | counter | `receiver` | messages whose version header or payload did not decode |
-//! | `profilink_kafka_receiver_{rebalances,commit_failures,skipped_messages,pauses,released_messages}_total` | counter | `receiver` | rebalances, failed commits, messages skipped for good, pauses of a full or failing pipeline, messages left uncommitted for the partition's next owner |
+//! | `profilink_kafka_receiver_{rebalances,commit_failures,skipped_messages,pauses,alignment_holds,released_messages}_total` | counter | `receiver` | rebalances, failed commits, messages skipped for good, pauses of a full or failing pipeline, partitions paused for running ahead of their topic's others (`alignment`), messages left uncommitted for the partition's next owner |
 //! | `profilink_kafka_receiver_client_errors_total` | counter | `receiver` | librdkafka client errors: brokers unreachable, TLS handshakes or SASL authentications refused |
 
 use crate::{KafkaReceiverMetrics, PartitionMetrics};
@@ -122,6 +122,11 @@ impl Render for KafkaReceivers<'_> {
                     "profilink_kafka_receiver_pauses_total",
                     "Times the partitions were paused because the pipeline was full or failing.",
                     |m| &m.pauses,
+                ),
+                (
+                    "profilink_kafka_receiver_alignment_holds_total",
+                    "Times a partition was paused because it ran ahead of the others of its topic (alignment.max_buffered_bytes).",
+                    |m| &m.alignment_holds,
                 ),
                 (
                     "profilink_kafka_receiver_released_messages_total",
