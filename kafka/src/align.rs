@@ -113,6 +113,11 @@ impl Aligner {
         self.len
     }
 
+    /// Whether no message waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// A partition was assigned: until it sends something or is caught up, it holds the
     /// others back (at most `max_wait`).
     pub(crate) fn assigned(&mut self, p: Partition, now: Instant) {
@@ -184,47 +189,45 @@ impl Aligner {
     /// The lane whose head may go first, or the instant the first waiting partition stops
     /// holding the others back.
     fn aligned(&self, now: Instant) -> Result<Partition, Instant> {
-        let mut best: Option<((i64, u64), &Partition)> = None;
-        let mut until: Option<Instant> = None;
-        let mut topic_start = 0;
-        let keys: Vec<&Partition> = self.lanes.keys().collect();
-        while topic_start < keys.len() {
-            let topic = &keys[topic_start].0;
-            let topic_end = keys[topic_start..]
-                .iter()
-                .position(|k| &k.0 != topic)
-                .map_or(keys.len(), |n| topic_start + n);
-            let lanes = &keys[topic_start..topic_end];
-            topic_start = topic_end;
-            let Some((head, k)) = lanes
-                .iter()
-                .filter_map(|k| self.lanes[*k].head().map(|h| (h, *k)))
-                .min()
-            else {
-                continue;
-            };
+        /// One topic's lanes seen so far: its oldest head, and the first instant a waiting
+        /// lane stops holding it back.
+        #[derive(Default)]
+        struct Topic<'a> {
+            head: Best<'a>,
+            blocker: Option<Instant>,
+        }
+        type Best<'a> = Option<((i64, u64), &'a Partition)>;
+        fn finish<'a>(t: Topic<'a>, best: &mut Best<'a>, until: &mut Option<Instant>) {
+            let Some((head, k)) = t.head else { return };
             // A message without a timestamp has nothing to align with.
-            let blocker = if head.0 == i64::MIN {
-                None
-            } else {
-                lanes
-                    .iter()
-                    .filter_map(|k| {
-                        let l = &self.lanes[*k];
-                        if !l.queue.is_empty() || l.caught_up {
-                            return None;
-                        }
-                        let free_at = l.empty_since.unwrap_or(now) + self.cfg.max_wait;
-                        (free_at > now).then_some(free_at)
-                    })
-                    .min()
-            };
-            match blocker {
-                Some(t) => until = Some(until.map_or(t, |u| u.min(t))),
-                None if best.is_none_or(|(b, _)| head < b) => best = Some((head, k)),
+            match t.blocker.filter(|_| head.0 != i64::MIN) {
+                Some(b) => *until = Some(until.map_or(b, |u| u.min(b))),
+                None if best.is_none_or(|(h, _)| head < h) => *best = Some((head, k)),
                 None => {}
             }
         }
+        let mut best: Best<'_> = None;
+        let mut until: Option<Instant> = None;
+        // Lanes are ordered by topic, so each topic's lanes come together.
+        let mut topic = Topic::default();
+        let mut name: Option<&str> = None;
+        for (k, l) in &self.lanes {
+            if name != Some(k.0.as_str()) {
+                finish(std::mem::take(&mut topic), &mut best, &mut until);
+                name = Some(k.0.as_str());
+            }
+            if let Some(h) = l.head() {
+                if topic.head.is_none_or(|(b, _)| h < b) {
+                    topic.head = Some((h, k));
+                }
+            } else if !l.caught_up {
+                let free_at = l.empty_since.unwrap_or(now) + self.cfg.max_wait;
+                if free_at > now {
+                    topic.blocker = Some(topic.blocker.map_or(free_at, |b| b.min(free_at)));
+                }
+            }
+        }
+        finish(topic, &mut best, &mut until);
         match (best, until) {
             (Some((_, k)), _) => Ok(k.clone()),
             (None, Some(t)) => Err(t),

@@ -251,11 +251,7 @@ impl<C: Consumer> Loop<C> {
         let now = Instant::now();
         if !assigned.is_empty() && !self.paused {
             // A partition paused for running ahead, revoked and assigned again, starts afresh.
-            let mut l = TopicPartitionList::new();
-            for (t, p) in &assigned {
-                l.add_partition(t, *p);
-            }
-            if let Err(e) = self.consumer.resume(&l) {
+            if let Err(e) = self.consumer.resume(&partition_list(&assigned)) {
                 tracing::debug!(error = %e, "Kafka resume failed");
             }
         }
@@ -273,7 +269,7 @@ impl<C: Consumer> Loop<C> {
                 "Kafka messages of revoked partitions released uncommitted"
             );
         }
-        if self.pending.len() == 0 {
+        if self.pending.is_empty() {
             self.resume();
         }
     }
@@ -281,24 +277,17 @@ impl<C: Consumer> Loop<C> {
     /// Pauses the partitions that run ahead and resumes those back under their share.
     fn hold(&mut self) {
         let (hold, release) = self.pending.holds();
-        let list = |ps: &[Partition]| {
-            let mut l = TopicPartitionList::new();
-            for (t, p) in ps {
-                l.add_partition(t, *p);
-            }
-            l
-        };
         if !hold.is_empty() {
             KafkaReceiverMetrics::add(&self.metrics.alignment_holds, hold.len() as u64);
             tracing::debug!(partitions = ?hold, "Kafka partitions ahead of the others paused");
-            if let Err(e) = self.consumer.pause(&list(&hold)) {
+            if let Err(e) = self.consumer.pause(&partition_list(&hold)) {
                 tracing::debug!(error = %e, "Kafka pause failed");
             }
         }
         // While every partition is paused for backpressure, `resume` resumes these.
         if !release.is_empty()
             && !self.paused
-            && let Err(e) = self.consumer.resume(&list(&release))
+            && let Err(e) = self.consumer.resume(&partition_list(&release))
         {
             tracing::debug!(error = %e, "Kafka resume failed");
         }
@@ -323,14 +312,14 @@ impl<C: Consumer> Loop<C> {
         }
         if let Ok(a) = self.consumer.assignment() {
             // Partitions held for running ahead stay paused.
-            let mut to_resume = TopicPartitionList::new();
             let held: BTreeSet<&Partition> = self.pending.held().collect();
-            for e in a.elements() {
-                if !held.contains(&(e.topic().to_string(), e.partition())) {
-                    to_resume.add_partition(e.topic(), e.partition());
-                }
-            }
-            if let Err(e) = self.consumer.resume(&to_resume) {
+            let to_resume: Vec<Partition> = a
+                .elements()
+                .iter()
+                .map(|e| (e.topic().to_string(), e.partition()))
+                .filter(|p| !held.contains(p))
+                .collect();
+            if let Err(e) = self.consumer.resume(&partition_list(&to_resume)) {
                 tracing::debug!(error = %e, "Kafka resume failed");
             }
         }
@@ -435,6 +424,15 @@ impl<C: Consumer> Loop<C> {
         let _ = closed.await;
         tracing::info!(released = left, "Kafka receiver stopped");
     }
+}
+
+/// librdkafka's list of `partitions`.
+fn partition_list(partitions: &[Partition]) -> TopicPartitionList {
+    let mut l = TopicPartitionList::new();
+    for (t, p) in partitions {
+        l.add_partition(t, *p);
+    }
+    l
 }
 
 /// A running kafka receiver. See the module docs.
