@@ -725,7 +725,8 @@ async fn a_batch_larger_than_the_whole_queue_is_refused_for_good() {
     let mut cfg = config(&server, dir.path());
     cfg.sending_queue.max_size_mib = Some(1);
     let exp = SentryExporter::start(cfg).await.unwrap();
-    let batch: Vec<ExportChunk> = (0..40)
+    // 2,000 samples a chunk, about 22 KB each in the queue's record: over 1 MiB together.
+    let batch: Vec<ExportChunk> = (0..100)
         .map(|i| ExportChunk::new(chunk(PROFILER_A, "python", T0 + 5.0 * i as f64, 5.0, 400.0)))
         .collect();
     let err = exp.export(batch).await.expect_err("over 1 MiB");

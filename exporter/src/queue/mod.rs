@@ -32,11 +32,12 @@
 //! format is small enough to audit: length + CRC32 framed records with a magic for resync, so a
 //! corrupt record is skipped (logged and counted) and a torn tail is ignored.
 //!
-//! Capacity is counted in bytes of unacknowledged records of both logs, an input record
-//! counting as the JSON size of its chunks ([`input::charge`]: what they become in `ready/`,
-//! though they take a fraction of it on disk). When full, `export` gets
-//! [`QueueError::Full`] (`overflow: backpressure`) or the oldest ready records not being sent are
-//! dropped (`overflow: drop_oldest`).
+//! Capacity is counted in bytes of unacknowledged records of both logs, as they take on disk
+//! ([`input::charge`]). When full, `export` gets [`QueueError::Full`] (`overflow:
+//! backpressure`) or the oldest ready records not being sent are dropped (`overflow:
+//! drop_oldest`). Merged chunks are appended whatever the fill (their samples were accepted
+//! already), so the windows open when the queue fills may take it past its capacity by what
+//! they hold once merged (less than `max_open_bytes`, which bounds their estimate).
 //!
 //! With `sending_queue.enabled: false` the same structure lives in memory (no durability).
 

@@ -10,7 +10,7 @@
 //! ```text
 //! FF FF FF FF                 marker: an impossible route length of the legacy format
 //! 02                          version
-//! json_bytes (u64 LE)         the chunks' JSON size in all (see [`charge`])
+//! json_bytes (u64 LE)         the chunks' JSON size in all (informative: [`charge`] is the size)
 //! strings:  n | n × string                         shared frame strings
 //! frames:   n | n × (mask | present fields)         shared frames; string fields are indices
 //! chunks:   n | n × chunk
