@@ -150,6 +150,31 @@ fn bench(c: &mut Criterion) {
         emitted.len()
     );
 
+    // What the queue holds per observation: an input record on disk, the JSON it is charged
+    // for, and what the merged chunks take once persisted.
+    let n = (observations * ROUNDS as u64) as f64;
+    let (records, charged) = translated.iter().fold((0usize, 0u64), |(r, c), items| {
+        let recs = testing::encode_batch(items).0;
+        (
+            r + recs.iter().map(|r| r.body.len()).sum::<usize>(),
+            c + recs.iter().map(|r| testing::charge(&r.body)).sum::<u64>(),
+        )
+    });
+    let merged: usize = emitted
+        .iter()
+        .map(|e| {
+            let mut json = Vec::new();
+            e.chunk.write_json(&mut json);
+            json.len()
+        })
+        .sum();
+    eprintln!(
+        "bytes per observation: input record {:.1} on disk, charged {:.1}; merged chunk JSON {:.1}",
+        records as f64 / n,
+        charged as f64 / n,
+        merged as f64 / n
+    );
+
     let mut g = c.benchmark_group("request_path");
     g.throughput(Throughput::Elements(observations));
     g.sample_size(20);

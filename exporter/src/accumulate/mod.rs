@@ -79,7 +79,8 @@ use crate::queue::consumed::Consumed;
 use place::Action;
 use profilink_proto::sentry::{CompactString, ProfileChunk};
 use session::SessionRef;
-use std::collections::{BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 use window::{Grid, Session, Window};
 
@@ -87,6 +88,15 @@ type SessionMap = hashbrown::HashMap<SessionKey, Session>;
 
 /// How often, at most, the memory bound's cuts are logged.
 const CUT_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Stale entries the memory bound's index may hold beyond twice the open windows it was built
+/// from, before it is built again.
+const LRU_SLACK: usize = 1 << 10;
+
+/// Open windows by when samples last joined them (`last_added`, window, session), the least
+/// recent on top, for the memory bound. Entries are added as samples join, never removed: an
+/// entry whose window is gone or has joined samples since is stale and skipped.
+type Lru = BinaryHeap<Reverse<(Instant, i64, SessionKey)>>;
 
 /// Merges chunks per profiler session into time-aligned windows. See the module docs.
 #[derive(Debug)]
@@ -99,6 +109,12 @@ pub struct ChunkAccumulator {
     open_bytes: u64,
     /// When the memory bound's cuts were last logged, and the cuts since.
     cut_log: (Option<Instant>, u64),
+    /// `Some(t)`: [`ChunkAccumulator::poll`] emits nothing before `t` (a lower bound of every
+    /// session's deadline); `None`: unknown, the next poll looks.
+    poll_due: Option<Instant>,
+    /// The memory bound's index, kept only while the bound is being reached (see [`Lru`]),
+    /// with the number of windows it was built from.
+    lru: Option<(Lru, usize)>,
 }
 
 impl ChunkAccumulator {
@@ -111,6 +127,8 @@ impl ChunkAccumulator {
             pending: HashMap::new(),
             open_bytes: 0,
             cut_log: (None, 0),
+            poll_due: None,
+            lru: None,
         }
     }
 
@@ -287,6 +305,9 @@ impl ChunkAccumulator {
             }
             w.linked.extend(linked.iter().cloned());
             w.last_added = now;
+            if let Some((lru, _)) = &mut self.lru {
+                lru.push(Reverse((now, dest.k, key.owned())));
+            }
             if touched.last() != Some(&dest.k) {
                 touched.push(dest.k);
             }
@@ -316,6 +337,11 @@ impl ChunkAccumulator {
                 self.close(&key, k, EmitReason::Duration, emitted);
             }
         }
+        // Only this session's deadline may have come closer (its newest sample passed windows).
+        if let (Some(due), Some(s)) = (self.poll_due, self.sessions.get(&key)) {
+            let d = s.deadline(&self.grid, self.cfg.chunk_idle_timeout, self.settle());
+            self.poll_due = Some(due.min(d));
+        }
         self.bound_memory(now, emitted);
     }
 
@@ -326,17 +352,37 @@ impl ChunkAccumulator {
     /// most once per [`CUT_LOG_INTERVAL`].
     fn bound_memory(&mut self, now: Instant, emitted: &mut Vec<Emitted>) {
         let max = self.cfg.max_open_bytes;
+        if self.open_bytes <= max {
+            if self
+                .lru
+                .as_ref()
+                .is_some_and(|(l, built)| l.len() > built + LRU_SLACK)
+            {
+                self.lru = None;
+            }
+            return;
+        }
+        let (mut lru, built) = match self.lru.take() {
+            Some((l, built)) if l.len() <= 2 * built + LRU_SLACK => (l, built),
+            _ => {
+                let l = self.lru_of_open_windows();
+                let n = l.len();
+                (l, n)
+            }
+        };
         let mut cut = 0u64;
         while self.open_bytes > max {
-            let oldest = self
-                .sessions
-                .iter()
-                .flat_map(|(key, s)| s.windows.iter().map(move |(k, w)| (w.last_added, *k, key)))
-                .min()
-                .map(|(_, k, key)| (k, key.clone()));
-            let Some((k, key)) = oldest else {
+            let Some(Reverse((at, k, key))) = lru.pop() else {
                 break;
             };
+            let live = self
+                .sessions
+                .get(&key)
+                .and_then(|s| s.windows.get(&k))
+                .is_some_and(|w| w.last_added == at);
+            if !live {
+                continue;
+            }
             let before = self.open_bytes;
             self.emit(&key, k, EmitReason::Memory, emitted);
             if self.open_bytes == before {
@@ -344,6 +390,7 @@ impl ChunkAccumulator {
             }
             cut += 1;
         }
+        self.lru = Some((lru, built));
         if cut == 0 {
             return;
         }
@@ -360,9 +407,31 @@ impl ChunkAccumulator {
         }
     }
 
+    /// Every open window in the memory bound's index.
+    fn lru_of_open_windows(&self) -> Lru {
+        self.sessions
+            .iter()
+            .flat_map(|(key, s)| {
+                s.windows
+                    .iter()
+                    .map(move |(k, w)| Reverse((w.last_added, *k, key.clone())))
+            })
+            .collect()
+    }
+
     /// Emits, at `now`, every window of sessions idle for `chunk_idle_timeout`, and the
     /// windows the newest sample has passed that no sample joined for half of it.
     pub fn poll(&mut self, now: Instant) -> Vec<Emitted> {
+        if self.poll_due.is_some_and(|due| now < due) {
+            return Vec::new();
+        }
+        let out = self.poll_all(now);
+        self.poll_due = self.next_deadline();
+        out
+    }
+
+    /// [`ChunkAccumulator::poll`], looking at every session.
+    fn poll_all(&mut self, now: Instant) -> Vec<Emitted> {
         let idle = self.cfg.chunk_idle_timeout;
         let settle = self.settle();
         let mut due: Vec<(SessionKey, Option<Vec<i64>>)> = self

@@ -399,6 +399,27 @@ fn windows_are_aligned_to_the_epoch_not_to_the_first_sample() {
 }
 
 #[test]
+fn a_window_passed_after_a_poll_still_settles_on_time() {
+    // `poll` skips its look until the earliest deadline it found; a later push that passes a
+    // window must bring that deadline forward.
+    let mut acc = ChunkAccumulator::new(cfg());
+    let t0 = Instant::now();
+    acc.push(1, "", &chunk(0.0, 10.0, 2.0), 100, t0);
+    assert!(acc.poll(t0 + Duration::from_secs(1)).is_empty());
+    // Another session's samples pass its window [0, 60) at t0 + 2 s: it settles at t0 + 7 s,
+    // before the first session's idle deadline (t0 + 10 s).
+    let mut b = chunk(0.0, 70.0, 2.0);
+    b.profiler_id = "c".repeat(32);
+    let t2 = t0 + Duration::from_secs(2);
+    assert!(acc.push(2, "", &b, 100, t2).emitted.is_empty());
+    assert!(acc.poll(t2 + Duration::from_millis(4999)).is_empty());
+    let settled = acc.poll(t2 + Duration::from_secs(5));
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0].reason, EmitReason::Settled);
+    assert_eq!(settled[0].chunk.profiler_id, "c".repeat(32));
+}
+
+#[test]
 fn a_passed_window_settles_after_half_the_idle_timeout_the_newest_waits_for_idle() {
     let mut acc = ChunkAccumulator::new(cfg());
     let t0 = Instant::now();
