@@ -6,7 +6,7 @@ use super::merged_chunk_id;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use profilink_proto::sentry::CHUNK_VERSION;
 use profilink_proto::sentry::{
-    DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk, Sample,
+    DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk, Sample, ThreadMetadata,
 };
 use std::collections::{BTreeMap, HashSet};
 use std::hash::BuildHasher;
@@ -173,21 +173,28 @@ impl ChunkBuilder {
                 thread_id: sample.thread_id.clone(),
             });
         }
+        let merged = &mut self.chunk.profile.thread_metadata;
         for tid in threads_seen {
-            if let Some(meta) = src.profile.thread_metadata.get(tid) {
-                let entry = self
-                    .chunk
-                    .profile
-                    .thread_metadata
-                    .entry(tid.to_string())
-                    .or_default();
+            let Some(meta) = src.profile.thread_metadata.get(tid) else {
+                continue;
+            };
+            // Most parts bring threads the window has: no key to allocate for those.
+            if let Some(entry) = merged.get_mut(tid) {
                 if entry.name.is_none() {
                     entry.name.clone_from(&meta.name);
                 }
                 if entry.priority.is_none() {
                     entry.priority = meta.priority;
                 }
+                continue;
             }
+            merged.insert(
+                tid.to_string(),
+                ThreadMetadata {
+                    name: meta.name.clone(),
+                    priority: meta.priority,
+                },
+            );
         }
         if let Some(dm) = &src.debug_meta {
             let out = self
