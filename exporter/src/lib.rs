@@ -136,9 +136,7 @@ pub mod testing {
     pub use crate::http::{compress, compress_level};
     pub use crate::queue::consumed::decode as decode_consumed;
     pub use crate::queue::decode_ready;
-    pub use crate::queue::input::{
-        ChunkInfo, charge, decode as decode_input, encode_batch, encode_legacy,
-    };
+    pub use crate::queue::input::{ChunkInfo, decode as decode_input, encode_batch, encode_legacy};
     pub use crate::send_queue::record::{
         Queued, decode as decode_otlp_record, encode as encode_otlp_record,
     };
