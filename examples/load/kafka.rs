@@ -37,7 +37,7 @@
 
 use crate::args::Args;
 use crate::clients::{self, ClientStats, Plan};
-use crate::service::{Door, Service, scrape};
+use crate::service::{Door, Service, closed_by_reason, scrape};
 use crate::standin::StandIn;
 use crate::{ROUND_NS, load_request, process, report};
 use bytes::Bytes;
@@ -54,10 +54,6 @@ const ROUND_ROBIN: &str = "otlp_profiles";
 const BY_CLIENT: &str = "otlp_profiles_by_client";
 /// Partitions of each topic.
 pub const PARTITIONS: i32 = 6;
-/// The `reason`s of `profilink_exporter_chunks_closed_total`.
-const CLOSE_REASONS: [&str; 7] = [
-    "duration", "settled", "size", "memory", "idle", "flush", "late",
-];
 /// The longest a phase may take to accept everything.
 const PHASE_LIMIT: Duration = Duration::from_secs(600);
 
@@ -376,17 +372,7 @@ async fn finish(service: Service, st: &StandIn, mut phase: Phase) -> Phase {
     phase.drain_s = t_drain.elapsed().as_secs_f64();
     phase.hwm = process::proc_status(service.pid, "VmHWM:").unwrap_or(0);
     let m = service.metrics().await;
-    phase.closed = CLOSE_REASONS
-        .iter()
-        .map(|&r| {
-            let n = scrape_f64(
-                &m,
-                "profilink_exporter_chunks_closed_total",
-                &[("reason", r)],
-            );
-            (r, n.unwrap_or(0.0) as u64)
-        })
-        .collect();
+    phase.closed = closed_by_reason(&m);
     let status = service.stop();
     assert!(status.success(), "profilink exited with {status}");
     phase.envelopes = st.envelopes.load(Ordering::Relaxed);

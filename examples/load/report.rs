@@ -2,7 +2,7 @@
 
 use crate::args::Args;
 use crate::clients::ClientStats;
-use crate::service::scrape;
+use crate::service::{closed_by_reason, scrape};
 use std::process::ExitStatus;
 
 /// What a run against a profilink of its own measured.
@@ -87,6 +87,12 @@ pub fn print_run(a: &Args, mut r: Run) {
         scrape(&r.final_metrics, "profilink_exporter_dropped_chunks_total"),
         r.status
     );
+    let closed: Vec<String> = closed_by_reason(&r.final_metrics)
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(why, n)| format!("{why} {n}"))
+        .collect();
+    println!("  chunks closed by: {}", closed.join(", "));
 }
 
 /// Prints a run against `--target`: what the clients saw.

@@ -190,6 +190,27 @@ pub fn scrape(text: &str, name: &str) -> u64 {
         .sum()
 }
 
+/// The `reason`s of `profilink_exporter_chunks_closed_total`.
+const CLOSE_REASONS: [&str; 7] = [
+    "duration", "settled", "size", "memory", "idle", "flush", "late",
+];
+
+/// The chunks the exporter emitted by why (`profilink_exporter_chunks_closed_total`), in
+/// `/metrics` text.
+pub fn closed_by_reason(text: &str) -> Vec<(&'static str, u64)> {
+    CLOSE_REASONS
+        .iter()
+        .map(|&r| {
+            let n = profilink::telemetry::metrics::scrape_f64(
+                text,
+                "profilink_exporter_chunks_closed_total",
+                &[("reason", r)],
+            );
+            (r, n.unwrap_or(0.0) as u64)
+        })
+        .collect()
+}
+
 fn free_addr() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().to_string()

@@ -6,7 +6,8 @@ use super::merged_chunk_id;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use profilink_proto::sentry::CHUNK_VERSION;
 use profilink_proto::sentry::{
-    DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk, Sample, ThreadMetadata,
+    CompactString, DebugMeta, Frame, Measurement, MeasurementValue, ProfileChunk, ProfileData,
+    Sample, ThreadMetadata,
 };
 use std::collections::{BTreeMap, HashSet};
 use std::hash::BuildHasher;
@@ -27,15 +28,32 @@ pub fn frame_hash(frame: &Frame) -> u64 {
         .hash_one(frame)
 }
 
+/// One merged sample as an open window holds it: 16 bytes where a [`Sample`] takes 40 (its
+/// thread id is an index into the builder's threads, its stack a `u32`). Open windows hold
+/// every sample of a session's minute until it settles, so this is most of their memory.
+#[derive(Debug, Clone, Copy)]
+struct Packed {
+    timestamp: f64,
+    stack: u32,
+    thread: u32,
+}
+
 /// Builds one chunk out of selected samples of several chunks of the same session.
 ///
 /// Each added chunk's frame and stack tables are remapped once per chunk (a stack only when a
 /// selected sample uses it): a frame or stack already in the merged chunk is found through a
 /// hash table of indices into the merged chunk's own lists (a fast hasher, no copies of the
-/// keys), so the per-sample work is a table look-up and a push.
+/// keys), so the per-sample work is a table look-up and a push. Samples are held packed
+/// ([`Packed`], each thread id once) and become the chunk's [`Sample`]s in
+/// [`ChunkBuilder::finish`].
 #[derive(Debug, Clone)]
 pub struct ChunkBuilder {
+    /// The chunk's metadata, frames, stacks and thread metadata (its samples are `samples`).
     chunk: ProfileChunk,
+    samples: Vec<Packed>,
+    /// The thread ids `Packed::thread` indexes, and their look-up by id.
+    threads: Vec<CompactString>,
+    thread_index: HashTable<u32>,
     hasher: DefaultHashBuilder,
     frames: HashTable<usize>,
     /// [`frame_hash`] of each merged frame.
@@ -73,6 +91,9 @@ impl ChunkBuilder {
             frame_hashes: Vec::new(),
             stacks: HashTable::new(),
             images: HashTable::new(),
+            samples: Vec::new(),
+            threads: Vec::new(),
+            thread_index: HashTable::new(),
             est_bytes: 0,
             dropped_invalid: 0,
         }
@@ -80,7 +101,7 @@ impl ChunkBuilder {
 
     /// Number of samples added so far.
     pub fn sample_count(&self) -> usize {
-        self.chunk.profile.samples.len()
+        self.samples.len()
     }
 
     /// True when the chunk built so far would lose samples to Relay's sparse-thread rule
@@ -88,7 +109,56 @@ impl ChunkBuilder {
     ///
     /// [`ProfileData::loses_sparse_samples`]: profilink_proto::sentry::ProfileData::loses_sparse_samples
     pub fn loses_sparse_samples(&self, group: bool, is_linked: impl Fn(&str) -> bool) -> bool {
-        self.chunk.profile.loses_sparse_samples(group, is_linked)
+        // The rule looks at each sample's thread and whether its stack is empty: a profile of
+        // just that (stack 0 empty, stack 1 not), not a copy of the window's stacks.
+        let stacks = &self.chunk.profile.stacks;
+        let view = ProfileData {
+            samples: self
+                .samples
+                .iter()
+                .map(|p| Sample {
+                    timestamp: p.timestamp,
+                    stack_id: usize::from(
+                        stacks.get(p.stack as usize).is_some_and(|s| !s.is_empty()),
+                    ),
+                    thread_id: self.threads[p.thread as usize].clone(),
+                })
+                .collect(),
+            stacks: vec![Vec::new(), vec![0]],
+            frames: Vec::new(),
+            thread_metadata: self.chunk.profile.thread_metadata.clone(),
+        };
+        view.loses_sparse_samples(group, is_linked)
+    }
+
+    /// The index of thread id `tid` in `threads` (added if new).
+    fn thread(&mut self, tid: &CompactString) -> u32 {
+        let hash = self.hasher.hash_one(tid.as_str());
+        let threads = &self.threads;
+        if let Some(&i) = self
+            .thread_index
+            .find(hash, |&i| threads[i as usize] == *tid)
+        {
+            return i;
+        }
+        let i = self.threads.len() as u32;
+        self.threads.push(tid.clone());
+        let (threads, hasher) = (&self.threads, &self.hasher);
+        self.thread_index
+            .insert_unique(hash, i, |&i| hasher.hash_one(threads[i as usize].as_str()));
+        i
+    }
+
+    /// The samples as the chunk's [`Sample`]s, in the order they were added.
+    fn unpacked(&self) -> Vec<Sample> {
+        self.samples
+            .iter()
+            .map(|p| Sample {
+                timestamp: p.timestamp,
+                stack_id: p.stack as usize,
+                thread_id: self.threads[p.thread as usize].clone(),
+            })
+            .collect()
     }
 
     /// Estimated serialized size (sum of the estimates passed to [`ChunkBuilder::add`]).
@@ -129,9 +199,9 @@ impl ChunkBuilder {
         let mut stack_map: Vec<usize> = vec![UNMAPPED; src.profile.stacks.len()];
         let mut frame_map: Vec<usize> = vec![UNMAPPED; src.profile.frames.len()];
         let mut threads_seen: HashSet<&str, DefaultHashBuilder> = HashSet::default();
-        let mut last_thread: Option<&str> = None;
+        let mut last_thread: Option<(&str, u32)> = None;
         let mut frames_buf: Vec<usize> = Vec::with_capacity(64);
-        self.chunk.profile.samples.reserve(sample_indices.len());
+        self.samples.reserve(sample_indices.len());
         for &si in sample_indices {
             let Some(sample) = src.profile.samples.get(si) else {
                 continue;
@@ -163,14 +233,21 @@ impl ChunkBuilder {
                 id
             };
             let tid = sample.thread_id.as_str();
-            if last_thread != Some(tid) {
-                threads_seen.insert(tid);
-                last_thread = Some(tid);
-            }
-            self.chunk.profile.samples.push(Sample {
+            let thread = match last_thread {
+                Some((t, i)) if t == tid => i,
+                _ => {
+                    threads_seen.insert(tid);
+                    let i = self.thread(&sample.thread_id);
+                    last_thread = Some((tid, i));
+                    i
+                }
+            };
+            // Stacks and threads of one window stay far below 2^32 (a chunk is at most
+            // `max_chunk_bytes`).
+            self.samples.push(Packed {
                 timestamp: sample.timestamp,
-                stack_id: new_stack,
-                thread_id: sample.thread_id.clone(),
+                stack: new_stack as u32,
+                thread,
             });
         }
         let merged = &mut self.chunk.profile.thread_metadata;
@@ -305,13 +382,15 @@ impl ChunkBuilder {
     /// Adds everything `other` holds (two adjacent windows of one session becoming one chunk),
     /// with its size estimate.
     pub fn absorb(&mut self, other: ChunkBuilder) {
+        let samples = other.unpacked();
         let ChunkBuilder {
-            chunk,
+            mut chunk,
             frame_hashes,
             est_bytes,
             dropped_invalid,
             ..
         } = other;
+        chunk.profile.samples = samples;
         self.dropped_invalid += dropped_invalid;
         let all: Vec<usize> = (0..chunk.profile.samples.len()).collect();
         let measurements: Vec<(String, String, Vec<MeasurementValue>)> = chunk
@@ -325,8 +404,11 @@ impl ChunkBuilder {
     /// The finished chunk: samples sorted by timestamp, measurement values sorted, and the
     /// deterministic [`merged_chunk_id`].
     pub fn finish(mut self) -> ProfileChunk {
-        let samples = &mut self.chunk.profile.samples;
-        samples.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
+        // Sorted packed (16-byte moves), stable: samples of one instant keep their order.
+        self.samples
+            .sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
+        self.chunk.profile.samples = self.unpacked();
+        let samples = &self.chunk.profile.samples;
         for m in self.chunk.measurements.values_mut() {
             m.values.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
         }
