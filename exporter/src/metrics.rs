@@ -134,6 +134,11 @@ pub struct ExporterMetrics {
     /// Samples not sent because their thread had fewer than 2 samples in its merged chunk
     /// (Relay would drop them).
     pub sparse_samples_dropped: AtomicU64,
+    /// Merged chunks that failed the chunk validator's error rules on their way out, and were
+    /// dropped instead of queued for delivery (each logged with its rule).
+    pub invalid_chunks: AtomicU64,
+    /// Samples of those chunks.
+    pub invalid_samples: AtomicU64,
     /// Samples accepted by `export`.
     pub accepted_samples: AtomicU64,
     /// Samples replayed from the queue at start (unacknowledged inputs and merged chunks).
@@ -191,6 +196,10 @@ pub struct MetricsSnapshot {
     pub rejected_profiles: u64,
     /// See [`ExporterMetrics::sparse_samples_dropped`].
     pub sparse_samples_dropped: u64,
+    /// See [`ExporterMetrics::invalid_chunks`].
+    pub invalid_chunks: u64,
+    /// See [`ExporterMetrics::invalid_samples`].
+    pub invalid_samples: u64,
     /// See [`ExporterMetrics::accepted_samples`].
     pub accepted_samples: u64,
     /// See [`ExporterMetrics::replayed_samples`].
@@ -280,6 +289,8 @@ impl ExporterMetrics {
             partial_successes: get(&self.partial_successes),
             rejected_profiles: get(&self.rejected_profiles),
             sparse_samples_dropped: get(&self.sparse_samples_dropped),
+            invalid_chunks: get(&self.invalid_chunks),
+            invalid_samples: get(&self.invalid_samples),
             accepted_samples: get(&self.accepted_samples),
             replayed_samples: get(&self.replayed_samples),
             replay_skipped_samples: get(&self.replay_skipped_samples),

@@ -28,6 +28,7 @@
 //! | `profilink_exporter_dropped_chunks_total` | counter | `exporter`, `reason` | chunks given up (`ratelimit_backoff`, `queue_overflow`, `network_error`, `send_error`) |
 //! | `profilink_exporter_merged_chunks_total` | counter | `exporter` | merged chunks emitted by the accumulator |
 //! | `profilink_exporter_sparse_samples_dropped_total` | counter | `exporter` | samples of threads Relay would drop (< 2 non-empty-stack samples in a merged chunk) that could not be grouped, dropped before sending |
+//! | `profilink_exporter_invalid_{chunks,samples}_total` | counter | `exporter` | merged chunks (and their samples) that failed the chunk validator's error rules on their way out: dropped, never sent, each logged as a warning with its rule |
 //! | `profilink_exporter_sparse_samples_grouped_total` | counter | `exporter` | samples of such threads moved into group threads (`sparse_threads: group`) |
 //! | `profilink_exporter_sparse_threads_grouped_total` | counter | `exporter` | threads whose samples were moved into group threads |
 //! | `profilink_exporter_chunks_cut_early_total` | counter | `exporter`, `reason` | chunks cut before their window closed: `memory` (the open windows together reached `max_open_bytes`), `size` (the chunk reached `max_chunk_bytes`) |
@@ -238,7 +239,7 @@ pub struct Exporters<'a>(pub &'a [ExporterEntry]);
 impl Render for Exporters<'_> {
     fn render(&self, f: &mut Text<'_>) {
         let exporters: Vec<_> = self.0.iter().map(|e| (e, e.metrics.snapshot())).collect();
-        let exporter_families: [(&str, &str, &str, ProfilesCount); 16] = [
+        let exporter_families: [(&str, &str, &str, ProfilesCount); 18] = [
             (
                 "profilink_exporter_accepted_chunks_total",
                 "counter",
@@ -292,6 +293,18 @@ impl Render for Exporters<'_> {
                 "counter",
                 "Samples of threads with fewer than 2 non-empty-stack samples in a merged chunk, dropped as Relay would.",
                 |s| s.sparse_samples_dropped,
+            ),
+            (
+                "profilink_exporter_invalid_chunks_total",
+                "counter",
+                "Merged chunks that failed the chunk validator on their way out, dropped instead of sent.",
+                |s| s.invalid_chunks,
+            ),
+            (
+                "profilink_exporter_invalid_samples_total",
+                "counter",
+                "Samples of merged chunks that failed the chunk validator on their way out.",
+                |s| s.invalid_samples,
             ),
             (
                 "profilink_exporter_accepted_samples_total",

@@ -54,8 +54,9 @@ pub fn log_run_summary(registry: &Registry) {
             continue;
         }
         let dropped: u64 = m.dropped_samples.iter().map(|(_, n)| n).sum();
-        let queued = (m.accepted_samples + m.replayed_samples)
-            .saturating_sub(m.sent_samples + m.sparse_samples_dropped + dropped);
+        let queued = (m.accepted_samples + m.replayed_samples).saturating_sub(
+            m.sent_samples + m.sparse_samples_dropped + m.invalid_samples + dropped,
+        );
         let reasons: Vec<String> = m
             .dropped_samples
             .iter()
@@ -69,6 +70,7 @@ pub fn log_run_summary(registry: &Registry) {
             delivered = m.sent_samples,
             queued,
             sparse_dropped = m.sparse_samples_dropped,
+            invalid = m.invalid_samples,
             dropped = %if reasons.is_empty() { "none".to_owned() } else { reasons.join(",") },
             "run summary: exporter samples"
         );

@@ -10,6 +10,7 @@ use crate::accumulate::Emitted;
 use crate::metrics::ExporterMetrics;
 use crate::queue::consumed::{self, Consumed};
 use crate::queue::{Queue, ReadyMeta};
+use profilink_proto::validate::validate_chunk_errors;
 use std::collections::{BTreeMap, HashMap};
 
 /// Merged chunks (by size estimate) serialized and appended per persist job.
@@ -84,6 +85,8 @@ impl<S: Sink> Core<S> {
                 return;
             }
         };
+        ExporterMetrics::add(&self.metrics.invalid_chunks, done.invalid.0);
+        ExporterMetrics::add(&self.metrics.invalid_samples, done.invalid.1);
         match done.result {
             Ok(metas) => {
                 for (input, id) in done.consumption_records {
@@ -188,10 +191,21 @@ fn persist_group(
     // the copy may be held in memory until its first delivery, and the estimate is several
     // times the JSON (keeping the slack once held 136 MB of a 166 MB heap under load).
     let mut scratch = Vec::new();
+    // Strict out: a merged chunk Relay would refuse is counted and logged, never sent. Its
+    // inputs are released with the group's, as for a chunk left without samples.
+    let sendable: Vec<bool> = group.iter().map(sendable).collect();
+    let invalid = group
+        .iter()
+        .zip(&sendable)
+        .filter(|(e, ok)| !**ok && !e.chunk.profile.samples.is_empty())
+        .fold((0, 0), |(c, s), (e, _)| {
+            (c + 1, s + e.chunk.profile.samples.len() as u64)
+        });
     let items: Vec<(ReadyMeta, Vec<u8>)> = group
         .iter()
-        .filter(|e| !e.chunk.profile.samples.is_empty())
-        .map(|e| {
+        .zip(&sendable)
+        .filter(|(_, ok)| **ok)
+        .map(|(e, _)| {
             let meta = ReadyMeta {
                 id: 0,
                 route: e.key.route.clone(),
@@ -214,7 +228,7 @@ fn persist_group(
             let consumption_records = record_consumed(queue, &taken);
             if observer.0.is_some() {
                 for (i, e) in group.iter().enumerate() {
-                    if !e.chunk.profile.samples.is_empty() {
+                    if sendable[i] {
                         observer.queued(projects.get(i).copied().flatten(), &e.chunk);
                     }
                 }
@@ -224,6 +238,7 @@ fn persist_group(
                 inputs,
                 est_bytes,
                 consumption_records,
+                invalid,
             }
         }
         Err(e) => Persisted {
@@ -231,6 +246,29 @@ fn persist_group(
             inputs,
             est_bytes,
             consumption_records: Vec::new(),
+            invalid: (0, 0),
         },
     }
+}
+
+/// True when merged chunk `e` has samples and passes the chunk validator's error rules (logged
+/// when it does not).
+fn sendable(e: &Emitted) -> bool {
+    if e.chunk.profile.samples.is_empty() {
+        return false;
+    }
+    let findings = validate_chunk_errors(&e.chunk);
+    let Some(f) = findings.iter().find(|f| f.is_error()) else {
+        return true;
+    };
+    tracing::warn!(
+        chunk_id = %e.chunk.chunk_id,
+        profiler_id = %e.key.profiler_id,
+        samples = e.chunk.profile.samples.len(),
+        rule = f.rule,
+        path = %f.path,
+        message = %f.message,
+        "a merged chunk failed the chunk validator and was dropped, not sent"
+    );
+    false
 }

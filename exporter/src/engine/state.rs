@@ -88,6 +88,8 @@ pub(super) struct Persisted {
     pub(super) est_bytes: u64,
     /// Consumption records written: (input, record id).
     pub(super) consumption_records: Vec<(u64, u64)>,
+    /// Chunks of the group that failed the chunk validator (not written), and their samples.
+    pub(super) invalid: (u64, u64),
 }
 
 /// What an acknowledgement job reports: on failure, the ids to record again.

@@ -3,7 +3,7 @@ use crate::config::{AccumulateConfig, RetryConfig};
 use crate::queue::ReadyMeta;
 use crate::queue::input::encode_legacy;
 use crate::queue_config::QueueConfig;
-use profilink_proto::sentry::{Frame, Sample};
+use profilink_proto::sentry::{ClientSdk, Frame, Sample};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -35,6 +35,10 @@ fn chunk(profiler: char, start: f64, n: usize) -> ProfileChunk {
         profiler_id: profiler.to_string().repeat(32),
         platform: "rust".into(),
         version: "2".into(),
+        client_sdk: Some(ClientSdk {
+            name: "sentry.rust".into(),
+            version: "0.1.0".into(),
+        }),
         ..Default::default()
     };
     c.profile.frames = vec![std::sync::Arc::new(Frame {
@@ -403,4 +407,36 @@ async fn a_shutdown_right_after_export_delivers_it_from_a_memory_queue() {
     let got = sink.0.lock().unwrap().clone();
     let samples: usize = got.iter().map(|c| c.profile.samples.len()).sum();
     assert_eq!((got.len(), samples), (2, 600));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merged_chunk_relay_would_refuse_is_counted_and_never_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (q, rec) = open(dir.path());
+    let sink = Arc::new(Recorder::default());
+    let p = start(q, rec, sink.clone());
+    let metrics = p.metrics.clone();
+    // Profiler ids must be UUIDs: session z's merged chunk fails the validator.
+    p.export_linked(
+        vec![
+            (String::new(), chunk('a', 3000.0, 40)),
+            (String::new(), chunk('z', 3000.0, 30)),
+        ],
+        Vec::new(),
+    )
+    .await
+    .unwrap();
+    let start_t = std::time::Instant::now();
+    while metrics.snapshot().invalid_chunks == 0 && start_t.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    deliver(p, &sink, 1).await;
+    let got = sink.0.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    assert!(got[0].profiler_id.starts_with('a'));
+    let m = metrics.snapshot();
+    assert_eq!((m.invalid_chunks, m.invalid_samples), (1, 30));
+    // Its input is acknowledged: the refusal is final, not replayed at the next start.
+    let (_, rec) = open(dir.path());
+    assert!(rec.inputs.is_empty() && rec.ready.is_empty());
 }
