@@ -116,12 +116,9 @@ impl ChunkBuilder {
             samples: self
                 .samples
                 .iter()
-                .map(|p| Sample {
-                    timestamp: p.timestamp,
-                    stack_id: usize::from(
-                        stacks.get(p.stack as usize).is_some_and(|s| !s.is_empty()),
-                    ),
-                    thread_id: self.threads[p.thread as usize].clone(),
+                .map(|p| {
+                    let active = stacks.get(p.stack as usize).is_some_and(|s| !s.is_empty());
+                    self.sample(p, usize::from(active))
                 })
                 .collect(),
             stacks: vec![Vec::new(), vec![0]],
@@ -149,15 +146,20 @@ impl ChunkBuilder {
         i
     }
 
+    /// Packed sample `p` as a [`Sample`] with stack `stack_id`.
+    fn sample(&self, p: &Packed, stack_id: usize) -> Sample {
+        Sample {
+            timestamp: p.timestamp,
+            stack_id,
+            thread_id: self.threads[p.thread as usize].clone(),
+        }
+    }
+
     /// The samples as the chunk's [`Sample`]s, in the order they were added.
     fn unpacked(&self) -> Vec<Sample> {
         self.samples
             .iter()
-            .map(|p| Sample {
-                timestamp: p.timestamp,
-                stack_id: p.stack as usize,
-                thread_id: self.threads[p.thread as usize].clone(),
-            })
+            .map(|p| self.sample(p, p.stack as usize))
             .collect()
     }
 
