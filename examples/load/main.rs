@@ -22,8 +22,10 @@
 //! request), `--binary PATH` (default: `profilink` beside this example's directory),
 //! `--against PATH` (repeatable: the same load against these binaries too, interleaved with
 //! `--binary` over `--repeat N` rounds, each a fresh process; prints every run, then per
-//! binary the median and range of samples per CPU-second, the ratio to the floor, samples/s,
-//! p99 export call latency and peak RSS), `--floor PATH` (with `--against`: the independent
+//! binary the median and range of samples per CPU-second, the ratio to the floor (over the
+//! clients' span, and over the whole job: that span, the drain of the backlog it left and the
+//! shutdown's flush, from the process's exit), samples/s, p99 export call latency and peak
+//! RSS), `--floor PATH` (with `--against`: the independent
 //! `floor --service` program, run before every run so each ratio is taken in the same
 //! conditions),
 //! `--overload` (10x clients, Sentry answering after 100 ms with 4 senders, 64 MiB queue),

@@ -25,6 +25,9 @@ pub struct Run {
     pub drain_s: f64,
     /// profilink's CPU seconds while the clients ran.
     pub cpu: f64,
+    /// profilink's CPU seconds from the start of the load to its exit: the clients' span, the
+    /// drain of the backlog and the shutdown's flush (the deliveries the load left behind).
+    pub job_cpu: f64,
     /// Share of the machine's CPU that was busy meanwhile.
     pub machine_busy: f64,
     /// profilink's VmHWM and sampled VmRSS peak, kB.
@@ -79,6 +82,12 @@ pub fn print_run(a: &Args, mut r: Run) {
         r.cpu * 1e6 / (r.clients.accepted_samples as f64).max(1.0),
         r.hwm as f64 / 1024.0,
         r.rss_peak as f64 / 1024.0
+    );
+    println!(
+        "  whole job (load, drain, shutdown): {:.1} CPU-seconds = {:.0} samples per CPU-second = {:.3} us per observation",
+        r.job_cpu,
+        r.clients.accepted_samples as f64 / r.job_cpu.max(1e-9),
+        r.job_cpu * 1e6 / (r.clients.accepted_samples as f64).max(1.0),
     );
     println!(
         "  exporter: sent {} chunks, refused_full {}, dropped {}; exit {}",

@@ -143,7 +143,7 @@ pub async fn run(a: &Args, load: &Load, mut setup: Setup) -> report::Run {
     let rss_peak = sampler.await.unwrap_or(0);
     let hwm = crate::process::proc_status(pid, "VmHWM:").unwrap_or(0);
     let final_metrics = service.metrics().await;
-    let status = service.stop();
+    let (status, life_cpu) = service.stop_counted();
 
     let delivery = crate::delivery::latencies(
         &st.sampled.lock().unwrap(),
@@ -165,6 +165,7 @@ pub async fn run(a: &Args, load: &Load, mut setup: Setup) -> report::Run {
         queue_bytes,
         drain_s,
         cpu,
+        job_cpu: life_cpu - cpu0,
         machine_busy,
         hwm,
         rss_peak,

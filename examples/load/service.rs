@@ -174,11 +174,33 @@ service:{pprof_ext}
     }
 
     /// Stops it with SIGTERM (it drains and flushes open sessions) and waits for its exit.
-    pub fn stop(mut self) -> ExitStatus {
+    pub fn stop(self) -> ExitStatus {
+        self.stop_counted().0
+    }
+
+    /// [`Service::stop`], with the CPU seconds (user + system) the process used in its whole
+    /// life, read from its exit (`wait4`): everything it did, the drain and the shutdown's
+    /// flush included, which `/proc` can no longer tell once it has exited.
+    pub fn stop_counted(mut self) -> (ExitStatus, f64) {
+        use std::os::unix::process::ExitStatusExt;
         let _ = Command::new("kill")
             .args(["-TERM", &self.pid.to_string()])
             .status();
-        self.child.wait().unwrap()
+        let mut status = 0;
+        // SAFETY: `rusage` is a plain C struct of integers, for which all zeroes is valid.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let pid = self.pid as libc::pid_t;
+        // SAFETY: both pointers are to live locals; the pid is our own child, not reaped yet
+        // (`Child::wait` runs only when this did not reap it).
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if reaped != pid {
+            return (self.child.wait().unwrap(), f64::NAN);
+        }
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (
+            ExitStatus::from_raw(status),
+            secs(usage.ru_utime) + secs(usage.ru_stime),
+        )
     }
 }
 
