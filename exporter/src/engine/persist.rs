@@ -193,18 +193,18 @@ fn persist_group(
     let mut scratch = Vec::new();
     // Strict out: a merged chunk Relay would refuse is counted and logged, never sent. Its
     // inputs are released with the group's, as for a chunk left without samples.
-    let sendable: Vec<bool> = group.iter().map(sendable).collect();
+    let verdicts: Vec<Verdict> = group.iter().map(verdict).collect();
     let invalid = group
         .iter()
-        .zip(&sendable)
-        .filter(|(e, ok)| !**ok && !e.chunk.profile.samples.is_empty())
+        .zip(&verdicts)
+        .filter(|(_, v)| **v == Verdict::Invalid)
         .fold((0, 0), |(c, s), (e, _)| {
             (c + 1, s + e.chunk.profile.samples.len() as u64)
         });
     let items: Vec<(ReadyMeta, Vec<u8>)> = group
         .iter()
-        .zip(&sendable)
-        .filter(|(_, ok)| **ok)
+        .zip(&verdicts)
+        .filter(|(_, v)| **v == Verdict::Send)
         .map(|(e, _)| {
             let meta = ReadyMeta {
                 id: 0,
@@ -228,7 +228,7 @@ fn persist_group(
             let consumption_records = record_consumed(queue, &taken);
             if observer.0.is_some() {
                 for (i, e) in group.iter().enumerate() {
-                    if sendable[i] {
+                    if verdicts[i] == Verdict::Send {
                         observer.queued(projects.get(i).copied().flatten(), &e.chunk);
                     }
                 }
@@ -251,15 +251,25 @@ fn persist_group(
     }
 }
 
-/// True when merged chunk `e` has samples and passes the chunk validator's error rules (logged
-/// when it does not).
-fn sendable(e: &Emitted) -> bool {
+/// What the persist job does with a merged chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Written to the ready log for delivery.
+    Send,
+    /// Left without samples: nothing to send.
+    Empty,
+    /// Failed the chunk validator (logged): counted, never sent.
+    Invalid,
+}
+
+/// The [`Verdict`] on merged chunk `e`, logging the first error when it is invalid.
+fn verdict(e: &Emitted) -> Verdict {
     if e.chunk.profile.samples.is_empty() {
-        return false;
+        return Verdict::Empty;
     }
-    let findings = validate_chunk_errors(&e.chunk);
-    let Some(f) = findings.iter().find(|f| f.is_error()) else {
-        return true;
+    // Error rules only: any finding keeps the chunk from being sent.
+    let Some(f) = validate_chunk_errors(&e.chunk).into_iter().next() else {
+        return Verdict::Send;
     };
     tracing::warn!(
         chunk_id = %e.chunk.chunk_id,
@@ -270,5 +280,5 @@ fn sendable(e: &Emitted) -> bool {
         message = %f.message,
         "a merged chunk failed the chunk validator and was dropped, not sent"
     );
-    false
+    Verdict::Invalid
 }
