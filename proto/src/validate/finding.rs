@@ -121,6 +121,11 @@ impl Sink {
         }
     }
 
+    /// True when warnings are recorded: a check that can only warn may be skipped otherwise.
+    pub(crate) fn records_warnings(&self) -> bool {
+        self.min <= Severity::Warning
+    }
+
     /// Records a finding unless its rule already reported the maximum.
     pub(crate) fn push(
         &mut self,

@@ -227,6 +227,11 @@ pub(crate) fn image_addresses(
     prefix: &str,
     sink: &mut Sink,
 ) {
+    // Warnings only: skipped when they are not recorded (the errors-only check of every chunk
+    // profilink emits would parse every frame's address a second time for nothing).
+    if !sink.records_warnings() {
+        return;
+    }
     let mut spans: Vec<ImageSpan> = meta
         .map(|m| &m.images[..])
         .unwrap_or_default()
