@@ -3,7 +3,7 @@
 //! digests that keeps the checksum cheap.
 
 use hashbrown::HashTable;
-use profilink_proto::sentry::{Frame, ProfileChunk};
+use profilink_proto::sentry::{Frame, ProfileChunk, hex_lower};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
@@ -34,7 +34,7 @@ pub fn merged_chunk_id(
     id.copy_from_slice(&digest[..16]);
     id[6] = (id[6] & 0x0f) | 0x40;
     id[8] = (id[8] & 0x3f) | 0x80;
-    hex::encode(id)
+    hex_lower(&id)
 }
 
 /// The first 8 bytes of a SHA-256 over `bytes`, big-endian.

@@ -9,7 +9,20 @@ pub fn is_sentry_id(s: &str) -> bool {
 
 /// Formats 16 bytes as a Sentry id (32 lowercase hex characters).
 pub fn sentry_id_from_bytes(bytes: &[u8; 16]) -> String {
-    hex::encode(bytes)
+    hex_lower(bytes)
+}
+
+/// `bytes` as lowercase hex, what `hex::encode` gives, written in one pass into one buffer
+/// (`hex::encode` collects a `char` iterator: ids of every translated chunk and session, and
+/// the build ids of their images, made it a visible part of translating a request).
+pub fn hex_lower(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// Parses a Sentry/UUID id (32 hex characters, or hyphenated UUID, any case) into 16 bytes.
@@ -67,6 +80,14 @@ pub fn format_instruction_addr(addr: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_lower_is_hex_encode() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(hex_lower(&all), hex::encode(&all));
+        assert_eq!(hex_lower(&[]), "");
+        assert_eq!(hex_lower(&[0x0f, 0xa0]), "0fa0");
+    }
 
     #[test]
     fn ids() {

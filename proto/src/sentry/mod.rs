@@ -24,7 +24,7 @@ pub use chunk::{
 };
 pub use envelope::{Envelope, EnvelopeError, EnvelopeItem, MAX_ENVELOPE_ITEMS};
 pub use ids::{
-    format_instruction_addr, is_instruction_addr, is_sentry_id, parse_instruction_addr,
+    format_instruction_addr, hex_lower, is_instruction_addr, is_sentry_id, parse_instruction_addr,
     parse_sentry_id, sentry_id_from_bytes,
 };
 pub use json_f64::{json_f64_len, write_json_f64};

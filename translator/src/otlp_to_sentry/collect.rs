@@ -33,7 +33,7 @@ use crate::sample_link::SampleLink;
 use blocks::Walk;
 use identity::{ATTR_UNKNOWN, AttrKey};
 use profilink_proto::otlp::{Profile, ResourceProfiles, Sample};
-use profilink_proto::sentry::{ProfileChunk, parse_sentry_id};
+use profilink_proto::sentry::{ProfileChunk, hex_lower, parse_sentry_id};
 use std::collections::HashMap;
 
 const UNRESOLVED: u32 = u32::MAX;
@@ -154,7 +154,7 @@ fn valid_id(v: &AttrValue<'_>) -> Option<String> {
     v.as_str()
         .and_then(parse_sentry_id)
         .filter(|b| *b != [0u8; 16])
-        .map(hex::encode)
+        .map(|b| hex_lower(&b))
 }
 
 impl<'a> Collector<'a> {

@@ -48,8 +48,8 @@ use crate::dictionary::{AttrValue, Dictionary};
 use crate::error::TranslateError;
 use profilink_proto::otlp::Mapping;
 use profilink_proto::sentry::DebugImage;
-use profilink_proto::sentry::format_instruction_addr;
 use profilink_proto::sentry::image_space::{SLOT_SIZE, slot_base};
+use profilink_proto::sentry::{format_instruction_addr, hex_lower};
 use std::collections::BTreeMap;
 
 /// Mapping attribute holding the GNU build id.
@@ -71,7 +71,7 @@ pub fn debug_id_from_build_id(build_id: &[u8]) -> String {
     b[0..4].reverse();
     b[4..6].reverse();
     b[6..8].reverse();
-    let h = hex::encode(b);
+    let h = hex_lower(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &h[0..8],
@@ -172,7 +172,7 @@ pub(crate) fn resolve_mapping(
         image_type: "symbolic".to_owned(),
         code_file: (!filename.is_empty()).then(|| filename.clone()),
         debug_id: Some(debug_id_from_build_id(&id)),
-        code_id: Some(hex::encode(&id)),
+        code_id: Some(hex_lower(&id)),
         image_addr: Some(format_instruction_addr(p.base + p.start)),
         image_vmaddr: None,
         image_size: Some(p.end - p.start),

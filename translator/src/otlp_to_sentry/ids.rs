@@ -13,6 +13,7 @@
 //! or stack content changes, so the same input always gives the same id (retries, replicas),
 //! and different chunks of one session get different ids.
 
+use profilink_proto::sentry::hex_lower;
 use sha2::{Digest, Sha256};
 
 /// Formats 16 bytes as a UUID-v4-shaped Sentry id: version nibble 4, RFC 4122 variant, 32
@@ -20,7 +21,7 @@ use sha2::{Digest, Sha256};
 pub(crate) fn uuid_v4_hex(mut bytes: [u8; 16]) -> String {
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    hex::encode(bytes)
+    hex_lower(&bytes)
 }
 
 /// The first 16 bytes of a SHA-256 digest.

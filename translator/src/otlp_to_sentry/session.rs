@@ -30,7 +30,7 @@
 use super::ids::{first16, uuid_v4_hex};
 use crate::dictionary::{Attr, AttrValue, Dictionary};
 use profilink_proto::otlp::{ProfilesDictionary, ResourceProfiles};
-use profilink_proto::sentry::parse_sentry_id;
+use profilink_proto::sentry::{hex_lower, parse_sentry_id};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
@@ -73,7 +73,7 @@ impl ProcessIdentity {
             for a in layer {
                 if a.key == PROFILER_ID_KEY {
                     if let Some(bytes) = scalar_text(&a.value).and_then(|v| parse_sentry_id(&v)) {
-                        profiler_id = Some(hex::encode(bytes));
+                        profiler_id = Some(hex_lower(&bytes));
                     }
                 } else if IDENTITY_KEYS.contains(&a.key)
                     && let Some(v) = scalar_text(&a.value)
@@ -114,7 +114,7 @@ impl ProcessIdentity {
                 }
                 if k == PROFILER_ID_KEY {
                     if let Some(bytes) = parse_sentry_id(v) {
-                        profiler_id = Some(hex::encode(bytes));
+                        profiler_id = Some(hex_lower(&bytes));
                     }
                 } else if IDENTITY_KEYS.contains(&k.as_str()) {
                     attributes.insert(k.clone(), v.clone());
