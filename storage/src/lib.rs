@@ -79,8 +79,16 @@ impl RecordRef {
             Err(e) => return Err(e),
         };
         file.seek(SeekFrom::Start(self.offset))?;
-        let mut buf = vec![0u8; self.len as usize];
-        file.read_exact(&mut buf)?;
+        // Read into spare capacity: a record is a whole chunk's JSON, and zero-filling a
+        // buffer the read overwrites at once cost as much as the copy.
+        let mut buf = Vec::with_capacity(self.len as usize);
+        file.take(u64::from(self.len)).read_to_end(&mut buf)?;
+        if buf.len() != self.len as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("queue record {} is cut short", self.id),
+            ));
+        }
         match framing::body(buf, self.id) {
             Some(body) => Ok(Some(body)),
             None => Err(io::Error::new(

@@ -171,3 +171,31 @@ fn records_given_in_parts_read_back_whole_even_beyond_one_vectored_write() {
     }
     assert_eq!(on_disk, expected);
 }
+
+#[test]
+fn a_record_whose_segment_was_cut_or_changed_under_it_reads_as_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _, _) = open(dir.path());
+    let body = vec![9u8; 1000];
+    log.append(&[(1, body.as_slice())]).unwrap();
+    let record = log.locate(1).unwrap();
+    assert_eq!(record.read().unwrap(), Some(body.clone()));
+    let seg = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .unwrap();
+    let whole = fs::read(&seg).unwrap();
+    // A byte changed: the CRC catches it.
+    let mut changed = whole.clone();
+    let last = changed.len() - 1;
+    changed[last] ^= 0xFF;
+    fs::write(&seg, &changed).unwrap();
+    let err = record.read().unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+    // Cut short: fewer bytes than the record's length, an error and not a short body.
+    fs::write(&seg, &whole[..whole.len() - 10]).unwrap();
+    let err = record.read().unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+    assert!(err.to_string().contains("cut short"), "{err}");
+}
