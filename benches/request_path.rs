@@ -21,9 +21,9 @@ mod load_request;
 
 use criterion::{BatchSize, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use flate2::read::GzDecoder;
-use profilink_exporter::testing::compress;
+use profilink_exporter::testing::compress_written;
 use profilink_exporter::testing::{self, ChunkAccumulator, Emitted};
-use profilink_exporter::{AccumulateConfig, Compression};
+use profilink_exporter::{AccumulateConfig, Compression, CompressionParams};
 use profilink_proto::otlp::ExportProfilesServiceRequest;
 use profilink_proto::sentry::{Envelope, ProfileChunk};
 use profilink_translator::otlp_to_sentry::{ChunkOptions, request_to_chunks};
@@ -94,6 +94,10 @@ fn merge(rounds: &[Round]) -> Vec<Emitted> {
 }
 
 fn deliver(emitted: &[Emitted]) -> usize {
+    // The exporter's default gzip level.
+    let level = CompressionParams::default()
+        .level_for(Compression::Gzip)
+        .expect("the default level is in range");
     emitted
         .iter()
         .map(|e| {
@@ -101,9 +105,12 @@ fn deliver(emitted: &[Emitted]) -> usize {
             let mut json = Vec::new();
             e.chunk.write_json(&mut json);
             let env = Envelope::for_chunk_json(json, &e.chunk.platform, "profilink", "bench");
-            compress(&env.to_bytes(), Compression::Gzip)
-                .expect("in-memory gzip")
-                .len()
+            // As the Sentry sink compresses it: streamed into gzip, never copied whole.
+            compress_written(Compression::Gzip, level, env.size_hint(), |mut w| {
+                env.write_to(&mut w)
+            })
+            .expect("in-memory gzip")
+            .len()
         })
         .sum()
 }

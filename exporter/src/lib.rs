@@ -133,7 +133,7 @@ pub mod testing {
     //! the API (hidden from the docs, may change with any release); tests of behaviour go
     //! through the exporters.
     pub use crate::accumulate::{ChunkAccumulator, Emitted};
-    pub use crate::http::{compress, compress_level};
+    pub use crate::http::{compress, compress_level, compress_written};
     pub use crate::queue::consumed::decode as decode_consumed;
     pub use crate::queue::decode_ready;
     pub use crate::queue::input::{ChunkInfo, decode as decode_input, encode_batch, encode_legacy};

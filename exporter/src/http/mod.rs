@@ -20,7 +20,7 @@ pub mod rate_limits;
 mod response;
 
 pub use client::{client, request_error, tls_handshake_failures};
-pub use compress::{compress, compress_level, content_encoding};
+pub use compress::{compress, compress_level, compress_written, content_encoding};
 pub use grpc::{grpc_channel, grpc_url};
 pub use rate_limits::{RateLimits, parse_retry_after};
 pub use response::read_response;

@@ -9,7 +9,7 @@ use super::transport::Transport;
 use crate::clock::SharedClock;
 use crate::engine::{Delivery, Sink};
 use crate::file::{envelope_file_name, write_atomic};
-use crate::http::{compress_level, parse_retry_after};
+use crate::http::{compress_written, parse_retry_after};
 use crate::metrics::{DiscardReason, ExporterMetrics};
 use crate::queue::ReadyMeta;
 use crate::{SDK_NAME, VERSION};
@@ -34,21 +34,24 @@ pub struct SentrySink {
 }
 
 impl SentrySink {
-    /// `raw` compressed; `raw` is handed back (for the dead-letter directory).
-    async fn compressed(&self, raw: Vec<u8>) -> (Vec<u8>, std::io::Result<Vec<u8>>) {
+    /// `env` serialized and compressed, streamed into the compressor (the chunk's JSON is not
+    /// copied into one envelope buffer first); `env` is handed back (for the dead-letter
+    /// directory).
+    async fn compressed(&self, env: Envelope) -> (Envelope, std::io::Result<Vec<u8>>) {
         let (c, level) = (self.transport.compression(), self.transport.level());
-        if raw.len() <= INLINE_COMPRESS_LIMIT {
-            let body = compress_level(&raw, c, level);
-            return (raw, body);
+        let size = env.size_hint();
+        if size <= INLINE_COMPRESS_LIMIT {
+            let body = compress_written(c, level, size, |mut w| env.write_to(&mut w));
+            return (env, body);
         }
         let res = tokio::task::spawn_blocking(move || {
-            let body = compress_level(&raw, c, level);
-            (raw, body)
+            let body = compress_written(c, level, size, |mut w| env.write_to(&mut w));
+            (env, body)
         })
         .await;
         match res {
             Ok(v) => v,
-            Err(e) => (Vec::new(), Err(std::io::Error::other(e))),
+            Err(e) => (Envelope::default(), Err(std::io::Error::other(e))),
         }
     }
 
@@ -81,7 +84,7 @@ impl SentrySink {
                 continue;
             }
             let env = client_report_envelope(&route.dsn, &entries, self.clock.wall());
-            let body = match self.compressed(env.to_bytes()).await.1 {
+            let body = match self.compressed(env).await.1 {
                 Ok(b) => b,
                 Err(_) => {
                     self.discards.restore(&key, &entries);
@@ -125,9 +128,7 @@ impl Sink for SentrySink {
         env.headers
             .insert("sent_at".into(), rfc3339(self.clock.wall()).into());
         env.headers.insert("dsn".into(), route.dsn.clone().into());
-        let raw = env.to_bytes();
-        drop(env);
-        let (raw, body) = self.compressed(raw).await;
+        let (env, body) = self.compressed(env).await;
         let body = match body {
             Ok(b) => b,
             Err(e) => {
@@ -207,7 +208,7 @@ impl Sink for SentrySink {
                     body = %resp.body,
                     "Sentry refused the envelope; not retrying"
                 );
-                self.dead_letter(&meta.chunk_id, raw).await;
+                self.dead_letter(&meta.chunk_id, env.to_bytes()).await;
                 Delivery::Permanent {
                     message: format!("HTTP {status}: {}", resp.body),
                 }

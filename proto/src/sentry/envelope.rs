@@ -207,16 +207,20 @@ impl Envelope {
 
     /// Writes the envelope; every item header gets the payload's exact `length`.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let size = self
-            .items
-            .iter()
-            .map(|i| i.payload.len() + 96)
-            .sum::<usize>()
-            + 128;
-        let mut out = Vec::with_capacity(size);
+        let mut out = Vec::with_capacity(self.size_hint());
         // Writing into a `Vec` cannot fail.
         let _ = self.write_to(&mut out);
         out
+    }
+
+    /// About the length of [`Envelope::to_bytes`]: the payloads' lengths and room for the
+    /// header lines (a buffer of this size seldom grows).
+    pub fn size_hint(&self) -> usize {
+        self.items
+            .iter()
+            .map(|i| i.payload.len() + 96)
+            .sum::<usize>()
+            + 128
     }
 
     /// Writes the envelope as [`Envelope::to_bytes`] does, straight into `out` (a file, a
