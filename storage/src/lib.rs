@@ -80,7 +80,7 @@ impl RecordRef {
         };
         file.seek(SeekFrom::Start(self.offset))?;
         // Read into spare capacity: a record is a whole chunk's JSON, and zero-filling a
-        // buffer the read overwrites at once cost as much as the copy.
+        // buffer the read overwrites at once is a second pass over it.
         let mut buf = Vec::with_capacity(self.len as usize);
         file.take(u64::from(self.len)).read_to_end(&mut buf)?;
         if buf.len() != self.len as usize {
